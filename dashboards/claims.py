@@ -28,6 +28,7 @@ from dashboards.model import ClaimCheck, Panel, Verdict
 from fedsweep.sweep.spec import CurveSpec
 
 ACC_TOL = 0.01  # |Δ final test accuracy| that counts as "matches" / "differs little"
+AUC_TOL = 0.05  # relative loss-AUC reduction that still counts as "little or no gain"
 FAIL_ACC_GAP = 0.05  # final accuracy this far below the best curve counts as "fails"
 BEST_B = {"case1": 10, "case2": 10, "case3": 50}  # the paper's best batch size per case
 
@@ -67,6 +68,15 @@ class ClaimData:
         """Label of the curve whose overrides set ``key`` to ``value``."""
         for c in self.curves:
             if key in c.set and _same(c.set[key], value):
+                return c.label
+        return None
+
+    def curve_matching(self, **conds) -> str | None:
+        """Label of the first curve whose overrides set every dotted key (``__`` for ``.``)
+        to the given value, e.g. ``curve_matching(algorithm="fedavg", selector="bherd")``."""
+        want = {k.replace("__", "."): v for k, v in conds.items()}
+        for c in self.curves:
+            if all(k in c.set and _same(c.set[k], v) for k, v in want.items()):
                 return c.label
         return None
 
@@ -129,6 +139,117 @@ def _compare_final_acc(data: ClaimData, pid: str, a: str, b: str, names=("", "")
     return abs(
         x - y
     ) <= ACC_TOL, f"acc {names[0]}{_fmt(x)} vs {names[1]}{_fmt(y)}, |Δ|={abs(x - y):.3f}"
+
+
+def _rel_gain(base: float, new: float) -> float:
+    """Relative loss-AUC reduction of ``new`` against ``base`` (positive = faster)."""
+    if math.isinf(base) or math.isinf(new):
+        return -math.inf if math.isinf(new) else math.inf
+    return (base - new) / base
+
+
+# ------------------------------------------------------------------------------ fig 2a
+def bherd_beats_fedavg(data: ClaimData) -> Result:
+    """Per panel BHerd-FedAvg has a lower loss AUC (converges faster) and a higher final test
+    accuracy than FedAvg."""
+    bh = data.curve_matching(algorithm="fedavg", selector="bherd")
+    fa = data.curve_matching(algorithm="fedavg", selector="none")
+    if (why := _missing((bh, "BHerd-FedAvg"), (fa, "FedAvg"))) is not None:
+        return "n/a", why
+
+    def check(p: Panel):
+        pid = p.panel_id
+        ab, af = data.auc(pid, bh), data.auc(pid, fa)
+        cb, cf = data.final(pid, bh, "test_acc"), data.final(pid, fa, "test_acc")
+        if None in (ab, af, cb, cf):
+            return None, "BHerd-FedAvg or FedAvg missing"
+        ok = ab < af and cb > cf
+        return ok, f"loss AUC {_fmt(ab, 4)} vs {_fmt(af, 4)}, acc {_fmt(cb)} vs {_fmt(cf)}"
+
+    return _per_case(data, check)
+
+
+def grab_little_gain(data: ClaimData) -> Result:
+    """Per panel GraB-FedAvg's final test accuracy is at most 0.01 above FedAvg's and its loss
+    AUC at most 5% below FedAvg's."""
+    gr = data.curve_matching(algorithm="fedavg", selector="grab")
+    fa = data.curve_matching(algorithm="fedavg", selector="none")
+    if (why := _missing((gr, "GraB-FedAvg"), (fa, "FedAvg"))) is not None:
+        return "n/a", why
+
+    def check(p: Panel):
+        pid = p.panel_id
+        ag, af = data.auc(pid, gr), data.auc(pid, fa)
+        cg, cf = data.final(pid, gr, "test_acc"), data.final(pid, fa, "test_acc")
+        if None in (ag, af, cg, cf):
+            return None, "GraB-FedAvg or FedAvg missing"
+        gain = _rel_gain(af, ag)
+        ok = cg - cf <= ACC_TOL and gain <= AUC_TOL
+        return ok, f"acc {_fmt(cg)} vs {_fmt(cf)}, loss AUC {_fmt(ag, 4)} vs {_fmt(af, 4)}"
+
+    return _per_case(data, check)
+
+
+# ------------------------------------------------------------------------------ fig 2b
+def _bherd_pairs(data: ClaimData) -> dict[str, tuple[str | None, str | None]]:
+    return {
+        name: (
+            data.curve_matching(algorithm=alg, selector="none"),
+            data.curve_matching(algorithm=alg, selector="bherd"),
+        )
+        for alg, name in (("fednova", "FedNova"), ("scaffold", "SCAFFOLD"))
+    }
+
+
+def bherd_speeds_up_others(data: ClaimData) -> Result:
+    """Per panel BHerd-FedNova has a lower loss AUC than FedNova and BHerd-SCAFFOLD a lower loss
+    AUC than SCAFFOLD."""
+    pairs = _bherd_pairs(data)
+    for name, (base, herd) in pairs.items():
+        if (why := _missing((base, name), (herd, f"BHerd-{name}"))) is not None:
+            return "n/a", why
+
+    def check(p: Panel):
+        oks, parts = [], []
+        for name, (base, herd) in pairs.items():
+            a0, a1 = data.auc(p.panel_id, base), data.auc(p.panel_id, herd)
+            if a0 is None or a1 is None:
+                return None, f"{name} or BHerd-{name} missing"
+            oks.append(a1 < a0)
+            parts.append(f"{name} loss AUC {_fmt(a1, 4)} (BHerd) vs {_fmt(a0, 4)}")
+        return all(oks), ", ".join(parts)
+
+    return _per_case(data, check)
+
+
+def bherd_gain_by_model(data: ClaimData) -> Result:
+    """BHerd's mean relative loss-AUC gain over the panels is larger on the SVM than on the CNN
+    for FedNova, and larger on the CNN than on the SVM for SCAFFOLD."""
+    pairs = _bherd_pairs(data)
+    for name, (base, herd) in pairs.items():
+        if (why := _missing((base, name), (herd, f"BHerd-{name}"))) is not None:
+            return "n/a", why
+    gains: dict[str, dict[str, list[float]]] = {name: {} for name in pairs}
+    for p in data.panels:
+        model = p.values.get("model.name")
+        for name, (base, herd) in pairs.items():
+            a0, a1 = data.auc(p.panel_id, base), data.auc(p.panel_id, herd)
+            if model in ("svm", "cnn") and a0 is not None and a1 is not None:
+                gains[name].setdefault(model, []).append(_rel_gain(a0, a1))
+    means = {
+        name: {m: sum(v) / len(v) for m, v in by_model.items()} for name, by_model in gains.items()
+    }
+    numbers = "; ".join(
+        f"{name}: " + ", ".join(f"{m.upper()} {100 * g:+.1f}%" for m, g in sorted(ms.items()))
+        for name, ms in means.items()
+    )
+    if any(len(ms) < 2 for ms in means.values()):
+        return "n/a", f"needs SVM and CNN panels with data ({numbers or 'none'})"
+    ok = (
+        means["FedNova"]["svm"] > means["FedNova"]["cnn"]
+        and means["SCAFFOLD"]["cnn"] > means["SCAFFOLD"]["svm"]
+    )
+    return ("yes" if ok else "no"), "mean loss-AUC gain of BHerd " + numbers
 
 
 # ------------------------------------------------------------------------------ fig 3a
@@ -334,6 +455,10 @@ def _case_label(case: str) -> str:
 
 # ------------------------------------------------------------------------------ registry
 CRITERIA: dict[str, Callable[[ClaimData], Result]] = {
+    "bherd-fedavg converges faster and reaches higher accuracy than fedavg": bherd_beats_fedavg,
+    "grab-fedavg gives little or no gain": grab_little_gain,
+    "bherd speeds up fednova and scaffold": bherd_speeds_up_others,
+    "bherd helps fednova most on the svm and scaffold most on the cnn": bherd_gain_by_model,
     "alpha=1.0 matches fedavg": alpha_matches_fedavg,
     "alpha 0.3-0.5 is fastest": alpha_fastest,
     "alpha=0.1 fails to converge": alpha_fails,

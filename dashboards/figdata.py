@@ -23,6 +23,11 @@ class FigureData:
     agg: pd.DataFrame
     diverged: dict[tuple[str, str], list[tuple[int, int]]]
     panels: list[Panel]
+    #: data sets the latest sweep could not run ("cifar10 panels not run: ...")
+    skipped_note: str = ""
+
+    def has_runs(self, panel_id: str) -> bool:
+        return any(tr.trial.panel_id == panel_id for tr in self.resolution.found)
 
     def seeds_of(self, panel_id: str, curve: str) -> int:
         return sum(
@@ -61,13 +66,15 @@ def prepare(ctx: BuildContext, keys: list[str]) -> FigureData:
         store.aggregate(long),
         store.diverged_rounds(long, res.found),
         panels_of(ctx.spec),
+        store.skipped_data_note(ctx.client, ctx.spec.figure, ctx.profile) if res.missing else "",
     )
 
 
 def figure_subtitle(ctx: BuildContext, data: FigureData) -> str:
     """Profile note, the data note in bold, and the missing-run count."""
     res = data.resolution
-    note = f"<b>{res.data_note}</b>" if res.data_note else ""
+    notes = "; ".join(n for n in (res.data_note, data.skipped_note) if n)
+    note = f"<b>{notes}</b>" if notes else ""
     miss = f"{len(res.missing)} of {len(res.trials)} runs missing" if res.missing else ""
     return subtitle(ctx.spec.profiles[ctx.profile].note, note, miss)
 
@@ -96,7 +103,7 @@ def make_result(
         runs=len(res.found),
         expected_runs=len(res.trials),
         profile_note=spec.profiles[ctx.profile].note,
-        data_note=res.data_note,
+        data_note="; ".join(n for n in (res.data_note, data.skipped_note) if n),
         claims=check_claims(spec.claims, claim_data if res.found else None),
         notes=notes,
         seed_counts=data.all_seed_counts(),

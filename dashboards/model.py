@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -24,15 +23,14 @@ class Panel:
 
 
 def panels_of(spec: SweepSpec) -> list[Panel]:
-    """The spec's panels in grid order, labelled with ``spec.panel_labels`` ("Case 1", ...)."""
-    keys = list(spec.panels)
-    out = []
-    for values in itertools.product(*(spec.panels[k] for k in keys)):
-        pairs = list(zip(keys, values, strict=True))
-        pid = ",".join(f"{k}={v}" for k, v in pairs) or "all"
-        label = " · ".join(spec.panel_labels.get(k, {}).get(str(v), f"{k}={v}") for k, v in pairs)
-        out.append(Panel(pid, label, dict(pairs)))
-    return out or [Panel("all", "", {})]
+    """The spec's panels in grid order, labelled as the spec says ("Case 1", "CNN, MNIST", ...).
+
+    ``values`` holds the axis values (a named axis gives its choice id) and the config overrides
+    of the cell (e.g. ``data.partition``, ``model.name``)."""
+    return [
+        Panel(cell.panel_id, cell.label, {**cell.overrides, **dict(cell.pairs)})
+        for cell in spec.panel_cells()
+    ]
 
 
 @dataclass

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dashboards import bherd_fig3, bherd_fig4abc, bherd_fig4d, bherd_fig4e
+from dashboards import bherd_fig2, bherd_fig3, bherd_fig4abc, bherd_fig4d, bherd_fig4e
 from dashboards.model import BuildContext, FigureResult
 
 Builder = Callable[[BuildContext], FigureResult]
 
 BUILDERS: dict[str, Builder] = {
+    "bherd-fig2a": bherd_fig2.build,
+    "bherd-fig2b": bherd_fig2.build,
     "bherd-fig3a": bherd_fig3.build,
     "bherd-fig3b": bherd_fig3.build,
     "bherd-fig3c": bherd_fig3.build,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,8 +119,13 @@ def resolve_runs(
     """
     extra = dict(overrides or {})
     primary = expand(spec, profile, extra=extra)
-    fallback = spec.profiles[profile].data_fallback
-    alt = expand(spec, profile, extra={**extra, "data.dataset": fallback}) if fallback else None
+    prof = spec.profiles[profile]
+    substitute = {
+        name: fb
+        for name in {t.config.data.dataset for t in primary}
+        if (fb := prof.fallback_for(name)) is not None
+    }
+    alt = expand(spec, profile, extra=extra, substitute=substitute) if substitute else None
     found: list[TrialRun] = []
     missing: list[Trial] = []
     for i, trial in enumerate(primary):
@@ -133,18 +139,22 @@ def resolve_runs(
                 found.append(TrialRun(alt[i], run, fallback=True))
                 continue
         missing.append(trial)
-    return Resolution(primary, found, missing, _data_note(primary, found, fallback))
+    return Resolution(primary, found, missing, _data_note(primary, found))
 
 
-def _data_note(primary: list[Trial], found: list[TrialRun], fallback: str | None) -> str:
-    n_fb = sum(tr.fallback for tr in found)
-    if not n_fb:
-        return ""
-    name = primary[0].config.data.dataset
-    full = f"full {DATASET_NAMES.get(name, name)} unavailable"
-    if n_fb == len(found):
-        return f"ran on {fallback} ({full})"
-    return f"{n_fb} of {len(found)} runs ran on {fallback} ({full})"
+def _data_note(primary: list[Trial], found: list[TrialRun]) -> str:
+    """E.g. "ran on mnist-5k (full MNIST unavailable)", per data set that fell back."""
+    configured = {t.trial_id: t.config.data.dataset for t in primary}
+    total = Counter(configured[tr.trial.trial_id] for tr in found)
+    fell_back = Counter(
+        (configured[tr.trial.trial_id], tr.trial.config.data.dataset) for tr in found if tr.fallback
+    )
+    parts = []
+    for (name, used), n in sorted(fell_back.items()):
+        full = f"full {DATASET_NAMES.get(name, name)} unavailable"
+        runs = "" if n == total[name] else f"{n} of {total[name]} runs "
+        parts.append(f"{runs}ran on {used} ({full})")
+    return "; ".join(parts)
 
 
 def metric_keys(keys: Iterable[str], num_clients: int) -> list[str]:
@@ -212,3 +222,23 @@ def load_selected(client, run_id: str) -> dict[int, np.ndarray]:
                 with np.load(path) as npz:
                     out[int(match.group(1))] = np.asarray(npz["data"]).astype(bool)
     return dict(sorted(out.items()))
+
+
+def skipped_data_note(client, figure: str, profile: str) -> str:
+    """What the latest sweep of ``figure`` under ``profile`` could not run for lack of data
+    (its parent run's ``fedsweep.skipped_data`` tag), e.g. "cifar10 panels not run: ..."."""
+    if client is None:
+        return ""
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    if not experiments:
+        return ""
+    runs = client.search_runs(
+        experiments,
+        filter_string=(
+            "tags.`fedsweep.kind` = 'sweep' and "
+            f"tags.`fedsweep.figure` = '{figure}' and tags.`fedsweep.profile` = '{profile}'"
+        ),
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    return runs[0].data.tags.get("fedsweep.skipped_data", "") if runs else ""

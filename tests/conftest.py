@@ -23,3 +23,13 @@ def real_data_dir() -> Path:
     if root is None or not (root / "MNIST" / "raw").is_dir():
         pytest.skip("FEDSWEEP_DATA_DIR with real MNIST is not set")
     return root
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One local Ray instance (2 CPUs) for every test that runs a real Ray Tune sweep."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", configure_logging=True)
+    yield
+    ray.shutdown()

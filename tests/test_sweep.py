@@ -56,15 +56,6 @@ def write_spec(
     return path
 
 
-@pytest.fixture(scope="session")
-def ray_session():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", configure_logging=True)
-    yield
-    ray.shutdown()
-
-
 @pytest.fixture
 def store(tmp_path):
     return f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"

@@ -108,6 +108,9 @@ class EvalConfig(Section):
     every: int = Field(1, ge=1, description="Evaluate every k rounds (and always the last).")
     train_metrics: bool = Field(True, description="Also evaluate on the full training set.")
     batch_size: int = Field(5000, ge=1)
+    test_subset: int | None = Field(
+        None, ge=1, description="Evaluate on the first n test samples only (quick profiles)."
+    )
 
 
 class TrackingConfig(Section):

@@ -74,6 +74,9 @@ class FLRun:
         if config.data.train_subset is not None:
             self.x_train = self.x_train[: config.data.train_subset]
             self.y_train = self.y_train[: config.data.train_subset]
+        if config.eval.test_subset is not None:
+            self.x_test = self.x_test[: config.eval.test_subset]
+            self.y_test = self.y_test[: config.eval.test_subset]
 
         self.method = ALGORITHMS[config.algorithm](config)
         self.selector = SELECTORS[config.selector](config)

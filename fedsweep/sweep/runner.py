@@ -5,8 +5,9 @@ Order of work (everything that can fail does so before Ray starts):
 1. load and validate the specs, expand them under the profile (``spec.expand``);
 2. resolve every path to an absolute one (Ray Tune changes the trials' working directory);
 3. check the data: load each data set once in the driver (downloading if needed); when it can
-   be neither found nor downloaded, a profile with ``data_fallback`` switches to that data set
-   (stated on the figures), any other profile stops with the data error;
+   be neither found nor downloaded, a profile with a ``data_fallback`` for it switches to that
+   data set, a profile with ``skip_missing_data`` skips its trials (both stated on the
+   figures), any other profile stops with the data error;
 4. create the MLflow store and the experiment (a fresh sqlite DB breaks when parallel trials
    create it), skip trials whose config hash already has a finished run, open a parent run;
 5. run the remaining trials with ``ray.tune.Tuner`` (or ``Tuner.restore`` with ``--resume``).
@@ -45,6 +46,10 @@ class SweepReport:
     parent_run_id: str | None = None
     data_note: str = ""
     data_fallback: str | None = None
+    #: trials left out because their data set is missing (``skip_missing_data``)
+    unavailable: int = 0
+    #: trials not scheduled because another trial of the sweep has the same config
+    shared: int = 0
     errors: list[str] = field(default_factory=list)
 
     def line(self) -> str:
@@ -53,29 +58,59 @@ class SweepReport:
             f"finished (skipped), {self.scheduled} scheduled, {self.finished} finished, "
             f"{self.errored} errored"
         )
+        if self.shared:
+            text += f", {self.shared} share a run with an equal trial"
+        if self.unavailable:
+            text += f", {self.unavailable} not run (data missing)"
         return text + (f" [ran on {self.data_fallback}]" if self.data_fallback else "")
 
 
 # ----------------------------------------------------------------------------- preparation
-def check_data(trials: list[Trial], spec: SweepSpec, profile: str, data_root: Path) -> str:
-    """Make sure every data set the trials use loads; apply the profile's fallback if allowed.
+@dataclass
+class DataPlan:
+    """What the driver runs on: data set substitutions (fallbacks) and data sets skipped."""
 
-    Returns a note for the figures ("" when the configured data is used). Mutates nothing:
-    the caller re-expands with the fallback override.
+    substitute: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)  # data set -> first line of the error
+
+    @property
+    def note(self) -> str:
+        """For the figures and the console; "" when every data set is the configured one."""
+        parts = [
+            f"{name} could be neither found nor downloaded; this profile ran on {fb} instead"
+            for name, fb in sorted(self.substitute.items())
+        ]
+        return "; ".join([*parts, self.skip_note] if self.skipped else parts)
+
+    @property
+    def skip_note(self) -> str:
+        return "; ".join(
+            f"{name} panels not run: {why}" for name, why in sorted(self.skipped.items())
+        )
+
+
+def check_data(trials: list[Trial], spec: SweepSpec, profile: str, data_root: Path) -> DataPlan:
+    """Make sure every data set the trials use loads; plan the profile's fallbacks and skips.
+
+    Mutates nothing: the caller re-expands with ``plan.substitute`` and drops the trials of
+    ``plan.skipped``. Raises the data error when the profile allows neither.
     """
+    prof = spec.profiles[profile]
+    plan = DataPlan()
     for name in sorted({t.config.data.dataset for t in trials}):
+        download = all(t.config.data.download for t in trials if t.config.data.dataset == name)
         try:
-            load_dataset(name, root=data_root)
-        except DatasetNotFoundError:
-            fallback = spec.profiles[profile].data_fallback
-            if fallback is None:
+            load_dataset(name, root=data_root, download=download)
+        except DatasetNotFoundError as err:
+            fallback = prof.fallback_for(name)
+            if fallback is not None:
+                load_dataset(fallback, root=data_root, download=download)
+                plan.substitute[name] = fallback
+            elif prof.skip_missing_data:
+                plan.skipped[name] = str(err).strip().splitlines()[0]
+            else:
                 raise
-            load_dataset(fallback, root=data_root)
-            return (
-                f"{name} could be neither found nor downloaded; this profile ran on "
-                f"{fallback} instead"
-            )
-    return ""
+    return plan
 
 
 def done_runs(client):
@@ -158,19 +193,25 @@ def run_sweep(
     data_root = resolve_data_root(data_dir)
     extra = {"data.root": str(data_root), **(overrides or {})}
     trials = expand(spec, profile, extra=extra)
-    data_note = check_data(trials, spec, profile, data_root)
+    plan = check_data(trials, spec, profile, data_root)
+    data_note = plan.note
     if data_note:
         echo(f"note: {data_note}")
-        extra["data.dataset"] = spec.profiles[profile].data_fallback
-        trials = expand(spec, profile, extra=extra)
+        trials = expand(spec, profile, extra=extra, substitute=plan.substitute)
+    runnable = [t for t in trials if t.config.data.dataset not in plan.skipped]
     note = spec.profiles[profile].note
     report = SweepReport(
         spec.figure,
         profile,
         len(trials),
         data_note=data_note,
-        data_fallback=extra.get("data.dataset") if data_note else None,
+        data_fallback=", ".join(sorted(set(plan.substitute.values()))) or None,
+        unavailable=len(trials) - len(runnable),
     )
+    trials = runnable
+    if not trials:
+        echo(f"{spec.figure} [{profile}]: no trial can run without its data; nothing to schedule")
+        return report
 
     uri = resolve_tracking_uri(tracking_uri)
     client = get_client(uri)
@@ -182,12 +223,19 @@ def run_sweep(
     state_path = storage / tune_name / STATE_FILE
 
     done = finished_hashes(client, {t.config_hash for t in trials})
-    pending = [t for t in trials if t.config_hash not in done]
-    report.skipped = len(trials) - len(pending)
+    report.skipped = sum(t.config_hash in done for t in trials)
+    # Trials with equal configs share one run (e.g. a pooled centralized baseline drawn in
+    # every Case panel): schedule each config once.
+    unique: dict[str, Trial] = {}
+    for t in trials:
+        if t.config_hash not in done:
+            unique.setdefault(t.config_hash, t)
+    pending = list(unique.values())
+    report.shared = len(trials) - report.skipped - len(pending)
     if not pending:
         echo(
-            f"{spec.figure} [{profile}]: all {len(trials)} trials already have a finished run; "
-            "nothing to schedule"
+            f"{spec.figure} [{profile}]: all {len(trials)} runnable trials already have a "
+            "finished run; nothing to schedule"
         )
         return report
 
@@ -210,6 +258,7 @@ def run_sweep(
                 "fedsweep.spec": str(spec_path),
                 "fedsweep.profile_note": note,
                 "fedsweep.data_note": data_note,
+                "fedsweep.skipped_data": plan.skip_note,
                 "fedsweep.status": "running",
             },
         )
@@ -227,6 +276,7 @@ def run_sweep(
     echo(
         f"{spec.figure} [{profile}]: {len(trials)} trials, {report.skipped} already finished, "
         f"scheduling {len(payloads)} (parent MLflow run {parent_run_id})"
+        + (f"; {report.shared} share a run with an equal trial" if report.shared else "")
     )
 
     results = _fit(

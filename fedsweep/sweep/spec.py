@@ -1,8 +1,11 @@
 """Sweep specs (``sweeps/*.yaml``): one per figure id of FIGURES.md.
 
-A spec is a base run config, a grid of **panels** (dotted config keys -> values; cartesian
-product), a list of **curves** (named override sets, or one curve per value of a key), the
-**seeds**, and per-**profile** overrides (``paper``, ``quick``, ``smoke``). ``expand`` turns
+A spec is a base run config, a grid of **panels** (cartesian product of its axes), a list of
+**curves** (named override sets, or one curve per value of a key), the **seeds**, and
+per-**profile** overrides (``paper``, ``quick``, ``smoke``). A panel axis is either a dotted
+config key with a list of values (``data.partition: [case1, case2, case3]``) or a free name with
+a list of labelled override sets (``setting: [{id: cnn-mnist, label: "CNN, MNIST", set:
+{model.name: cnn}}, ...]``), for settings that change several keys at once. ``expand`` turns
 (spec, profile) into the list of trials, each a fully validated ``RunConfig`` with a stable
 config hash. Every override key is checked against the run-config schema before anything runs;
 errors name the spec file and the key.
@@ -21,11 +24,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from fedsweep.config.load import ConfigError, build_config, set_dotted
-from fedsweep.config.schema import RunConfig
+from fedsweep.config.schema import DataConfig, RunConfig
 
 PROFILES = ("paper", "quick", "smoke")
 #: config keys that do not change a run's numbers (excluded from the config hash)
-HASH_EXCLUDED = ("name", "threads", "device", "tracking", "data.root")
+HASH_EXCLUDED = ("name", "threads", "device", "tracking", "data.root", "data.download")
 
 
 class SpecError(ValueError):
@@ -34,6 +37,30 @@ class SpecError(ValueError):
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class PanelChoice(_Strict):
+    """One value of a named panel axis: several config overrides under one id and label."""
+
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    label: str | None = None
+    set: dict[str, Any]
+
+
+PanelValue = PanelChoice | str | int | float | bool | None
+
+
+@dataclass(frozen=True)
+class PanelCell:
+    """One cell of the panel grid: ``pairs`` = ((axis, value or choice id), ...)."""
+
+    pairs: tuple[tuple[str, Any], ...]
+    overrides: dict[str, Any]
+    label: str
+
+    @property
+    def panel_id(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.pairs) or "all"
 
 
 class CurveSpec(_Strict):
@@ -59,10 +86,23 @@ class ProfileSpec(_Strict):
     set: dict[str, Any] = Field(default_factory=dict)
     #: per-curve extra overrides, keyed by curve label (e.g. fewer rounds for one curve)
     curve_set: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    #: per-panel extra overrides, keyed by one panel axis value: ``"setting=cnn-mnist"``,
+    #: ``"data.partition=case2"`` (applied after ``set``, before ``curve_set``)
+    panel_set: dict[str, dict[str, Any]] = Field(default_factory=dict)
     #: the scaling relative to the paper, shown in the figure subtitle
     note: str = ""
-    #: data set to use when the configured one can be neither found nor downloaded
-    data_fallback: str | None = None
+    #: data set to use when the configured one can be neither found nor downloaded: one name for
+    #: every data set, or a map ``{configured: fallback}`` (data sets not in it have none)
+    data_fallback: str | dict[str, str] | None = None
+    #: a data set that can be neither found, downloaded nor replaced skips its trials (with a
+    #: note on the figure) instead of stopping the sweep
+    skip_missing_data: bool = False
+
+    def fallback_for(self, dataset: str) -> str | None:
+        fb = self.data_fallback
+        if isinstance(fb, dict):
+            return fb.get(dataset)
+        return fb if fb != dataset else None
 
 
 class Resources(_Strict):
@@ -75,7 +115,7 @@ class SweepSpec(_Strict):
     title: str
     paper: str = ""
     base: dict[str, Any]
-    panels: dict[str, list[Any]] = Field(default_factory=dict)
+    panels: dict[str, list[PanelValue]] = Field(default_factory=dict)
     panel_labels: dict[str, dict[str, str]] = Field(default_factory=dict)
     curves: list[CurveSpec] | CurveGrid
     seeds: list[int] = Field(default_factory=lambda: list(range(10)))
@@ -91,6 +131,27 @@ class SweepSpec(_Strict):
         for key, values in self.panels.items():
             if not values:
                 raise ValueError(f"panels.{key}: empty list of values")
+            choices = [isinstance(v, PanelChoice) for v in values]
+            if any(choices) and not all(choices):
+                raise ValueError(
+                    f"panels.{key}: mixes labelled override sets ({{id, label, set}}) with plain "
+                    "values; an axis is either a config key with values or a list of sets"
+                )
+            ids = [str(v.id if isinstance(v, PanelChoice) else v) for v in values]
+            if len(set(ids)) != len(ids):
+                raise ValueError(f"panels.{key}: repeated value in {ids}")
+        axis_values = {
+            f"{k}={v.id if isinstance(v, PanelChoice) else v}"
+            for k, vs in self.panels.items()
+            for v in vs
+        }
+        for name, prof in self.profiles.items():
+            unknown_cells = sorted(set(prof.panel_set) - axis_values)
+            if unknown_cells:
+                raise ValueError(
+                    f"profiles.{name}.panel_set: unknown panel value(s) {unknown_cells}; "
+                    f"allowed: {sorted(axis_values)}"
+                )
         if isinstance(self.curves, CurveGrid) and not self.curves.values:
             raise ValueError(f"curves.values for {self.curves.key}: empty list")
         if isinstance(self.curves, list) and not self.curves:
@@ -104,6 +165,24 @@ class SweepSpec(_Strict):
                 f"profiles must be exactly {PROFILES}; missing {missing}, unknown {unknown}"
             )
         return self
+
+    def panel_cells(self) -> list[PanelCell]:
+        """The panel grid in order (cartesian product of the axes), with overrides and labels."""
+        keys = list(self.panels)
+        cells = []
+        for values in itertools.product(*(self.panels[k] for k in keys)):
+            pairs, overrides, labels = [], {}, []
+            for key, value in zip(keys, values, strict=True):
+                if isinstance(value, PanelChoice):
+                    pairs.append((key, value.id))
+                    overrides.update(value.set)
+                    labels.append(value.label or value.id)
+                else:
+                    pairs.append((key, value))
+                    overrides[key] = value
+                    labels.append(self.panel_labels.get(key, {}).get(str(value), f"{key}={value}"))
+            cells.append(PanelCell(tuple(pairs), overrides, " · ".join(labels)))
+        return cells or [PanelCell((), {}, "")]
 
     def curve_list(self) -> list[CurveSpec]:
         if isinstance(self.curves, list):
@@ -175,14 +254,24 @@ def load_spec(path: str | Path) -> SweepSpec:
             lines.append(f"  key `{key}`: {msg}" if key else f"  {msg}")
         raise SpecError("\n".join(lines)) from None
     spec._path = path  # type: ignore[attr-defined]
-    expand(spec, "smoke", source=str(path))  # validates every key against the run schema
+    for profile in PROFILES:  # validates every key of every profile against the run schema
+        expand(spec, profile, source=str(path))
     return spec
 
 
 def expand(
-    spec: SweepSpec, profile: str, *, source: str | None = None, extra: dict[str, Any] | None = None
+    spec: SweepSpec,
+    profile: str,
+    *,
+    source: str | None = None,
+    extra: dict[str, Any] | None = None,
+    substitute: dict[str, str] | None = None,
 ) -> list[Trial]:
-    """All trials of ``spec`` under ``profile``: panels x curves x seeds, validated."""
+    """All trials of ``spec`` under ``profile``: panels x curves x seeds, validated.
+
+    ``substitute`` maps configured data set names to the ones to run on instead (the profile's
+    ``data_fallback`` after the driver found a data set missing); it is applied last.
+    """
     source = source or str(getattr(spec, "_path", spec.figure))
     if profile not in PROFILES:
         raise SpecError(f"{source}: unknown profile {profile!r}; allowed: {', '.join(PROFILES)}")
@@ -194,27 +283,31 @@ def expand(
                 f"{source}: profiles.{profile}.curve_set names unknown curve "
                 f"{label!r}; curves: {[c.label for c in spec.curve_list()]}"
             )
-    panel_keys = list(spec.panels)
     trials = []
-    for values in itertools.product(*(spec.panels[k] for k in panel_keys)):
-        panel = tuple(zip(panel_keys, values, strict=True))
+    for cell in spec.panel_cells():
+        panel_set: dict[str, Any] = {}
+        for key, value in cell.pairs:
+            panel_set.update(prof.panel_set.get(f"{key}={value}", {}))
         for curve in spec.curve_list():
             for seed in seeds:
                 layers = [
-                    ("panels", dict(panel)),
+                    ("panels", cell.overrides),
                     (f"curve {curve.label!r}", curve.set),
                     (f"profiles.{profile}.set", prof.set),
+                    (f"profiles.{profile}.panel_set", panel_set),
                     (f"profiles.{profile}.curve_set", prof.curve_set.get(curve.label, {})),
                     ("--set", extra or {}),
                 ]
-                cfg = _build(spec, source, layers, seed)
+                cfg = _build(spec, source, layers, seed, substitute or {})
                 trials.append(
-                    Trial(spec.figure, profile, panel, curve.label, seed, cfg, config_hash(cfg))
+                    Trial(
+                        spec.figure, profile, cell.pairs, curve.label, seed, cfg, config_hash(cfg)
+                    )
                 )
     return trials
 
 
-def _build(spec: SweepSpec, source: str, layers, seed: int) -> RunConfig:
+def _build(spec: SweepSpec, source: str, layers, seed: int, substitute: dict[str, str]):
     tree = json.loads(json.dumps(spec.base))  # deep copy
     for where, overrides in layers:
         for key, value in overrides.items():
@@ -222,6 +315,10 @@ def _build(spec: SweepSpec, source: str, layers, seed: int) -> RunConfig:
                 set_dotted(tree, key, value)
             except ConfigError as err:
                 raise SpecError(f"{source}: {where}: {err}") from None
+    data = tree.setdefault("data", {})
+    dataset = data.get("dataset", DataConfig.model_fields["dataset"].default)
+    if dataset in substitute:
+        data["dataset"] = substitute[dataset]
     tree["seed"] = seed
     try:
         return build_config(tree, source=source)
