@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from dashboards import store
 from dashboards.bherd_fig3 import METRICS, curve_styles, metric_grid
 from dashboards.figdata import figure_subtitle, make_result, prepare
 from dashboards.model import BuildContext, FigureResult
@@ -34,7 +35,28 @@ def build(ctx: BuildContext) -> FigureResult:
     paper_layout(fig, spec.title, sub, width=width, height=720 + 18 * lines, top=90 + 18 * lines)
     fig.update_annotations(selector={"text": NO_RUNS}, font={"size": 14, "color": "#999"})
     notes = [f"{p.label}: no runs" for i, p in enumerate(data.panels, start=1) if i in empty]
+    notes += grab_stalls(ctx, data)
     return make_result(ctx, data, fig, data.claim_data(curves), notes=notes)
+
+
+def grab_stalls(ctx: BuildContext, data) -> list[str]:
+    """Per panel, the rounds in which GraB-FedAvg selected no gradient on any client
+    (``alpha_t = 0``: the update is skipped, ALGORITHMS.md §4), summed over seeds."""
+    runs = [tr for tr in data.resolution.found if tr.trial.config.selector == "grab"]
+    if not runs or ctx.client is None:
+        return []
+    long = store.load_metrics(ctx.client, runs, ["client/{i}/alpha"])
+    if long.empty:
+        return []
+    per_round = long.groupby(["panel_id", "curve", "run_id", "round"])["value"].max()
+    stalled = (per_round == 0).groupby(level=["panel_id", "curve"]).agg(["sum", "count"])
+    return [
+        f"{curve} [{p.label}]: no client selected a gradient (alpha_t = 0, update skipped) "
+        f"in {int(row['sum'])} of {int(row['count'])} rounds (all seeds)"
+        for p in data.panels
+        for (pid, curve), row in stalled.iterrows()
+        if pid == p.panel_id and row["sum"] > 0
+    ]
 
 
 def _mark_empty(fig: go.Figure, row: int, col: int) -> None:

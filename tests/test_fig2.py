@@ -230,3 +230,30 @@ def test_fig2a_smoke_sweep_through_ray_and_the_builder(ray_session, tmp_path):
     }
     assert [c.verdict for c in r.claims] != ["n/a", "n/a"]
     assert (out / "bherd-fig2a.html").is_file()
+
+    # GraB's skipped rounds (alpha_t = 0), recounted from the logged per-client alphas
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=store)
+    exp = client.get_experiment_by_name("bherd-fig2a")
+    expected = {}
+    for run in client.search_runs([exp.experiment_id]):
+        tags = run.data.tags
+        if tags.get("fedsweep.curve") != "GraB-FedAvg":
+            continue
+        alphas = [client.get_metric_history(run.info.run_id, f"client/{i}/alpha") for i in range(5)]
+        by_round = {}
+        for history in alphas:
+            for m in history:
+                by_round.setdefault(m.step, []).append(m.value)
+        assert sorted(by_round) == [1, 2] and all(len(v) == 5 for v in by_round.values())
+        expected[tags["fedsweep.panel"]] = sum(max(v) == 0 for v in by_round.values())
+    assert len(expected) == 6
+    labels = {p.panel_id: p.label for p in panels_of(load_spec(SWEEPS / "bherd-fig2a.yaml"))}
+    want = sorted(
+        f"GraB-FedAvg [{labels[pid]}]: no client selected a gradient (alpha_t = 0, update "
+        f"skipped) in {k} of 2 rounds (all seeds)"
+        for pid, k in expected.items()
+        if k
+    )
+    assert sorted(n for n in r.notes if "alpha_t = 0" in n) == want
