@@ -26,6 +26,11 @@ class FigureData:
     #: data sets the latest sweep could not run ("cifar10 panels not run: ...")
     skipped_note: str = ""
 
+    @property
+    def data_note(self) -> str:
+        """Fallback data sets used and data sets not run, "" when neither."""
+        return "; ".join(n for n in (self.resolution.data_note, self.skipped_note) if n)
+
     def has_runs(self, panel_id: str) -> bool:
         return any(tr.trial.panel_id == panel_id for tr in self.resolution.found)
 
@@ -73,8 +78,7 @@ def prepare(ctx: BuildContext, keys: list[str]) -> FigureData:
 def figure_subtitle(ctx: BuildContext, data: FigureData) -> str:
     """Profile note, the data note in bold, and the missing-run count."""
     res = data.resolution
-    notes = "; ".join(n for n in (res.data_note, data.skipped_note) if n)
-    note = f"<b>{notes}</b>" if notes else ""
+    note = f"<b>{data.data_note}</b>" if data.data_note else ""
     miss = f"{len(res.missing)} of {len(res.trials)} runs missing" if res.missing else ""
     return subtitle(ctx.spec.profiles[ctx.profile].note, note, miss)
 
@@ -103,7 +107,7 @@ def make_result(
         runs=len(res.found),
         expected_runs=len(res.trials),
         profile_note=spec.profiles[ctx.profile].note,
-        data_note="; ".join(n for n in (res.data_note, data.skipped_note) if n),
+        data_note=data.data_note,
         claims=check_claims(spec.claims, claim_data if res.found else None),
         notes=notes,
         seed_counts=data.all_seed_counts(),
