@@ -149,45 +149,49 @@ def _rel_gain(base: float, new: float) -> float:
 
 
 # ------------------------------------------------------------------------------ fig 2a
-def bherd_beats_fedavg(data: ClaimData) -> Result:
-    """Per panel BHerd-FedAvg has a lower loss AUC (converges faster) and a higher final test
-    accuracy than FedAvg."""
-    bh = data.curve_matching(algorithm="fedavg", selector="bherd")
+def _versus_fedavg(data: ClaimData, selector: str, name: str, compare) -> Result:
+    """Per panel, the FedAvg + ``selector`` curve against plain FedAvg:
+    ``compare(auc_sel, auc_fedavg, acc_sel, acc_fedavg) -> (ok, numbers)``."""
+    sel = data.curve_matching(algorithm="fedavg", selector=selector)
     fa = data.curve_matching(algorithm="fedavg", selector="none")
-    if (why := _missing((bh, "BHerd-FedAvg"), (fa, "FedAvg"))) is not None:
+    if (why := _missing((sel, name), (fa, "FedAvg"))) is not None:
         return "n/a", why
 
     def check(p: Panel):
         pid = p.panel_id
-        ab, af = data.auc(pid, bh), data.auc(pid, fa)
-        cb, cf = data.final(pid, bh, "test_acc"), data.final(pid, fa, "test_acc")
-        if None in (ab, af, cb, cf):
-            return None, "BHerd-FedAvg or FedAvg missing"
-        ok = ab < af and cb > cf
-        return ok, f"loss AUC {_fmt(ab, 4)} vs {_fmt(af, 4)}, acc {_fmt(cb)} vs {_fmt(cf)}"
+        values = (
+            data.auc(pid, sel),
+            data.auc(pid, fa),
+            data.final(pid, sel, "test_acc"),
+            data.final(pid, fa, "test_acc"),
+        )
+        if None in values:
+            return None, f"{name} or FedAvg missing"
+        return compare(*values)
 
     return _per_case(data, check)
+
+
+def bherd_beats_fedavg(data: ClaimData) -> Result:
+    """Per panel BHerd-FedAvg has a lower loss AUC (converges faster) and a higher final test
+    accuracy than FedAvg."""
+
+    def compare(ab, af, cb, cf):
+        numbers = f"loss AUC {_fmt(ab, 4)} vs {_fmt(af, 4)}, acc {_fmt(cb)} vs {_fmt(cf)}"
+        return ab < af and cb > cf, numbers
+
+    return _versus_fedavg(data, "bherd", "BHerd-FedAvg", compare)
 
 
 def grab_little_gain(data: ClaimData) -> Result:
     """Per panel GraB-FedAvg's final test accuracy is at most 0.01 above FedAvg's and its loss
     AUC at most 5% below FedAvg's."""
-    gr = data.curve_matching(algorithm="fedavg", selector="grab")
-    fa = data.curve_matching(algorithm="fedavg", selector="none")
-    if (why := _missing((gr, "GraB-FedAvg"), (fa, "FedAvg"))) is not None:
-        return "n/a", why
 
-    def check(p: Panel):
-        pid = p.panel_id
-        ag, af = data.auc(pid, gr), data.auc(pid, fa)
-        cg, cf = data.final(pid, gr, "test_acc"), data.final(pid, fa, "test_acc")
-        if None in (ag, af, cg, cf):
-            return None, "GraB-FedAvg or FedAvg missing"
-        gain = _rel_gain(af, ag)
-        ok = cg - cf <= ACC_TOL and gain <= AUC_TOL
-        return ok, f"acc {_fmt(cg)} vs {_fmt(cf)}, loss AUC {_fmt(ag, 4)} vs {_fmt(af, 4)}"
+    def compare(ag, af, cg, cf):
+        numbers = f"acc {_fmt(cg)} vs {_fmt(cf)}, loss AUC {_fmt(ag, 4)} vs {_fmt(af, 4)}"
+        return cg - cf <= ACC_TOL and _rel_gain(af, ag) <= AUC_TOL, numbers
 
-    return _per_case(data, check)
+    return _versus_fedavg(data, "grab", "GraB-FedAvg", compare)
 
 
 # ------------------------------------------------------------------------------ fig 2b
