@@ -50,6 +50,16 @@ class PanelChoice(_Strict):
 PanelValue = PanelChoice | str | int | float | bool | None
 
 
+def axis_value(value: PanelValue):
+    """A panel axis value as it appears in panel ids: the choice id or the value itself."""
+    return value.id if isinstance(value, PanelChoice) else value
+
+
+def panel_id(pairs: tuple[tuple[str, Any], ...]) -> str:
+    """``"setting=cnn-mnist,data.partition=case2"``; ``"all"`` for a spec without panels."""
+    return ",".join(f"{k}={v}" for k, v in pairs) or "all"
+
+
 @dataclass(frozen=True)
 class PanelCell:
     """One cell of the panel grid: ``pairs`` = ((axis, value or choice id), ...)."""
@@ -60,7 +70,7 @@ class PanelCell:
 
     @property
     def panel_id(self) -> str:
-        return ",".join(f"{k}={v}" for k, v in self.pairs) or "all"
+        return panel_id(self.pairs)
 
 
 class CurveSpec(_Strict):
@@ -137,14 +147,10 @@ class SweepSpec(_Strict):
                     f"panels.{key}: mixes labelled override sets ({{id, label, set}}) with plain "
                     "values; an axis is either a config key with values or a list of sets"
                 )
-            ids = [str(v.id if isinstance(v, PanelChoice) else v) for v in values]
+            ids = [str(axis_value(v)) for v in values]
             if len(set(ids)) != len(ids):
                 raise ValueError(f"panels.{key}: repeated value in {ids}")
-        axis_values = {
-            f"{k}={v.id if isinstance(v, PanelChoice) else v}"
-            for k, vs in self.panels.items()
-            for v in vs
-        }
+        axis_values = {f"{k}={axis_value(v)}" for k, vs in self.panels.items() for v in vs}
         for name, prof in self.profiles.items():
             unknown_cells = sorted(set(prof.panel_set) - axis_values)
             if unknown_cells:
@@ -213,7 +219,7 @@ class Trial:
 
     @property
     def panel_id(self) -> str:
-        return ",".join(f"{k}={v}" for k, v in self.panel) or "all"
+        return panel_id(self.panel)
 
     @property
     def trial_id(self) -> str:
