@@ -197,6 +197,7 @@ def run_sweep(
     data_note = plan.note
     if data_note:
         echo(f"note: {data_note}")
+    if plan.substitute:
         trials = expand(spec, profile, extra=extra, substitute=plan.substitute)
     runnable = [t for t in trials if t.config.data.dataset not in plan.skipped]
     note = spec.profiles[profile].note
