@@ -110,6 +110,20 @@ def test_keep_count_variants_and_no_bankers_rounding():
         keep_count(0.5, 10, "nearest")
 
 
+@pytest.mark.parametrize("alpha,tau,expected", [(0.7, 45, 32), (0.7, 85, 60), (0.7, 165, 116)])
+def test_keep_count_float_product_just_below_a_half_rounds_up(alpha, tau, expected):
+    """0.7 * 45 = 31.499999999999996 in floating point; the half-up rule of k_i gives 32."""
+    assert alpha * tau < expected - 0.5  # the float product really is below the half
+    assert keep_count(alpha, tau) == expected
+
+
+def test_keep_count_floor_ignores_float_noise():
+    # 0.7 * 90 = 62.99999999999999 in floating point; floor of the exact 63 is 63
+    assert 0.7 * 90 < 63
+    assert keep_count(0.7, 90, "floor") == 63 and keep_count(0.7, 90, "ceil") == 63
+    assert keep_count(0.5, 113, "ceil") == 57 and keep_count(0.5, 113, "floor") == 56
+
+
 def test_herd_rejects_bad_k():
     with pytest.raises(ValueError):
         herd(torch.zeros(3, 2, dtype=torch.float64), 0)

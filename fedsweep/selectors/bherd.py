@@ -31,15 +31,23 @@ from fedsweep.selectors.base import Selection, Selector
 from fedsweep.selectors.herding import herd
 
 
+#: ``α τ_i`` is a float product: 0.7 * 45 = 31.499999999999996. A value this close to a half
+#: (half_up) or to an integer (ceil/floor) is taken as that exact value before rounding.
+ROUND_TOL = 1e-9
+
+
 def keep_count(alpha: float, tau: int, rounding: str = "half_up") -> int:
-    """``k_i = clamp(round(α τ_i), 1, τ_i)``; ``half_up`` is ``floor(x + 0.5)``, never banker's."""
+    """``k_i = clamp(round(α τ_i), 1, τ_i)``; ``half_up`` is ``floor(x + 0.5)``, never banker's.
+
+    ``x = α τ_i`` within ``ROUND_TOL`` of a half rounds up (``(0.7, 45)`` gives 32, not 31), and
+    within ``ROUND_TOL`` of an integer counts as that integer for ``ceil``/``floor``."""
     x = alpha * tau
     if rounding == "half_up":
-        k = math.floor(x + 0.5)
+        k = math.floor(x + 0.5 + ROUND_TOL)
     elif rounding == "ceil":
-        k = math.ceil(x)
+        k = math.ceil(x - ROUND_TOL)
     elif rounding == "floor":
-        k = math.floor(x)
+        k = math.floor(x + ROUND_TOL)
     else:
         raise ValueError(f"bherd.round {rounding!r} not in ('half_up', 'ceil', 'floor')")
     return min(max(k, 1), tau)

@@ -1,0 +1,83 @@
+"""What every ``fedsweep`` command shares: option types, and one clean error path.
+
+A bad input (config, spec, profile, figure id, filter) ends the command with exit code 2 and one
+message on stderr, never a traceback: raise :class:`UsageError` (or let a ``ConfigError`` /
+``SpecError`` escape) inside :func:`clean_errors`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+#: exit codes: 2 = bad input (usage, config, spec), 3 = data set missing, 1 = runs failed
+EXIT_USAGE = 2
+EXIT_DATA = 3
+
+
+class UsageError(ValueError):
+    """A bad command-line input; the message says what was given and what is allowed."""
+
+
+def did_you_mean(value: str, allowed: Iterable[str]) -> str:
+    """``" (did you mean 'alpha'?)"`` for a close match among ``allowed``, else ``""``."""
+    close = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> None:
+    typer.secho(message, fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def clean_errors() -> Iterator[None]:
+    """Turn the known bad-input errors into one red message and exit code 2 (3 for data)."""
+    from fedsweep.config.load import ConfigError
+    from fedsweep.data.datasets import DatasetNotFoundError
+    from fedsweep.sweep.spec import SpecError
+
+    try:
+        yield
+    except (UsageError, ConfigError, SpecError) as err:
+        fail(str(err), EXIT_USAGE)
+    except DatasetNotFoundError as err:
+        fail(str(err), EXIT_DATA)
+
+
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        "-s",
+        metavar="KEY=VALUE",
+        help="Override one config value, dotted key=YAML value, e.g. --set bherd.alpha=0.3 "
+        "--set data.partition=case2. Repeatable.",
+    ),
+]
+ConfigArg = Annotated[
+    Path,
+    typer.Argument(
+        help="Run config YAML (see configs/).", exists=False, dir_okay=False, metavar="CONFIG"
+    ),
+]
+TrackingUriOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="URI",
+        help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else "
+        "sqlite:///<cwd>/mlruns/mlflow.db).",
+    ),
+]
+DataDirOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="DIR",
+        help="Data folder in torchvision's layout (overrides data.root and $FEDSWEEP_DATA_DIR).",
+    ),
+]
