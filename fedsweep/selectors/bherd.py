@@ -30,7 +30,6 @@ from fedsweep.algorithms.base import BaseMethod, RoundContext
 from fedsweep.selectors.base import Selection, Selector
 from fedsweep.selectors.herding import herd
 
-
 #: ``α τ_i`` is a float product: 0.7 * 45 = 31.499999999999996. A value this close to a half
 #: (half_up) or to an integer (ceil/floor) is taken as that exact value before rounding.
 ROUND_TOL = 1e-9
