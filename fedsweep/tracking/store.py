@@ -56,15 +56,50 @@ def get_client(tracking_uri: str):
     return MlflowClient(tracking_uri=tracking_uri)
 
 
-def ensure_experiment(client, name: str, tracking_uri: str) -> str:
-    """The experiment's id, creating it (with an absolute artifact location) if needed."""
+#: MLflow's experiment description (the UI's "Description" of an experiment or a run)
+NOTE_TAG = "mlflow.note.content"
+#: MLflow 3.x's experiment kind: the UI opens an experiment tagged ``custom_model_development``
+#: in its training-runs view (``genai_development`` opens the GenAI/traces view). Key and value
+#: as in MLflow 3.17's UI bundle (``mlflow/server/js/build/static/js/main.*.js``:
+#: ``CUSTOM_MODEL_DEVELOPMENT="custom_model_development"``, read from the tag
+#: ``mlflow.experimentKind``; ``mlflow/demo/generators/traces.py`` sets the GenAI value).
+KIND_TAG = "mlflow.experimentKind"
+KIND_TRAINING = "custom_model_development"
+#: the description of an experiment that ``fedsweep run`` creates
+GENERIC_DESCRIPTION = (
+    "fedsweep runs: one federated-learning run per MLflow run, named by what it runs; the tag "
+    "`fedsweep.config_hash` groups runs with the same config."
+)
+
+
+def ensure_experiment(
+    client,
+    name: str,
+    tracking_uri: str,
+    description: str | None = None,
+    *,
+    overwrite: bool = False,
+) -> str:
+    """The experiment's id, creating it (with an absolute artifact location) if needed.
+
+    Every experiment fedsweep touches opens in MLflow's training-runs view (``KIND_TAG``) and
+    has a description: ``description`` (default: a generic one) is written when the experiment
+    has none, or always with ``overwrite`` (a sweep writes its spec's title).
+    """
     exp = client.get_experiment_by_name(name)
-    if exp is not None:
-        return exp.experiment_id
-    try:
-        return client.create_experiment(name, artifact_location=artifact_root(tracking_uri))
-    except Exception:  # created concurrently by another process
-        exp = client.get_experiment_by_name(name)
-        if exp is None:
-            raise
-        return exp.experiment_id
+    if exp is None:
+        try:
+            exp_id = client.create_experiment(name, artifact_location=artifact_root(tracking_uri))
+        except Exception:  # created concurrently by another process
+            exp = client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+        else:
+            exp = client.get_experiment(exp_id)
+    tags = exp.tags or {}
+    if tags.get(KIND_TAG) != KIND_TRAINING:
+        client.set_experiment_tag(exp.experiment_id, KIND_TAG, KIND_TRAINING)
+    text = description or GENERIC_DESCRIPTION
+    if tags.get(NOTE_TAG) != text and (overwrite or not tags.get(NOTE_TAG)):
+        client.set_experiment_tag(exp.experiment_id, NOTE_TAG, text)
+    return exp.experiment_id
