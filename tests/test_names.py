@@ -123,6 +123,14 @@ def test_cli_run_is_named_from_set_carries_the_config_hash_and_a_described_exper
     assert exp.name == "names-test"
     assert exp.tags[KIND_TAG] == KIND_TRAINING == "custom_model_development"
     assert exp.tags[NOTE_TAG] == GENERIC_DESCRIPTION
+    # global metrics also under Global/ (the UI's first chart section), per-client keys kept
+    keys = set(run.data.metrics)
+    assert {"test_acc", "Global/test_acc", "client/0/dist"} <= keys
+    assert not any(k.startswith("Global/client") for k in keys)
+    for key in ("test_loss", "test_acc"):
+        assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, key)] == [
+            (m.step, m.value) for m in client.get_metric_history(run.info.run_id, f"Global/{key}")
+        ]
 
 
 def test_cli_run_name_option(tmp_path, store):

@@ -29,6 +29,7 @@ from fedsweep.tracking.store import (
     ensure_experiment,
     get_client,
     resolve_tracking_uri,
+    ui_path,
 )
 
 STATE_FILE = "fedsweep_sweep.json"
@@ -204,7 +205,7 @@ def membership_note(
         lines += ["", "Reused runs:", ""]
         for t, r in reused:
             exp = experiments.get(r.info.experiment_id, r.info.experiment_id)
-            link = f"#/experiments/{r.info.experiment_id}/runs/{r.info.run_id}"
+            link = ui_path(r.info.experiment_id, r.info.run_id)
             lines.append(f"- {t.run_name}: [{r.info.run_name or r.info.run_id}]({link}) ({exp})")
     return "\n".join(lines)
 

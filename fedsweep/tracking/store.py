@@ -58,18 +58,38 @@ def get_client(tracking_uri: str):
 
 #: MLflow's experiment description (the UI's "Description" of an experiment or a run)
 NOTE_TAG = "mlflow.note.content"
-#: MLflow 3.x's experiment kind: the UI opens an experiment tagged ``custom_model_development``
-#: in its training-runs view (``genai_development`` opens the GenAI/traces view). Key and value
-#: as in MLflow 3.17's UI bundle (``mlflow/server/js/build/static/js/main.*.js``:
+#: MLflow 3.x's experiment kind: an experiment tagged ``custom_model_development`` is a
+#: training-runs experiment (``genai_development``: GenAI/traces). Key and value as in MLflow
+#: 3.17's UI bundle (``mlflow/server/js/build/static/js/main.*.js``:
 #: ``CUSTOM_MODEL_DEVELOPMENT="custom_model_development"``, read from the tag
 #: ``mlflow.experimentKind``; ``mlflow/demo/generators/traces.py`` sets the GenAI value).
 KIND_TAG = "mlflow.experimentKind"
 KIND_TRAINING = "custom_model_development"
+#: In 3.17 the UI's "GenAI | Model training" switch (per browser, default GenAI) decides the view
+#: before the tag does; a ``workflowType`` query in the URL overrides the switch, so every URL
+#: fedsweep prints or links carries it (see :func:`ui_url`).
+TRAINING_VIEW_QUERY = "workflowType=machine_learning"
 #: the description of an experiment that ``fedsweep run`` creates
 GENERIC_DESCRIPTION = (
     "fedsweep runs: one federated-learning run per MLflow run, named by what it runs; the tag "
     "`fedsweep.config_hash` groups runs with the same config."
 )
+
+
+def ui_path(experiment_id: str | None = None, run_id: str | None = None) -> str:
+    """The MLflow UI route (``#/experiments/1/runs/abc?workflowType=machine_learning``) of the
+    experiment list, an experiment or a run, opening in the training-runs view."""
+    path = "#/experiments"
+    if experiment_id is not None:
+        path += f"/{experiment_id}"
+        if run_id is not None:
+            path += f"/runs/{run_id}"
+    return f"{path}?{TRAINING_VIEW_QUERY}"
+
+
+def ui_url(base: str, experiment_id: str | None = None, run_id: str | None = None) -> str:
+    """``ui_path`` under a server's base URL, e.g. ``http://127.0.0.1:5000``."""
+    return f"{base.rstrip('/')}/{ui_path(experiment_id, run_id)}"
 
 
 def ensure_experiment(
