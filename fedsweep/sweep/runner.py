@@ -30,6 +30,7 @@ from fedsweep.tracking.store import (
     get_client,
     resolve_tracking_uri,
     ui_path,
+    ui_search_path,
 )
 
 STATE_FILE = "fedsweep_sweep.json"
@@ -192,14 +193,17 @@ def membership_note(
     """The parent sweep run's description (markdown): how to list the figure's runs, and a link
     to every run it reuses from another experiment."""
     reused = [(t, r) for t, r in used if r.info.experiment_id != experiment_id]
+    search = membership_filter(spec.figure, profile)
+    exp_ids = {experiment_id, *(r.info.experiment_id for _, r in used)}
     lines = [
         f"**{spec.title}**, profile `{profile}`: {len(used)} runs, "
         f"{len(used) - len(reused)} in this experiment, {len(reused)} reused from other "
         "experiments (a finished run with the same config hash).",
         "",
-        "Every run of this figure, reused ones included: select all experiments in the "
+        "Every run of this figure, reused ones included: "
+        f"[open them]({ui_search_path(exp_ids, search)}), or select their experiments in the "
         "experiment list, *Compare*, and search",
-        f"``{membership_filter(spec.figure, profile)}``",
+        f"``{search}``",
     ]
     if reused:
         lines += ["", "Reused runs:", ""]
@@ -261,9 +265,8 @@ def trial_payload(
 # ------------------------------------------------------------------------ parent run
 def experiment_description(spec: SweepSpec) -> str:
     """A figure's experiment description: the spec's title, and how to list all its runs."""
-    text = spec.title + (f" ({spec.paper})" if spec.paper else "")
     return (
-        f"{text}\n\nEvery run this figure uses, reused ones included: search "
+        f"{spec.title}\n\nEvery run this figure uses, reused ones included: search "
         f"``tags.`{used_by_tag(spec.figure)}` IS NOT NULL`` over all experiments "
         "(each sweep's parent run lists them for its profile)."
     )

@@ -8,8 +8,10 @@ Artifacts of a sqlite store go next to the database, in ``<store dir>/artifacts`
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from urllib.parse import quote
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
@@ -85,6 +87,17 @@ def ui_path(experiment_id: str | None = None, run_id: str | None = None) -> str:
         if run_id is not None:
             path += f"/runs/{run_id}"
     return f"{path}?{TRAINING_VIEW_QUERY}"
+
+
+def ui_search_path(experiment_ids, search_filter: str) -> str:
+    """The UI route that shows the runs of ``experiment_ids`` matching ``search_filter`` (one
+    experiment's run list, or MLflow's compare-experiments view for several)."""
+    ids = sorted({str(i) for i in experiment_ids})
+    query = f"searchFilter={quote(search_filter, safe='')}&{TRAINING_VIEW_QUERY}"
+    if len(ids) == 1:
+        return f"#/experiments/{ids[0]}?{query}"
+    listed = quote(json.dumps(ids, separators=(",", ":")), safe="")
+    return f"#/compare-experiments/s?experiments={listed}&{query}"
 
 
 def ui_url(base: str, experiment_id: str | None = None, run_id: str | None = None) -> str:
