@@ -377,3 +377,18 @@ def test_a_single_run_with_the_same_config_is_reused_by_a_sweep(ray_session, tmp
     _, parents, children = runs_of(client, "names-fig")
     assert len(parents) == 1 and not children
     assert single.info.run_id in parents[0].data.tags[NOTE_TAG]
+
+
+def test_ui_links_open_the_training_runs_view_with_the_filter():
+    from fedsweep.tracking.store import ui_path, ui_search_path, ui_url
+
+    assert ui_path("3", "abc") == "#/experiments/3/runs/abc?workflowType=machine_learning"
+    assert ui_url("http://127.0.0.1:5000/") == (
+        "http://127.0.0.1:5000/#/experiments?workflowType=machine_learning"
+    )
+    filt = membership_filter("bherd-fig4d", "smoke")
+    one = ui_search_path(["1"], filt)
+    assert one.startswith("#/experiments/1/runs?searchFilter=tags.%60fedsweep.used_by.bherd-fig4d")
+    two = ui_search_path(["2", "1", "2"], filt)
+    assert two.startswith("#/compare-experiments/s?experiments=%5B%221%22%2C%222%22%5D&")
+    assert two.endswith("&workflowType=machine_learning")

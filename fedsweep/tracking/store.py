@@ -94,8 +94,8 @@ def ui_search_path(experiment_ids, search_filter: str) -> str:
     experiment's run list, or MLflow's compare-experiments view for several)."""
     ids = sorted({str(i) for i in experiment_ids})
     query = f"searchFilter={quote(search_filter, safe='')}&{TRAINING_VIEW_QUERY}"
-    if len(ids) == 1:
-        return f"#/experiments/{ids[0]}?{query}"
+    if len(ids) == 1:  # the tab route: ``#/experiments/<id>`` redirects and drops the filter
+        return f"#/experiments/{ids[0]}/runs?{query}"
     listed = quote(json.dumps(ids, separators=(",", ":")), safe="")
     return f"#/compare-experiments/s?experiments={listed}&{query}"
 
