@@ -37,11 +37,25 @@ def run(
     tracking_uri: TrackingUriOption = None,
     no_track: Annotated[bool, typer.Option("--no-track", help="Do not log to MLflow.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            metavar="NAME",
+            help="MLflow run name. Default: the config's name, or with --set overrides a name "
+            "built from them, e.g. 'bherd-fedavg svm mnist case2 α=0.3'.",
+        ),
+    ] = None,
 ) -> None:
     """Run one FL experiment: train, evaluate every round, log everything to MLflow."""
     cfg = _load(config, set_, data_dir, tracking_uri)
     if no_track:
         cfg.tracking.enabled = False
+    from fedsweep.config.load import parse_overrides
+    from fedsweep.tracking.naming import run_name
+
+    cfg.name = name or cfg.tracking.run_name or run_name(cfg, parse_overrides(set_))
+    cfg.tracking.run_name = cfg.name
 
     from fedsweep.cli.progress import RunProgress
     from fedsweep.tracking.tracked_run import run_tracked

@@ -29,6 +29,8 @@ from fedsweep.tracking.store import (
     ensure_experiment,
     get_client,
     resolve_tracking_uri,
+    ui_path,
+    ui_search_path,
 )
 
 STATE_FILE = "fedsweep_sweep.json"
@@ -133,10 +135,97 @@ def done_runs(client):
 
 
 def finished_hashes(client, hashes: set[str]) -> set[str]:
-    """Config hashes (among ``hashes``) that already have a finished or diverged run."""
-    return {
-        h for run in done_runs(client) if (h := run.data.tags.get("fedsweep.config_hash")) in hashes
-    }
+    """Config hashes (among ``hashes``) that already have a finished or diverged run (a sweep
+    trial or a single ``fedsweep run``: both carry the ``fedsweep.config_hash`` tag)."""
+    return set(finished_runs(client, hashes))
+
+
+def finished_runs(client, hashes: set[str]) -> dict:
+    """For each config hash (among ``hashes``) with a finished or diverged run, that run (the
+    latest started, as the figures pick it)."""
+    out: dict = {}
+    for run in done_runs(client):
+        h = run.data.tags.get("fedsweep.config_hash")
+        if h in hashes:
+            old = out.get(h)
+            if old is None or (run.info.start_time or 0) >= (old.info.start_time or 0):
+                out[h] = run
+    return out
+
+
+# ------------------------------------------------------------------- figure membership
+#: tag on every run a figure uses (its own trials and runs reused from other sweeps); the
+#: value is the profile(s) it is used under, comma-separated (e.g. ``smoke``)
+USED_BY = "fedsweep.used_by."
+
+
+def used_by_tag(figure: str) -> str:
+    return f"{USED_BY}{figure}"
+
+
+def membership_filter(figure: str, profile: str) -> str:
+    """The MLflow search string that lists every run ``figure`` uses under ``profile``, reused
+    ones included (UI search box over all experiments, or ``mlflow.search_runs``)."""
+    return f"tags.`{used_by_tag(figure)}` LIKE '%{profile}%'"
+
+
+def record_membership(client, trials: list[Trial], figure: str, profile: str) -> list[tuple]:
+    """Tag every finished run that ``trials`` use with ``fedsweep.used_by.<figure>``;
+    returns ``[(trial, run), ...]`` in trial order (one entry per config hash)."""
+    key = used_by_tag(figure)
+    runs = finished_runs(client, {t.config_hash for t in trials})
+    used, seen = [], set()
+    for t in trials:
+        run = runs.get(t.config_hash)
+        if run is None or t.config_hash in seen:
+            continue
+        seen.add(t.config_hash)
+        used.append((t, run))
+        profiles = {p for p in run.data.tags.get(key, "").split(",") if p}
+        if profile not in profiles:
+            client.set_tag(run.info.run_id, key, ",".join(sorted(profiles | {profile})))
+    return used
+
+
+def membership_note(
+    spec: SweepSpec, profile: str, experiment_id: str, used: list[tuple], experiments: dict
+) -> str:
+    """The parent sweep run's description (markdown): how to list the figure's runs, and a link
+    to every run it reuses from another experiment."""
+    reused = [(t, r) for t, r in used if r.info.experiment_id != experiment_id]
+    search = membership_filter(spec.figure, profile)
+    exp_ids = {experiment_id, *(r.info.experiment_id for _, r in used)}
+    lines = [
+        f"**{spec.title}**, profile `{profile}`: {len(used)} runs, "
+        f"{len(used) - len(reused)} in this experiment, {len(reused)} reused from other "
+        "experiments (a finished run with the same config hash).",
+        "",
+        "Every run of this figure, reused ones included: "
+        f"[open them]({ui_search_path(exp_ids, search)}), or select their experiments in the "
+        "experiment list, *Compare*, and search",
+        f"``{search}``",
+    ]
+    if reused:
+        lines += ["", "Reused runs:", ""]
+        for t, r in reused:
+            exp = experiments.get(r.info.experiment_id, r.info.experiment_id)
+            link = ui_path(r.info.experiment_id, r.info.run_id)
+            lines.append(f"- {t.run_name}: [{r.info.run_name or r.info.run_id}]({link}) ({exp})")
+    return "\n".join(lines)
+
+
+def find_parent_run(client, experiment_id: str, figure: str, profile: str) -> str | None:
+    """The parent run of an earlier sweep of (figure, profile) in the figure's experiment."""
+    runs = client.search_runs(
+        [experiment_id],
+        filter_string=(
+            "tags.`fedsweep.kind` = 'sweep' and "
+            f"tags.`fedsweep.figure` = '{figure}' and tags.`fedsweep.profile` = '{profile}'"
+        ),
+        order_by=["attributes.start_time ASC"],
+        max_results=1,
+    )
+    return runs[0].info.run_id if runs else None
 
 
 def trial_payload(
@@ -151,7 +240,7 @@ def trial_payload(
     cfg.threads = max(1, math.floor(spec.resources.cpu))  # torch threads = CPUs Ray gives
     cfg.tracking.uri = tracking_uri
     cfg.tracking.experiment = experiment
-    cfg.tracking.run_name = f"{trial.curve} | {trial.panel_id} | seed {trial.seed}"
+    cfg.tracking.run_name = trial.run_name
     return {
         "trial_id": trial.trial_id,
         "config": cfg.model_dump(mode="json"),
@@ -164,11 +253,73 @@ def trial_payload(
             "fedsweep.profile": trial.profile,
             "fedsweep.curve": trial.curve,
             "fedsweep.panel": trial.panel_id,
+            "fedsweep.panel_label": trial.panel_label,
+            used_by_tag(trial.figure): trial.profile,
             "fedsweep.seed": str(trial.seed),
             "fedsweep.config_hash": trial.config_hash,
             "fedsweep.trial_id": trial.trial_id,
         },
     }
+
+
+# ------------------------------------------------------------------------ parent run
+def experiment_description(spec: SweepSpec) -> str:
+    """A figure's experiment description: the spec's title, and how to list all its runs."""
+    return (
+        f"{spec.title}\n\nEvery run this figure uses, reused ones included: search "
+        f"``tags.`{used_by_tag(spec.figure)}` IS NOT NULL`` over all experiments "
+        "(each sweep's parent run lists them for its profile)."
+    )
+
+
+def parent_tags(spec: SweepSpec, spec_path: Path, profile: str, plan: DataPlan) -> dict:
+    return {
+        "fedsweep.kind": "sweep",
+        "fedsweep.figure": spec.figure,
+        "fedsweep.profile": profile,
+        "fedsweep.spec": str(spec_path),
+        "fedsweep.profile_note": spec.profiles[profile].note,
+        "fedsweep.data_note": plan.note,
+        "fedsweep.skipped_data": plan.skip_note,
+        "fedsweep.status": "running",
+    }
+
+
+def open_parent_run(
+    client, experiment_id: str, spec: SweepSpec, profile: str, state_path: Path, tags: dict
+) -> str:
+    """The parent run of (figure, profile): an interrupted sweep's (its state file), else the
+    one an earlier sweep created in the figure's experiment, else a new one. Re-running a sweep
+    (e.g. after adding a curve) attaches the new children to the same parent."""
+    parent_run_id = None
+    if state_path.is_file():  # an interrupted sweep: keep its parent run (no duplicate runs)
+        parent_run_id = json.loads(state_path.read_text())["parent_run_id"]
+    if parent_run_id is None:
+        parent_run_id = find_parent_run(client, experiment_id, spec.figure, profile)
+    if parent_run_id is None:
+        name = f"sweep {spec.figure} [{profile}]"
+        return client.create_run(experiment_id, run_name=name, tags=tags).info.run_id
+    for key, value in tags.items():  # the notes of this sweep (data, profile) replace the old
+        client.set_tag(parent_run_id, key, value)
+    return parent_run_id
+
+
+def close_parent_run(
+    client,
+    parent_run_id: str,
+    experiment_id: str,
+    spec: SweepSpec,
+    profile: str,
+    trials: list[Trial],
+    errored: int,
+) -> None:
+    """Record which runs the figure uses (tags + the parent's description), set its status."""
+    used = record_membership(client, trials, spec.figure, profile)
+    names = {e.experiment_id: e.name for e in client.search_experiments()}
+    note = membership_note(spec, profile, experiment_id, used, names)
+    client.set_tag(parent_run_id, "mlflow.note.content", note)
+    client.set_tag(parent_run_id, "fedsweep.status", "partial" if errored else "finished")
+    client.set_terminated(parent_run_id, "FAILED" if errored else "FINISHED")
 
 
 # ------------------------------------------------------------------------------ running
@@ -200,7 +351,6 @@ def run_sweep(
     if plan.substitute:
         trials = expand(spec, profile, extra=extra, substitute=plan.substitute)
     runnable = [t for t in trials if t.config.data.dataset not in plan.skipped]
-    note = spec.profiles[profile].note
     report = SweepReport(
         spec.figure,
         profile,
@@ -217,7 +367,9 @@ def run_sweep(
     uri = resolve_tracking_uri(tracking_uri)
     client = get_client(uri)
     experiment = spec.figure
-    experiment_id = ensure_experiment(client, experiment, uri)
+    experiment_id = ensure_experiment(
+        client, experiment, uri, description=experiment_description(spec), overwrite=True
+    )
     storage = Path(storage_dir).resolve() if storage_dir else default_store_dir() / "ray_results"
     storage.mkdir(parents=True, exist_ok=True)
     tune_name = f"{spec.figure}-{profile}"
@@ -233,40 +385,29 @@ def run_sweep(
             unique.setdefault(t.config_hash, t)
     pending = list(unique.values())
     report.shared = len(trials) - report.skipped - len(pending)
+    parent_run_id = open_parent_run(
+        client,
+        experiment_id,
+        spec,
+        profile,
+        state_path,
+        parent_tags(spec, spec_path, profile, plan),
+    )
+    report.parent_run_id = parent_run_id
     if not pending:
+        close_parent_run(client, parent_run_id, experiment_id, spec, profile, trials, errored=0)
         echo(
             f"{spec.figure} [{profile}]: all {len(trials)} runnable trials already have a "
             "finished run; nothing to schedule"
         )
         return report
 
-    parent_run_id = None
-    if state_path.is_file():  # an interrupted sweep: keep its parent run (no duplicate runs)
-        parent_run_id = json.loads(state_path.read_text())["parent_run_id"]
-        if not resume:
-            echo(
-                f"note: {tune_name} was interrupted before; continuing its MLflow runs from "
-                "round 0 (use --resume to continue from the trials' checkpoints)"
-            )
-    if parent_run_id is None:
-        parent = client.create_run(
-            experiment_id,
-            run_name=f"sweep {spec.figure} [{profile}]",
-            tags={
-                "fedsweep.kind": "sweep",
-                "fedsweep.figure": spec.figure,
-                "fedsweep.profile": profile,
-                "fedsweep.spec": str(spec_path),
-                "fedsweep.profile_note": note,
-                "fedsweep.data_note": data_note,
-                "fedsweep.skipped_data": plan.skip_note,
-                "fedsweep.status": "running",
-            },
+    if state_path.is_file() and not resume:
+        echo(
+            f"note: {tune_name} was interrupted before; continuing its MLflow runs from "
+            "round 0 (use --resume to continue from the trials' checkpoints)"
         )
-        parent_run_id = parent.info.run_id
-    else:
-        client.update_run(parent_run_id, status="RUNNING")
-    report.parent_run_id = parent_run_id
+    client.update_run(parent_run_id, status="RUNNING")
 
     fail_at = fail_at or {}
     payloads = [
@@ -299,10 +440,9 @@ def run_sweep(
             report.errors.append(f"{res.config['trial']['trial_id']}: {res.error}")
         else:
             report.finished += 1
-    client.set_tag(
-        parent_run_id, "fedsweep.status", "finished" if not report.errored else "partial"
+    close_parent_run(
+        client, parent_run_id, experiment_id, spec, profile, trials, errored=report.errored
     )
-    client.set_terminated(parent_run_id, "FINISHED" if not report.errored else "FAILED")
     if not report.errored:  # everything is in MLflow; Ray's copy of the checkpoints can go
         shutil.rmtree(storage / tune_name, ignore_errors=True)
     return report

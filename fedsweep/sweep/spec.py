@@ -9,11 +9,29 @@ a list of labelled override sets (``setting: [{id: cnn-mnist, label: "CNN, MNIST
 (spec, profile) into the list of trials, each a fully validated ``RunConfig`` with a stable
 config hash. Every override key is checked against the run-config schema before anything runs;
 errors name the spec file and the key.
+
+Extending a spec (your own study on top of a paper figure, in a file anywhere)::
+
+    extends: bherd-fig3a          # a figure id (a spec in this file's folder or in sweeps/),
+                                  # or a path relative to this file: ../sweeps/bherd-fig3a.yaml
+    figure: my-fig3a-alpha02      # required: the extension's own id (its MLflow experiment)
+    title: "Fig. 3a plus alpha=0.2"   # required: its own title
+    add_curves:                   # appended to the extended spec's curves
+    - label: α=0.2
+      set: {bherd.alpha: 0.2}
+
+Merge rules: mappings (``base``, ``panels``, ``panel_labels``, ``profiles`` and everything in
+them, ``resources``) are deep-merged, the extension's values winning; lists and single values
+(``seeds``, ``claims``, a panel axis' values, ``metrics``) are replaced; ``curves`` in the
+extension replaces the extended spec's curves, ``add_curves`` appends to them (labels must stay
+unique). An extension may itself be extended. Trials equal to the extended spec's (same
+panel, curve, seed and profile settings) have the same config hash, so a sweep of the extension
+reuses the extended figure's finished runs and schedules only what is new.
 """
 
 from __future__ import annotations
 
-import hashlib
+import difflib
 import itertools
 import json
 from dataclasses import dataclass
@@ -23,12 +41,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from fedsweep.config.hashing import HASH_EXCLUDED, config_hash  # noqa: F401  (re-exported)
 from fedsweep.config.load import ConfigError, build_config, set_dotted
 from fedsweep.config.schema import DataConfig, RunConfig
+from fedsweep.tracking.naming import trial_run_name
 
 PROFILES = ("paper", "quick", "smoke")
-#: config keys that do not change a run's numbers (excluded from the config hash)
-HASH_EXCLUDED = ("name", "threads", "device", "tracking", "data.root", "data.download")
 
 
 class SpecError(ValueError):
@@ -90,6 +108,17 @@ class CurveGrid(_Strict):
     label: str = "{key}={value}"
     colors: list[str] | None = None
 
+    def curve_list(self) -> list[CurveSpec]:
+        colors = self.colors or [None] * len(self.values)
+        return [
+            CurveSpec(
+                label=self.label.format(key=self.key.split(".")[-1], value=v),
+                set={self.key: v},
+                color=c,
+            )
+            for v, c in zip(self.values, colors, strict=False)
+        ]
+
 
 class ProfileSpec(_Strict):
     seeds: list[int] | None = None
@@ -124,6 +153,8 @@ class SweepSpec(_Strict):
     figure: str
     title: str
     paper: str = ""
+    #: the figure id of the spec this one extends (set by ``load_spec`` from ``extends:``)
+    extends: str | None = None
     base: dict[str, Any]
     panels: dict[str, list[PanelValue]] = Field(default_factory=dict)
     panel_labels: dict[str, dict[str, str]] = Field(default_factory=dict)
@@ -193,16 +224,7 @@ class SweepSpec(_Strict):
     def curve_list(self) -> list[CurveSpec]:
         if isinstance(self.curves, list):
             return self.curves
-        grid = self.curves
-        colors = grid.colors or [None] * len(grid.values)
-        return [
-            CurveSpec(
-                label=grid.label.format(key=grid.key.split(".")[-1], value=v),
-                set={grid.key: v},
-                color=c,
-            )
-            for v, c in zip(grid.values, colors, strict=False)
-        ]
+        return self.curves.curve_list()
 
 
 @dataclass(frozen=True)
@@ -216,6 +238,13 @@ class Trial:
     seed: int
     config: RunConfig
     config_hash: str
+    #: the panel cell's label (``"CNN, MNIST · Case 2"``), for run names
+    panel_label: str = ""
+
+    @property
+    def run_name(self) -> str:
+        """The MLflow run name: ``α=0.3 · Case 2 · seed 1``."""
+        return trial_run_name(self.curve, self.panel_label, self.seed)
 
     @property
     def panel_id(self) -> str:
@@ -226,30 +255,11 @@ class Trial:
         return f"{self.figure}|{self.profile}|{self.panel_id}|{self.curve}|seed={self.seed}"
 
 
-def config_hash(config: RunConfig) -> str:
-    """Stable hash of everything in a config that can change its numbers.
-
-    Only values that differ from the schema defaults enter the hash, so adding a new config
-    field (with a default that keeps the old behaviour) does not orphan finished runs.
-    """
-    tree = config.model_dump(mode="json", exclude_defaults=True)
-    for key in HASH_EXCLUDED:
-        node, *rest = key.split(".")
-        if rest:
-            tree.get(node, {}).pop(rest[0], None)
-            if tree.get(node) == {}:
-                tree.pop(node)
-        else:
-            tree.pop(node, None)
-    text = json.dumps(tree, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def load_spec(path: str | Path) -> SweepSpec:
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"sweep spec not found: {path}")
-    tree = yaml.safe_load(path.read_text()) or {}
+    tree = _spec_tree(path.resolve(), ())
     try:
         spec = SweepSpec.model_validate(tree)
     except ValidationError as err:
@@ -307,7 +317,14 @@ def expand(
                 cfg = _build(spec, source, layers, seed, substitute or {})
                 trials.append(
                     Trial(
-                        spec.figure, profile, cell.pairs, curve.label, seed, cfg, config_hash(cfg)
+                        spec.figure,
+                        profile,
+                        cell.pairs,
+                        curve.label,
+                        seed,
+                        cfg,
+                        config_hash(cfg),
+                        cell.label,
                     )
                 )
     return trials
@@ -334,3 +351,123 @@ def _build(spec: SweepSpec, source: str, layers, seed: int, substitute: dict[str
 
 def spec_paths(folder: str | Path = "sweeps") -> list[Path]:
     return sorted(Path(folder).glob("*.yaml"))
+
+
+# ----------------------------------------------------------------------------- extends
+#: where ``extends: <figure id>`` looks after the extending file's own folder
+SWEEPS_DIRS = (Path("sweeps"), Path(__file__).resolve().parents[2] / "sweeps")
+
+
+def _read_tree(path: Path) -> dict[str, Any]:
+    try:
+        tree = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise SpecError(f"invalid sweep spec {path}: not valid YAML ({err})") from None
+    if not isinstance(tree, dict):
+        raise SpecError(f"invalid sweep spec {path}: top level must be a mapping of spec keys")
+    return tree
+
+
+def _figure_of(path: Path) -> str | None:
+    try:
+        tree = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    return tree.get("figure") if isinstance(tree, dict) else None
+
+
+def resolve_extends(ref: str, path: Path) -> Path:
+    """The spec file ``extends: ref`` in ``path`` names: a path relative to ``path``'s folder
+    (``*.yaml``/``*.yml`` or containing ``/``), else a figure id of a spec in ``path``'s folder
+    or in ``sweeps/`` (the working directory's, then fedsweep's own)."""
+    ref = str(ref)
+    if ref.endswith((".yaml", ".yml")) or "/" in ref:
+        target = (path.parent / ref).resolve()
+        if not target.is_file():
+            raise SpecError(f"{path}: key `extends`: spec file {ref!r} not found ({target})")
+        return target
+    known: dict[str, Path] = {}
+    for folder in (path.parent, *SWEEPS_DIRS):
+        if not folder.is_dir():
+            continue
+        named = folder / f"{ref}.yaml"
+        candidates = [named, *sorted(folder.glob("*.y*ml"))] if named.is_file() else []
+        candidates = candidates or sorted(folder.glob("*.y*ml"))
+        for candidate in candidates:
+            if candidate.resolve() == path:
+                continue
+            figure = _figure_of(candidate)
+            if figure == ref:
+                return candidate.resolve()
+            if isinstance(figure, str):
+                known.setdefault(figure, candidate)
+    close = difflib.get_close_matches(ref, list(known), n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise SpecError(
+        f"{path}: key `extends`: no spec with figure id {ref!r} in {path.parent} or sweeps/"
+        f"{hint}; known: {', '.join(sorted(known)) or 'none'}"
+    )
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _curve_dicts(curves: Any, where: str) -> list[dict[str, Any]]:
+    """A spec's ``curves`` (a list, or a ``{key, values}`` grid) as a list of curve dicts."""
+    if isinstance(curves, list):
+        return list(curves)
+    try:
+        grid = CurveGrid.model_validate(curves)
+    except ValidationError as err:
+        raise SpecError(f"{where}: key `curves`: {err.errors()[0]['msg']}") from None
+    return [c.model_dump(exclude_defaults=True) for c in grid.curve_list()]
+
+
+def _spec_tree(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
+    """The spec's YAML with its ``extends`` chain resolved (rules: the module docstring)."""
+    tree = _read_tree(path)
+    ref = tree.pop("extends", None)
+    added = tree.pop("add_curves", None)
+    if ref is None:
+        if added is not None:
+            raise SpecError(f"{path}: key `add_curves` needs `extends` (the spec to add to)")
+        return tree
+    parent_path = resolve_extends(ref, path)
+    if parent_path in (*chain, path):
+        cycle = " -> ".join(str(p) for p in (*chain, path, parent_path))
+        raise SpecError(f"{path}: key `extends`: circular extension ({cycle})")
+    parent = _spec_tree(parent_path, (*chain, path))
+    for key in ("figure", "title"):
+        if not tree.get(key):
+            raise SpecError(
+                f"{path}: key `{key}`: an extension must set its own {key} (it extends "
+                f"{parent.get('figure')!r}, whose {key} is {parent.get(key)!r})"
+            )
+    if tree["figure"] == parent.get("figure"):
+        raise SpecError(
+            f"{path}: key `figure`: {tree['figure']!r} is the figure id of the spec it extends; "
+            "give the extension its own (it becomes its MLflow experiment)"
+        )
+    merged = _deep_merge(parent, {k: v for k, v in tree.items() if k != "curves"})
+    curves = tree.get("curves", parent.get("curves"))
+    if added is not None:
+        if not isinstance(added, list) or not added:
+            raise SpecError(f"{path}: key `add_curves`: expected a non-empty list of curves")
+        curves = _curve_dicts(curves, str(path)) + added
+        labels = [c.get("label") for c in curves if isinstance(c, dict)]
+        repeated = sorted({lab for lab in labels if labels.count(lab) > 1}, key=str)
+        if repeated:
+            raise SpecError(
+                f"{path}: key `add_curves`: curve label(s) {repeated} already in "
+                f"{parent.get('figure')!r}; labels must be unique"
+            )
+    merged["curves"] = curves
+    merged["extends"] = parent.get("figure")
+    return merged

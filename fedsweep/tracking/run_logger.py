@@ -16,6 +16,13 @@ from fedsweep.tracking.store import ensure_experiment, get_client, resolve_track
 
 MAX_METRICS = 1000  # MLflow's limit per log_batch request
 MAX_PARAMS = 100
+#: MLflow 3.17's UI groups metric charts into sections by key prefix (``client/0/dist`` ->
+#: section ``client/0``) and draws the prefixed sections first, sorted, and the unprefixed
+#: "Model metrics" (``test_acc``, ``test_loss``, ...) last (``getBaseChartAndSectionConfigs`` in
+#: ``mlflow/server/js/build/static/js/main.*.js``). So every global metric is also logged as
+#: ``Global/<key>``: a section that sorts before ``client/0`` (``G`` < ``c``), so the run page
+#: and the chart view open on the global curves. The original keys stay (figures read them).
+GLOBAL_SECTION = "Global"
 
 STATUS_TO_MLFLOW = {
     "finished": "FINISHED",
@@ -92,6 +99,11 @@ class MlflowRunLogger:
         """All of a round's metrics in one ``log_batch`` call (chunked only past 1000 keys)."""
         now = int(time.time() * 1000)
         items = [self._Metric(k, float(v), now, step) for k, v in metrics.items()]
+        items += [
+            self._Metric(f"{GLOBAL_SECTION}/{k}", float(v), now, step)
+            for k, v in metrics.items()
+            if "/" not in k
+        ]
         for i in range(0, len(items), MAX_METRICS):
             self.client.log_batch(self.run_id, metrics=items[i : i + MAX_METRICS])
 

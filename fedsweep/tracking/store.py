@@ -8,8 +8,10 @@ Artifacts of a sqlite store go next to the database, in ``<store dir>/artifacts`
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from urllib.parse import quote
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
@@ -56,15 +58,81 @@ def get_client(tracking_uri: str):
     return MlflowClient(tracking_uri=tracking_uri)
 
 
-def ensure_experiment(client, name: str, tracking_uri: str) -> str:
-    """The experiment's id, creating it (with an absolute artifact location) if needed."""
+#: MLflow's experiment description (the UI's "Description" of an experiment or a run)
+NOTE_TAG = "mlflow.note.content"
+#: MLflow 3.x's experiment kind: an experiment tagged ``custom_model_development`` is a
+#: training-runs experiment (``genai_development``: GenAI/traces). Key and value as in MLflow
+#: 3.17's UI bundle (``mlflow/server/js/build/static/js/main.*.js``:
+#: ``CUSTOM_MODEL_DEVELOPMENT="custom_model_development"``, read from the tag
+#: ``mlflow.experimentKind``; ``mlflow/demo/generators/traces.py`` sets the GenAI value).
+KIND_TAG = "mlflow.experimentKind"
+KIND_TRAINING = "custom_model_development"
+#: In 3.17 the UI's "GenAI | Model training" switch (per browser, default GenAI) decides the view
+#: before the tag does; a ``workflowType`` query in the URL overrides the switch, so every URL
+#: fedsweep prints or links carries it (see :func:`ui_url`).
+TRAINING_VIEW_QUERY = "workflowType=machine_learning"
+#: the description of an experiment that ``fedsweep run`` creates
+GENERIC_DESCRIPTION = (
+    "fedsweep runs: one federated-learning run per MLflow run, named by what it runs; the tag "
+    "`fedsweep.config_hash` groups runs with the same config."
+)
+
+
+def ui_path(experiment_id: str | None = None, run_id: str | None = None) -> str:
+    """The MLflow UI route (``#/experiments/1/runs/abc?workflowType=machine_learning``) of the
+    experiment list, an experiment or a run, opening in the training-runs view."""
+    path = "#/experiments"
+    if experiment_id is not None:
+        path += f"/{experiment_id}"
+        if run_id is not None:
+            path += f"/runs/{run_id}"
+    return f"{path}?{TRAINING_VIEW_QUERY}"
+
+
+def ui_search_path(experiment_ids, search_filter: str) -> str:
+    """The UI route that shows the runs of ``experiment_ids`` matching ``search_filter`` (one
+    experiment's run list, or MLflow's compare-experiments view for several)."""
+    ids = sorted({str(i) for i in experiment_ids})
+    query = f"searchFilter={quote(search_filter, safe='')}&{TRAINING_VIEW_QUERY}"
+    if len(ids) == 1:  # the tab route: ``#/experiments/<id>`` redirects and drops the filter
+        return f"#/experiments/{ids[0]}/runs?{query}"
+    listed = quote(json.dumps(ids, separators=(",", ":")), safe="")
+    return f"#/compare-experiments/s?experiments={listed}&{query}"
+
+
+def ui_url(base: str, experiment_id: str | None = None, run_id: str | None = None) -> str:
+    """``ui_path`` under a server's base URL, e.g. ``http://127.0.0.1:5000``."""
+    return f"{base.rstrip('/')}/{ui_path(experiment_id, run_id)}"
+
+
+def ensure_experiment(
+    client,
+    name: str,
+    tracking_uri: str,
+    description: str | None = None,
+    *,
+    overwrite: bool = False,
+) -> str:
+    """The experiment's id, creating it (with an absolute artifact location) if needed.
+
+    Every experiment fedsweep touches opens in MLflow's training-runs view (``KIND_TAG``) and
+    has a description: ``description`` (default: a generic one) is written when the experiment
+    has none, or always with ``overwrite`` (a sweep writes its spec's title).
+    """
     exp = client.get_experiment_by_name(name)
-    if exp is not None:
-        return exp.experiment_id
-    try:
-        return client.create_experiment(name, artifact_location=artifact_root(tracking_uri))
-    except Exception:  # created concurrently by another process
-        exp = client.get_experiment_by_name(name)
-        if exp is None:
-            raise
-        return exp.experiment_id
+    if exp is None:
+        try:
+            exp_id = client.create_experiment(name, artifact_location=artifact_root(tracking_uri))
+        except Exception:  # created concurrently by another process
+            exp = client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+        else:
+            exp = client.get_experiment(exp_id)
+    tags = exp.tags or {}
+    if tags.get(KIND_TAG) != KIND_TRAINING:
+        client.set_experiment_tag(exp.experiment_id, KIND_TAG, KIND_TRAINING)
+    text = description or GENERIC_DESCRIPTION
+    if tags.get(NOTE_TAG) != text and (overwrite or not tags.get(NOTE_TAG)):
+        client.set_experiment_tag(exp.experiment_id, NOTE_TAG, text)
+    return exp.experiment_id

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from fedsweep.config.hashing import config_hash
 from fedsweep.config.schema import RunConfig
 from fedsweep.engine.run import FLRun, RunResult
 from fedsweep.tracking.run_logger import MlflowRunLogger, git_commit
@@ -26,6 +27,8 @@ def run_tags(run: FLRun) -> dict[str, str]:
     cfg = run.config
     return {
         "fedsweep.status": "running",
+        # every run, single or swept: sweeps reuse and figures/comparisons group runs by it
+        "fedsweep.config_hash": config_hash(cfg),
         "fedsweep.algorithm": cfg.algorithm,
         "fedsweep.selector": cfg.selector,
         "fedsweep.dataset": cfg.data.dataset,
