@@ -186,3 +186,24 @@ def test_durations(seconds, text):
     from fedsweep.sweep.runner import duration
 
     assert duration(seconds) == text
+
+
+def test_plain_heartbeat_waits_twice_as_long_each_time():
+    """A sweep of hours whose quarters come rarely: status lines after 60, 180, 420, ... s."""
+    now = [0.0]
+    out = io.StringIO()
+    console = SweepConsole(1, "paper", out, out, live=False, interval=60, clock=lambda: now[0])
+    console.begin_sweep(1, "fig")
+    console.begin(SweepReport("fig", "paper", 100, scheduled=100))
+    states = ["RUNNING"] * 2 + ["PENDING"] * 98
+    printed_at = []
+    for second in range(0, 4000, 10):
+        now[0] = float(second)
+        before = out.getvalue().count("\n")
+        console.trial_event("step", trials(states), None)
+        if out.getvalue().count("\n") > before:
+            printed_at.append(second)
+    assert printed_at == [60, 180, 420, 900, 1860, 3780]
+    assert "0 done · 2 running · 0 failed · 0 skipped / 100 trials · 1 min 00 s · ETA ?" in (
+        out.getvalue()
+    )

@@ -121,19 +121,23 @@ def _run_all(specs, figures, profile: str, verbose: bool, run_args: dict) -> boo
         )
         if not verbose:
             console.print(f"Ray's output (trial tables, worker warnings) goes to {log_path}")
-        for index, (path, figure) in enumerate(zip(specs, figures, strict=True), 1):
-            print(f"\n===== [{index}/{len(specs)}] {figure} [{profile}] =====", flush=True)
-            console.begin_sweep(index, figure)
-            start = time.perf_counter()
-            try:
-                report = run_sweep(path, profile, echo=console.echo, listener=console, **run_args)
-            finally:
-                console.stop_live()
-            console.end_sweep(report, time.perf_counter() - start)
-            for line in report.errors:
-                console.error(f"  failed: {line}")
-            failed |= bool(report.errored)
-        console.print_table()
-        if not ray_was_up:  # Ray's last forwarded lines go to the log, not after the table
-            shutdown_ray()
+        try:
+            for index, (path, figure) in enumerate(zip(specs, figures, strict=True), 1):
+                print(f"\n===== [{index}/{len(specs)}] {figure} [{profile}] =====", flush=True)
+                console.begin_sweep(index, figure)
+                start = time.perf_counter()
+                try:
+                    report = run_sweep(
+                        path, profile, echo=console.echo, listener=console, **run_args
+                    )
+                finally:
+                    console.stop_live()
+                console.end_sweep(report, time.perf_counter() - start)
+                for line in report.errors:
+                    console.error(f"  failed: {line}")
+                failed |= bool(report.errored)
+            console.print_table()
+        finally:
+            if not ray_was_up:  # Ray's last forwarded lines go to the log, not after the table
+                shutdown_ray()
     return failed

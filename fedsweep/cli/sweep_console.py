@@ -7,7 +7,7 @@ per sweep, one table at the end; Ray's own output goes to a log file.
 - :class:`SweepConsole` is the listener of :mod:`fedsweep.sweep.tune_events`: on a terminal it
   draws a live line (sweep i of n, trials done / running / failed / skipped / total, ETA);
   elsewhere (CI, pipes) it prints a plain status line when a quarter of a sweep's trials is
-  done, or after ``interval`` seconds without one, so a long sweep stays within a few lines.
+  done, or after a growing interval without one, so a long sweep stays within a few lines.
 """
 
 from __future__ import annotations
@@ -84,6 +84,8 @@ def ray_output_to(log_path: Path) -> Iterator[tuple[TextIO, TextIO]]:
     log = open(log_path, "a", buffering=1, encoding="utf-8", errors="replace")  # noqa: SIM115
     saved = os.dup(1), os.dup(2)
     py_streams = sys.stdout, sys.stderr
+    color = os.environ.get("RAY_COLOR_PREFIX")
+    os.environ["RAY_COLOR_PREFIX"] = "0"  # no colour codes around forwarded worker lines
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)
     sys.stdout, sys.stderr = _Sink(log, py_streams[0]), _Sink(log, py_streams[1])
@@ -101,6 +103,10 @@ def ray_output_to(log_path: Path) -> Iterator[tuple[TextIO, TextIO]]:
         os.close(saved[1])
         sys.stdout, sys.stderr = py_streams
         log.close()
+        if color is None:
+            os.environ.pop("RAY_COLOR_PREFIX", None)
+        else:
+            os.environ["RAY_COLOR_PREFIX"] = color
         for stream, new in ((out, new_out), (err, new_err)):
             if new:
                 stream.close()
@@ -122,8 +128,9 @@ class _Row:
 class SweepConsole:
     """Progress, per-sweep summaries and the final table of one ``fedsweep sweep`` command.
 
-    ``live``: draw a live line (default: when ``out`` is a terminal); otherwise plain lines,
-    at most one per quarter of a sweep's trials or per ``interval`` seconds.
+    ``live``: draw a live line (default: when ``out`` is a terminal); otherwise plain lines:
+    one per quarter of a sweep's trials, and when no quarter came for ``interval`` seconds,
+    then 2, 4, ... times that (at most 32 times), so a sweep of hours prints a few lines.
     """
 
     def __init__(
@@ -136,6 +143,7 @@ class SweepConsole:
         live: bool | None = None,
         interval: float = 60.0,
         tee: TextIO | None = None,
+        clock=time.monotonic,
     ):
         self.n_sweeps = n_sweeps
         self.profile = profile
@@ -145,10 +153,11 @@ class SweepConsole:
         self.live = live
         self.interval = interval
         self.tee = tee  # also gets every console line (the log file, to read them in context)
+        self.clock = clock
         self.console = Console(file=out, highlight=False, soft_wrap=True)
         self.err = Console(file=err or sys.stderr, highlight=False, soft_wrap=True)
         self.rows: list[_Row] = []
-        self.start = time.monotonic()
+        self.start = self.clock()
         self._notes: set[str] = set()
         self._progress: Progress | None = None
         self._task = None
@@ -160,9 +169,10 @@ class SweepConsole:
         self.counts = {"done": 0, "running": 0, "failed": 0}
         self._ended_before: set[str] = set()  # trials already over when the fit began (resume)
         self._first_event = True
-        self._fit_start = time.monotonic()
+        self._fit_start = self.clock()
         self._first_start: float | None = None  # the rate (ETA) leaves out Ray's start-up
         self._last_line = 0.0
+        self._gap = self.interval
         self._quarter = 0
         self._seen_failed: set[str] = set()
 
@@ -200,7 +210,8 @@ class SweepConsole:
         self.total = report.total
         self.not_run = report.skipped + report.shared + report.unavailable
         self.scheduled = report.scheduled
-        self._fit_start = self._last_line = time.monotonic()
+        self._fit_start = self._last_line = self.clock()
+        self._gap = self.interval
         if self.live and self._progress is None:
             head = self._head()
             self._progress = Progress(
@@ -226,7 +237,7 @@ class SweepConsole:
             self._first_event = False
             self._ended_before = {i for i, s in states.items() if s in (TERMINATED, ERROR)}
         if event == "start" and self._first_start is None:
-            self._first_start = time.monotonic()
+            self._first_start = self.clock()
         if trial is not None:  # Tune calls back before it sets the new state
             new = {"start": RUNNING, "complete": TERMINATED, "error": ERROR}.get(event)
             if new is not None:
@@ -255,7 +266,7 @@ class SweepConsole:
         if now_over <= 0:
             return "ETA ?"
         since = self._first_start if self._first_start is not None else self._fit_start
-        return f"ETA {duration((time.monotonic() - since) / now_over * left)}"
+        return f"ETA {duration((self.clock() - since) / now_over * left)}"
 
     def status(self, live: bool = False) -> str:
         """``2 done · 1 running · 0 failed · 3 skipped / 6 trials · 18 s · ETA 37 s``; the live
@@ -267,7 +278,7 @@ class SweepConsole:
         )
         if live:
             return f"{self._eta()} · {counts}"
-        return f"{counts} · {duration(time.monotonic() - self._fit_start)} · {self._eta()}"
+        return f"{counts} · {duration(self.clock() - self._fit_start)} · {self._eta()}"
 
     def _show(self, force: bool) -> None:
         if self._progress is not None:
@@ -276,13 +287,15 @@ class SweepConsole:
             return
         if not self.scheduled:
             return
-        now = time.monotonic()
+        now = self.clock()
         over = self.counts["done"] + self.counts["failed"]
         quarter = 4 * over // self.scheduled
         if force and 0 < quarter < 4 and quarter > self._quarter:
             self._quarter = quarter
-        elif now - self._last_line < self.interval or over >= self.scheduled:
+        elif now - self._last_line < self._gap or over >= self.scheduled:
             return
+        else:  # no quarter for a while: a status line, then wait twice as long for the next
+            self._gap = min(2 * self._gap, 32 * self.interval)
         self._last_line = now
         self.print(f"  {self._head()}: {self.status()}")
 
@@ -312,7 +325,7 @@ class SweepConsole:
     # ----------------------------------------------------------------- the end
     def table(self) -> Table:
         no_data = any(r.unavailable for r in self.rows)
-        wall = time.monotonic() - self.start
+        wall = self.clock() - self.start
         table = Table(
             title=f"fedsweep sweep --profile {self.profile}: {len(self.rows)} of "
             f"{self.n_sweeps} sweeps in {duration(wall)}",
