@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -47,57 +49,95 @@ def sweep(
     sweeps_dir: Annotated[
         Path, typer.Option(metavar="DIR", help="Where specs live (for the default).")
     ] = Path("sweeps"),
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Show Ray's own output live (trial tables, worker warnings) instead of "
+            "writing it to the sweep log.",
+        ),
+    ] = False,
 ) -> None:
     """Run sweep specs as Ray Tune trials (grid x seeds), each trial an MLflow child run.
 
     Trials whose config already has a finished run are skipped, so re-running a finished sweep
-    schedules nothing."""
+    schedules nothing. The console shows one progress line (sweep i of n, trials done /
+    running / failed / skipped / total, ETA), one summary line per sweep and a table at the
+    end; Ray's own output goes to a log file under <store>/ray_results/logs/ (path printed)."""
     from fedsweep.config.load import parse_overrides
-    from fedsweep.sweep.runner import run_sweep
     from fedsweep.sweep.spec import SpecError, load_spec, spec_paths
 
+    figures: list[str] = []
     with clean_errors():
         overrides = parse_overrides(set_)
         if specs:
             for path in specs:  # validate every named spec before anything runs
-                load_spec(path)
+                figures.append(load_spec(path).figure)
         else:
             specs = []
             for path in spec_paths(sweeps_dir):
                 try:
-                    load_spec(path)
+                    figures.append(load_spec(path).figure)
                     specs.append(path)
                 except SpecError as err:
                     reason = str(err).splitlines()[-1].strip()
                     typer.echo(f"skipping {path}: this code cannot run it yet ({reason})")
             if not specs:
                 fail(f"no runnable sweep spec in {sweeps_dir}")
-    failed = False
-    notes: set[str] = set()
-
-    def echo_once(text: str) -> None:
-        if text.startswith("note: ") and text in notes:
-            return
-        notes.add(text)
-        typer.echo(text)
-
-    for path in specs:
-        start = time.perf_counter()
-        with clean_errors():
-            report = run_sweep(
-                path,
-                profile,
-                address=address,
-                resume=resume,
-                max_concurrent=max_concurrent,
-                tracking_uri=tracking_uri,
-                data_dir=data_dir,
-                overrides=overrides,
-                echo=echo_once,
-            )
-        wall = time.perf_counter() - start
-        typer.echo(f"fedsweep sweep: {report.line()} ({wall:.0f} s)")
-        for line in report.errors:
-            typer.secho(f"  errored: {line}", fg=typer.colors.RED, err=True)
-        failed |= bool(report.errored)
+    run_args = dict(
+        address=address,
+        resume=resume,
+        max_concurrent=max_concurrent,
+        tracking_uri=tracking_uri,
+        data_dir=data_dir,
+        overrides=overrides,
+    )
+    with clean_errors():  # outside the console's capture: a bad-input message is shown
+        failed = _run_all(specs, figures, profile, verbose, run_args)
     raise typer.Exit(1 if failed else 0)
+
+
+def _run_all(specs, figures, profile: str, verbose: bool, run_args: dict) -> bool:
+    """Run the sweeps one after the other under one console; True when a trial failed."""
+    from fedsweep.cli.sweep_console import SweepConsole, ray_output_to
+    from fedsweep.sweep.runner import run_sweep, shutdown_ray
+    from fedsweep.tracking.store import default_store_dir
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    name = figures[0] if len(specs) == 1 else "sweep"
+    log_path = default_store_dir() / "ray_results" / "logs" / f"{name}-{profile}-{stamp}.log"
+    ray_was_up = "ray" in sys.modules and sys.modules["ray"].is_initialized()
+    capture = nullcontext((sys.stdout, sys.stderr)) if verbose else ray_output_to(log_path)
+    failed = False
+    with capture as (out, err):
+        console = SweepConsole(
+            len(specs),
+            profile,
+            out,
+            err,
+            live=False if verbose else None,
+            tee=None if verbose else sys.stdout,  # the log file while captured
+        )
+        if not verbose:
+            console.print(f"Ray's output (trial tables, worker warnings) goes to {log_path}")
+        try:
+            for index, (path, figure) in enumerate(zip(specs, figures, strict=True), 1):
+                print(f"\n===== [{index}/{len(specs)}] {figure} [{profile}] =====", flush=True)
+                console.begin_sweep(index, figure)
+                start = time.perf_counter()
+                try:
+                    report = run_sweep(
+                        path, profile, echo=console.echo, listener=console, **run_args
+                    )
+                finally:
+                    console.stop_live()
+                console.end_sweep(report, time.perf_counter() - start)
+                for line in report.errors:
+                    console.error(f"  failed: {line}")
+                failed |= bool(report.errored)
+            console.print_table()
+        finally:
+            if not ray_was_up:  # Ray's last forwarded lines go to the log, not after the table
+                shutdown_ray()
+    return failed

@@ -54,17 +54,29 @@ class SweepReport:
     shared: int = 0
     errors: list[str] = field(default_factory=list)
 
-    def line(self) -> str:
+    def line(self, wall: float | None = None) -> str:
+        """One summary line: ``fig [profile]: 16 run, 2 skipped, 0 shared, 0 failed of 18
+        trials in 1 min 05 s`` (skipped: a finished run exists; shared: an equal trial's run)."""
         text = (
-            f"{self.figure} [{self.profile}]: {self.total} trials, {self.skipped} already "
-            f"finished (skipped), {self.scheduled} scheduled, {self.finished} finished, "
-            f"{self.errored} errored"
+            f"{self.figure} [{self.profile}]: {self.finished} run, {self.skipped} skipped, "
+            f"{self.shared} shared, {self.errored} failed"
         )
-        if self.shared:
-            text += f", {self.shared} share a run with an equal trial"
         if self.unavailable:
             text += f", {self.unavailable} not run (data missing)"
+        text += f" of {self.total} trials"
+        if wall is not None:
+            text += f" in {duration(wall)}"
         return text + (f" [ran on {self.data_fallback}]" if self.data_fallback else "")
+
+
+def duration(seconds: float) -> str:
+    """``42 s``, ``3 min 05 s``, ``1 h 02 min``."""
+    s = round(max(0.0, seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
 # ----------------------------------------------------------------------------- preparation
@@ -337,8 +349,14 @@ def run_sweep(
     fail_at: dict[str, int] | None = None,
     verbose: int = 1,
     echo=print,
+    listener=None,
 ) -> SweepReport:
-    """Run one sweep spec under ``profile``. ``fail_at`` (trial_id -> round) injects crashes."""
+    """Run one sweep spec under ``profile``. ``fail_at`` (trial_id -> round) injects crashes.
+
+    ``verbose`` is Ray Tune's verbosity (0: silent, 1: its tables); ``echo`` receives the
+    driver's own lines; ``listener`` (e.g. ``fedsweep.cli.sweep_console.SweepConsole``) gets
+    ``begin(report)`` once the trials are scheduled, then Tune's trial events
+    (``fedsweep.sweep.tune_events``)."""
     spec_path = Path(spec_path).resolve()
     spec = load_spec(spec_path)
     data_root = resolve_data_root(data_dir)
@@ -433,6 +451,8 @@ def run_sweep(
         max_concurrent,
         verbose,
         echo,
+        report,
+        listener,
     )
     for res in results:
         if res.error is not None:
@@ -458,17 +478,29 @@ def trial_dirname(trial) -> str:
     return f"trial_{trial.trial_id}"
 
 
-def init_ray(address: str | None) -> None:
+def init_ray(address: str | None) -> bool:
+    """Start (or attach to) Ray unless it runs already; True when this call started it."""
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if ray.is_initialized():
-        return
+        return False
     kwargs = {"include_dashboard": False, "configure_logging": True, "logging_level": "WARNING"}
     if address:
         ray.init(address=address, **kwargs)
     else:
         ray.init(**kwargs)
+    return True
+
+
+def shutdown_ray() -> None:
+    """Stop the Ray this process started (or detach from a cluster), if it runs: its last
+    forwarded worker lines are printed now, not after the caller's console is done."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
 
 
 def _fit(
@@ -483,10 +515,13 @@ def _fit(
     max_concurrent,
     verbose,
     echo,
+    report: SweepReport | None = None,
+    listener=None,
 ):
     from ray import tune
 
     from fedsweep.sweep.trial import fl_trial
+    from fedsweep.sweep.tune_events import TrialEvents, listening
 
     init_ray(address)
     trainable = tune.with_resources(
@@ -495,6 +530,7 @@ def _fit(
     path = storage / tune_name
     if resume and tune.Tuner.can_restore(str(path)):
         echo(f"resuming {path}")
+        # the restored run config brings back its own (stateless) TrialEvents callback
         tuner = tune.Tuner.restore(
             str(path), trainable=trainable, resume_unfinished=True, resume_errored=True
         )
@@ -516,8 +552,12 @@ def _fit(
                 failure_config=tune.FailureConfig(max_failures=spec.max_failures),
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
                 verbose=verbose,
+                callbacks=[TrialEvents()],
             ),
         )
     path.mkdir(parents=True, exist_ok=True)
     state_path.write_text(json.dumps({"parent_run_id": parent_run_id}))
-    return tuner.fit()
+    if listener is not None and report is not None:
+        listener.begin(report)
+    with listening(listener):
+        return tuner.fit()

@@ -1,0 +1,367 @@
+"""The console of ``fedsweep sweep``: one progress display for all its sweeps, one summary line
+per sweep, one table at the end; Ray's own output goes to a log file.
+
+- :func:`ray_output_to` sends everything the process writes to fd 1/2 (Ray Tune's tables, Ray's
+  warnings, the worker output Ray forwards to the driver, MLflow's log lines) to a log file and
+  hands the console a stream on the original stdout/stderr.
+- :class:`SweepConsole` is the listener of :mod:`fedsweep.sweep.tune_events`: on a terminal it
+  draws a live line (sweep i of n, trials done / running / failed / skipped / total, ETA);
+  elsewhere (CI, pipes) it prints a plain status line when a quarter of a sweep's trials is
+  done, or after a growing interval without one, so a long sweep stays within a few lines.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn
+from rich.table import Column, Table
+
+from fedsweep.sweep.runner import duration
+
+#: Tune's trial states (``ray.tune.experiment.trial.Trial``), without importing Ray here
+TERMINATED, ERROR, RUNNING = "TERMINATED", "ERROR", "RUNNING"
+
+
+# ----------------------------------------------------------------------------- Ray's output
+class _Sink(io.TextIOBase):
+    """``sys.stdout``/``sys.stderr`` while the output is captured: writes to the log file, and
+    to ``fallback`` once the log is closed (a logging handler may keep a reference to it)."""
+
+    def __init__(self, log: TextIO, fallback: TextIO):
+        self._log, self._fallback = log, fallback
+
+    def _target(self) -> TextIO:
+        return self._fallback if self._log.closed else self._log
+
+    def write(self, text: str) -> int:
+        return self._target().write(text)
+
+    def flush(self) -> None:
+        self._target().flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _console_stream(stream: TextIO, fd: int) -> tuple[TextIO, bool]:
+    """A stream on what ``stream`` writes to now, that survives ``fd`` being redirected:
+    a new file object on a duplicate of ``fd`` when ``stream`` writes to ``fd``, else
+    ``stream`` itself (e.g. a test runner's buffer). Returns it and whether it is new."""
+    try:
+        own = stream.fileno() == fd
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        own = False
+    if not own:
+        return stream, False
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    return os.fdopen(os.dup(fd), "w", buffering=1, encoding=encoding, errors="replace"), True
+
+
+@contextmanager
+def ray_output_to(log_path: Path) -> Iterator[tuple[TextIO, TextIO]]:
+    """Redirect fd 1/2 (and ``sys.stdout``/``sys.stderr``) to ``log_path`` (appending); yield
+    ``(out, err)`` streams on the original stdout/stderr for the console. Everything is put back
+    on exit, also on an exception, so an error message after it reaches the user."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    out, new_out = _console_stream(sys.stdout, 1)
+    err, new_err = _console_stream(sys.stderr, 2)
+    log = open(log_path, "a", buffering=1, encoding="utf-8", errors="replace")  # noqa: SIM115
+    saved = os.dup(1), os.dup(2)
+    py_streams = sys.stdout, sys.stderr
+    color = os.environ.get("RAY_COLOR_PREFIX")
+    os.environ["RAY_COLOR_PREFIX"] = "0"  # no colour codes around forwarded worker lines
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    sys.stdout, sys.stderr = _Sink(log, py_streams[0]), _Sink(log, py_streams[1])
+    try:
+        yield out, err
+    finally:
+        for stream in (sys.stdout, sys.stderr, out, err):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+        sys.stdout, sys.stderr = py_streams
+        log.close()
+        if color is None:
+            os.environ.pop("RAY_COLOR_PREFIX", None)
+        else:
+            os.environ["RAY_COLOR_PREFIX"] = color
+        for stream, new in ((out, new_out), (err, new_err)):
+            if new:
+                stream.close()
+
+
+# ------------------------------------------------------------------------------ the console
+@dataclass
+class _Row:
+    figure: str
+    total: int
+    run: int
+    skipped: int
+    shared: int
+    failed: int
+    unavailable: int
+    wall: float
+
+
+class SweepConsole:
+    """Progress, per-sweep summaries and the final table of one ``fedsweep sweep`` command.
+
+    ``live``: draw a live line (default: when ``out`` is a terminal); otherwise plain lines:
+    one per quarter of a sweep's trials, and when no quarter came for ``interval`` seconds,
+    then 2, 4, ... times that (at most 32 times), so a sweep of hours prints a few lines.
+    """
+
+    def __init__(
+        self,
+        n_sweeps: int,
+        profile: str,
+        out: TextIO | None = None,
+        err: TextIO | None = None,
+        *,
+        live: bool | None = None,
+        interval: float = 60.0,
+        tee: TextIO | None = None,
+        clock=time.monotonic,
+    ):
+        self.n_sweeps = n_sweeps
+        self.profile = profile
+        out = out or sys.stdout
+        if live is None:
+            live = bool(getattr(out, "isatty", lambda: False)())
+        self.live = live
+        self.interval = interval
+        self.tee = tee  # also gets every console line (the log file, to read them in context)
+        self.clock = clock
+        self.console = Console(file=out, highlight=False, soft_wrap=True)
+        self.err = Console(file=err or sys.stderr, highlight=False, soft_wrap=True)
+        self.rows: list[_Row] = []
+        self.start = self.clock()
+        self._notes: set[str] = set()
+        self._progress: Progress | None = None
+        self._task = None
+        self._reset(0, "")
+
+    def _reset(self, index: int, figure: str) -> None:
+        self.index, self.figure = index, figure
+        self.total = self.not_run = self.scheduled = 0
+        self.counts = {"done": 0, "running": 0, "failed": 0}
+        self._ended_before: set[str] = set()  # trials already over when the fit began (resume)
+        self._first_event = True
+        self._fit_start = self.clock()
+        self._first_start: float | None = None  # the rate (ETA) leaves out Ray's start-up
+        self._last_line = 0.0
+        self._gap = self.interval
+        self._quarter = 0
+        self._seen_failed: set[str] = set()
+
+    # ----------------------------------------------------------------- lines
+    def print(self, text: str = "", *, style: str | None = None) -> None:
+        target = self._progress.console if self._progress is not None else self.console
+        target.print(text, style=style, markup=False)
+        if self.tee is not None:
+            self.tee.write(text + "\n")
+
+    def echo(self, text: str) -> None:
+        """A line from the driver (``run_sweep(echo=...)``), after the sweep's ``[i/n]``; a
+        repeated ``note:`` is shown once."""
+        if text.startswith("note: "):
+            if text in self._notes:
+                return
+            self._notes.add(text)
+            self.print(text)
+        else:
+            self.print(f"{self._head(figure=False)} {text}")
+
+    def error(self, text: str) -> None:
+        self.stop_live()
+        self.err.print(text, style="red", markup=False)
+        if self.tee is not None:
+            self.tee.write(text + "\n")
+
+    # ----------------------------------------------------------------- one sweep
+    def begin_sweep(self, index: int, figure: str) -> None:
+        """Sweep ``index`` (from 1) of ``n_sweeps`` starts; its counts come with :meth:`begin`."""
+        self._reset(index, figure)
+
+    def begin(self, report) -> None:
+        """The trials are known (a :class:`~fedsweep.sweep.runner.SweepReport` before the fit)."""
+        self.total = report.total
+        self.not_run = report.skipped + report.shared + report.unavailable
+        self.scheduled = report.scheduled
+        self._fit_start = self._last_line = self.clock()
+        self._gap = self.interval
+        if self.live and self._progress is None:
+            head = self._head()
+            self._progress = Progress(
+                TextColumn("{task.description}", table_column=Column(min_width=len(head))),
+                BarColumn(bar_width=12),
+                TextColumn(
+                    "{task.fields[status]}",
+                    table_column=Column(no_wrap=True, overflow="ellipsis"),
+                ),
+                console=self.console,
+                transient=True,
+                redirect_stdout=False,  # Ray writes there: it goes to the log, not the screen
+                redirect_stderr=False,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task(head, total=max(1, self.total), status="")
+        self._show(force=False)
+
+    def trial_event(self, event: str, trials, trial) -> None:
+        """Listener of :mod:`fedsweep.sweep.tune_events` (Tune's driver loop)."""
+        states = {t.trial_id: t.status for t in trials}
+        if self._first_event:
+            self._first_event = False
+            self._ended_before = {i for i, s in states.items() if s in (TERMINATED, ERROR)}
+        if event == "start" and self._first_start is None:
+            self._first_start = self.clock()
+        if trial is not None:  # Tune calls back before it sets the new state
+            new = {"start": RUNNING, "complete": TERMINATED, "error": ERROR}.get(event)
+            if new is not None:
+                states[trial.trial_id] = new
+        values = list(states.values())
+        self.counts = {
+            "done": values.count(TERMINATED),
+            "running": values.count(RUNNING),
+            "failed": values.count(ERROR),
+        }
+        if event == "error" and trial is not None and trial.trial_id not in self._seen_failed:
+            self._seen_failed.add(trial.trial_id)
+            self.print(f"  trial failed: {trial}", style="red")
+        self._show(force=event in ("complete", "error"))
+
+    def _head(self, figure: bool = True) -> str:
+        head = f"[{self.index}/{self.n_sweeps}]"
+        return f"{head} {self.figure}" if figure else head
+
+    def _eta(self) -> str:
+        over = self.counts["done"] + self.counts["failed"]
+        now_over = over - len(self._ended_before)
+        left = self.scheduled - over
+        if left <= 0:
+            return "ETA 0 s"
+        if now_over <= 0:
+            return "ETA ?"
+        since = self._first_start if self._first_start is not None else self._fit_start
+        return f"ETA {duration((self.clock() - since) / now_over * left)}"
+
+    def status(self, live: bool = False) -> str:
+        """``2 done · 1 running · 0 failed · 3 skipped / 6 trials · 18 s · ETA 37 s``; the live
+        line puts the ETA first (a narrow terminal cuts the end) and leaves the time to rich."""
+        c = self.counts
+        counts = (
+            f"{c['done']} done · {c['running']} running · {c['failed']} failed · "
+            f"{self.not_run} skipped / {self.total} trials"
+        )
+        if live:
+            return f"{self._eta()} · {counts}"
+        return f"{counts} · {duration(self.clock() - self._fit_start)} · {self._eta()}"
+
+    def _show(self, force: bool) -> None:
+        if self._progress is not None:
+            over = self.counts["done"] + self.counts["failed"] + self.not_run
+            self._progress.update(self._task, completed=over, status=self.status(live=True))
+            return
+        if not self.scheduled:
+            return
+        now = self.clock()
+        over = self.counts["done"] + self.counts["failed"]
+        quarter = 4 * over // self.scheduled
+        if force and 0 < quarter < 4 and quarter > self._quarter:
+            self._quarter = quarter
+        elif now - self._last_line < self._gap or over >= self.scheduled:
+            return
+        else:  # no quarter for a while: a status line, then wait twice as long for the next
+            self._gap = min(2 * self._gap, 32 * self.interval)
+        self._last_line = now
+        self.print(f"  {self._head()}: {self.status()}")
+
+    def stop_live(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    def end_sweep(self, report, wall: float) -> None:
+        """The sweep's summary line and its row of the final table."""
+        self.stop_live()
+        row = _Row(
+            report.figure,
+            report.total,
+            report.finished,
+            report.skipped,
+            report.shared,
+            report.errored,
+            report.unavailable,
+            wall,
+        )
+        self.rows.append(row)
+        self.print(
+            f"{self._head(figure=False)} {report.line(wall)}", style="red" if row.failed else None
+        )
+
+    # ----------------------------------------------------------------- the end
+    def table(self) -> Table:
+        no_data = any(r.unavailable for r in self.rows)
+        wall = self.clock() - self.start
+        table = Table(
+            title=f"fedsweep sweep --profile {self.profile}: {len(self.rows)} of "
+            f"{self.n_sweeps} sweeps in {duration(wall)}",
+            box=box.SIMPLE,
+            show_edge=False,
+            show_footer=True,
+            title_justify="left",
+            pad_edge=False,
+        )
+        sums = [sum(getattr(r, k) for r in self.rows) for k in ("total", "run", "skipped")]
+        more = [sum(getattr(r, k) for r in self.rows) for k in ("shared", "failed", "unavailable")]
+        columns = [
+            ("figure", "total", "left"),
+            ("trials", str(sums[0]), "right"),
+            ("run", str(sums[1]), "right"),
+            ("skipped", str(sums[2]), "right"),
+            ("shared", str(more[0]), "right"),
+            ("failed", str(more[1]), "right"),
+        ]
+        if no_data:
+            columns.append(("no data", str(more[2]), "right"))
+        columns.append(("wall time", duration(sum(r.wall for r in self.rows)), "right"))
+        for name, footer, justify in columns:
+            table.add_column(name, footer=footer, justify=justify)
+        for r in self.rows:
+            cells = [r.figure, r.total, r.run, r.skipped, r.shared, r.failed]
+            if no_data:
+                cells.append(r.unavailable)
+            table.add_row(*map(str, cells), duration(r.wall), style="red" if r.failed else None)
+        return table
+
+    def print_table(self) -> None:
+        self.stop_live()
+        if self.rows:
+            table = self.table()
+            self.console.print()
+            self.console.print(table)
+            if self.tee is not None:
+                Console(file=self.tee, width=100, highlight=False).print(table)
