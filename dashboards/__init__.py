@@ -1,4 +1,4 @@
-"""fedsweep's figure dashboards: MLflow runs -> Plotly figures of the papers (FIGURES.md).
+"""fedsweep's figure dashboards: MLflow runs -> Plotly figures of the papers (docs/figures.md).
 
 ``build_figures(tracking_uri, profile, out_dir, figures, sweeps_dir)`` builds the figures,
 writes ``<id>.html`` (offline), ``<id>.png``/``.pdf``/``.svg`` and merges them into

@@ -138,7 +138,8 @@ def build_figures(
     images = tuple(dict.fromkeys(images)) if png else ()
     check_options(profile, options, images)
     extra = [load_spec(p) for p in spec_files or []]
-    specs = load_specs(sweeps_dir, figures)
+    # only --spec files: the folder's specs are not needed (a broken one there must not stop it)
+    specs = load_specs(sweeps_dir, figures) if figures or not extra else {}
     ids = select(specs, figures, extra)
     specs.update({s.figure: s for s in extra})
     uri = resolve_tracking_uri(tracking_uri)

@@ -1,4 +1,4 @@
-"""Check the paper's claims (FIGURES.md, ``spec.claims``) against the aggregated curves.
+"""Check the paper's claims (docs/figures.md, ``spec.claims``) against the aggregated curves.
 
 Every criterion is a function of :class:`ClaimData` (the seed-mean curves of one figure) that
 returns ``(verdict, numbers)``. All criteria use the **seed-mean** curves:

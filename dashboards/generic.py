@@ -154,7 +154,7 @@ def metric_grid(
         rows=rows,
         cols=cols,
         subplot_titles=titles,
-        horizontal_spacing=0.07 if side_by_side else 0.06,
+        horizontal_spacing=0.08,
         vertical_spacing=0.12,
         shared_xaxes=not side_by_side,
     )
@@ -185,7 +185,7 @@ def axis_grid(
         rows=n_rows,
         cols=n_cols,
         subplot_titles=[f"{letter(i)} {p.label}" for i, p in enumerate(panels)],
-        horizontal_spacing=0.06,
+        horizontal_spacing=0.07,
         vertical_spacing=0.11,
         shared_xaxes=True,
     )
@@ -277,10 +277,24 @@ def draw(
     return fig, {}
 
 
+def expand_patterns(metrics: list[str], data: FigureData) -> list[str]:
+    """A per-client pattern (``client/{i}/dist``) becomes one row per logged client key."""
+    logged = set(data.long["metric"]) if not data.long.empty else set()
+    out: list[str] = []
+    for m in metrics:
+        if "{i}" not in m:
+            out.append(m)
+            continue
+        rx = re.compile("^" + re.escape(m).replace(r"\{i\}", r"(\d+)") + "$")
+        hits = [(int(x.group(1)), k) for k in logged if (x := rx.match(k))]
+        out.extend([k for _, k in sorted(hits)] or [m])
+    return out
+
+
 def build(ctx: BuildContext) -> FigureResult:
     """The default builder: the generic layout of any spec, its claims checked if known."""
-    metrics = ctx.metrics()
-    data = with_view(ctx, prepare(ctx, metrics))
+    data = with_view(ctx, prepare(ctx, ctx.metrics()))
+    metrics = expand_patterns(ctx.metrics(), data)
     curves = ctx.spec.curve_list()
     fig, parts = draw(ctx, data, curve_styles(curves, data), metrics)
     notes = [f"{p.label}: no runs" for p in data.panels if not data.has_runs(p.panel_id)]

@@ -116,7 +116,7 @@ def test_fig3_grid_curves_and_legend(built):
     axes = [k for k in fig.layout.to_plotly_json() if k.startswith("xaxis")]
     assert len(axes) == 6
     titles = [a.text for a in fig.layout.annotations]
-    assert titles == [f"({x}) Case {c}" for x, c in zip("abcdef", (1, 2, 3, 1, 2, 3))]
+    assert titles == [f"({x}) Case {c}" for x, c in zip("abcdef", (1, 2, 3, 1, 2, 3), strict=True)]
     assert fig.layout.yaxis.title.text == "Test loss"
     assert fig.layout.yaxis4.title.text == "Test accuracy"
     assert fig.layout.xaxis4.title.text == "Communication round t"

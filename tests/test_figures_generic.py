@@ -165,7 +165,9 @@ def test_generic_layout_panels_as_columns_metrics_as_rows(store, specs, tmp_path
     )
     fig = r.figure
     titles = [a.text for a in fig.layout.annotations]
-    assert titles == [f"({x}) data.partition=case{c}" for x, c in zip("abcd", (1, 2, 1, 2))]
+    assert titles == [
+        f"({x}) data.partition=case{c}" for x, c in zip("abcd", (1, 2, 1, 2), strict=True)
+    ]
     assert fig.layout.yaxis.title.text == "Test loss"
     assert fig.layout.yaxis3.title.text == "Test accuracy"
     curves = lines(fig)
@@ -327,6 +329,17 @@ def test_fmt_against_both_directions():
     assert C.fmt_against(0.0496, 0.05, at_least=True) == "0.0496"
     assert C.fmt_against(0.07, 0.05, at_least=True) == "0.070"
     assert C.fmt_against(math.inf, 0.01) == "inf (diverged)"
+
+
+def test_metric_option_draws_other_metrics_one_row_per_client(store, specs, tmp_path):
+    opts = FigureOptions(metrics=("client/{i}/dist_paper", "test_acc"))
+    (r,) = build_figures(
+        store, "smoke", tmp_path, spec_files=[specs["study"]], png=False, options=opts
+    )
+    rows = [r.figure.layout[f"yaxis{i if i > 1 else ''}"].title.text for i in (1, 3, 5, 7)]
+    assert rows == [f"client/{i}/dist_paper" for i in range(3)] + ["Test accuracy"]
+    # FedAvg (selector none) logs no distances: 3 clients x 2 panels x α=1.0, + 2 x 2 accuracy
+    assert len(lines(r.figure)) == 3 * 2 + 2 * 2
 
 
 # ---------------------------------------------------------------------------- fig 4d metric

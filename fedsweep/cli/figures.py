@@ -117,6 +117,7 @@ def figures(
                 spec_files=list(spec or []),
                 options=options,
                 images=tuple(image_format or FORMAT_CHOICES),
+                ui_url=ui_url,
             )
         except FigureSelectionError as err:
             raise UsageError(str(err)) from None
