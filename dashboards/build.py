@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import traceback
 import warnings
 from pathlib import Path
@@ -79,6 +80,21 @@ def check_options(profile: str, options: FigureOptions, images: tuple[str, ...])
             )
 
 
+def check_baseline(label: str | None, chosen: list[SweepSpec]) -> None:
+    """``--diff-from`` must name a curve of one of the figures drawn (or a "Client i" curve of a
+    per-client figure such as Fig. 4d)."""
+    from fedsweep.cli.common import did_you_mean
+
+    if not label or re.fullmatch(r"Client \d+", label):
+        return
+    labels = sorted({c.label for s in chosen for c in s.curve_list()})
+    if label not in labels:
+        raise FigureSelectionError(
+            f"--diff-from {label!r}: no curve with that label{did_you_mean(label, labels)}; "
+            f"curves: {', '.join(labels)}"
+        )
+
+
 def select(
     specs: dict[str, SweepSpec], figures: list[str] | None, extra: list[SweepSpec]
 ) -> list[str]:
@@ -142,6 +158,7 @@ def build_figures(
     specs = load_specs(sweeps_dir, figures) if figures or not extra else {}
     ids = select(specs, figures, extra)
     specs.update({s.figure: s for s in extra})
+    check_baseline(options.diff_from, [specs[f] for f in ids])
     uri = resolve_tracking_uri(tracking_uri)
     if _missing_sqlite(uri):
         warnings.warn(f"no MLflow store at {uri}: every figure has no runs", stacklevel=2)

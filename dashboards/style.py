@@ -281,6 +281,7 @@ def paper_layout(
             "borderwidth": 1,
             "font": {"size": 14},
             "tracegroupgap": 2,
+            "itemsizing": "constant",  # the marker symbol shows even where sizes vary per point
         },
         hovermode="closest",
     )

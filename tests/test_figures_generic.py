@@ -279,15 +279,15 @@ def test_diff_from_baseline_is_zero_for_the_baseline(store, specs, tmp_path):
     assert r.figure.layout.yaxis.title.text == "Test loss − FedAvg (RR)"
     # the claims still use the raw curves
     assert r.claims[0].verdict == "n/t" and "acc 0." in r.claims[0].numbers
-    (bad,) = build_figures(
-        store,
-        "smoke",
-        tmp_path,
-        spec_files=[specs["study"]],
-        png=False,
-        options=FigureOptions(diff_from="FedAvg"),
-    )
-    assert bad.status == "error" and "FedAvg (RR)" in bad.error
+    with pytest.raises(FigureSelectionError, match="did you mean 'FedAvg \\(RR\\)'"):
+        build_figures(
+            store,
+            "smoke",
+            tmp_path,
+            spec_files=[specs["study"]],
+            png=False,
+            options=FigureOptions(diff_from="FedAvg"),
+        )
 
 
 # ---------------------------------------------------------------------------- claims
@@ -360,6 +360,10 @@ def test_fig4d_draws_dist_paper_by_default():
         (["--band", "sme"], ["unknown band 'sme'", "did you mean 'sem'"]),
         (["--format", "jpg"], ["unknown image format 'jpg'", "png, pdf, svg"]),
         (["--spec", "no/such/spec.yaml"], ["sweep spec not found"]),
+        (
+            ["--figure", "bherd-fig3a", "--diff-from", "FedAvg"],
+            ["--diff-from 'FedAvg'", "did you mean 'FedAvg (RR)'"],
+        ),
     ],
 )
 def test_bad_figures_input_exits_2_without_traceback(tmp_path, args, needles):
