@@ -24,7 +24,12 @@ from plotly.colors import hex_to_rgb, qualitative
 FONT = {"family": "Arial, Helvetica, sans-serif", "size": 15, "color": "#222"}
 PALETTE = qualitative.D3
 X_TITLE = "Communication round t"
-Y_TITLES = {"test_loss": "Test loss", "test_acc": "Test accuracy"}
+Y_TITLES = {
+    "test_loss": "Test loss",
+    "test_acc": "Test accuracy",
+    "train_loss": "Training loss",
+    "train_acc": "Training accuracy",
+}
 BAND_ALPHA = 0.2
 BANDS = ("std", "sem", "none")
 SYMBOLS = (

@@ -367,8 +367,9 @@ def test_fig4d_draws_dist_paper_by_default():
     ],
 )
 def test_bad_figures_input_exits_2_without_traceback(tmp_path, args, needles):
+    uri = f"sqlite:///{tmp_path}/x.db"
     res = invoke(
-        *args, "--out", str(tmp_path / "o"), "--tracking-uri", f"sqlite:///{tmp_path}/x.db"
+        *args, "--out", str(tmp_path / "o"), "--tracking-uri", uri, "--sweeps-dir", str(SWEEPS)
     )
     assert res.exit_code == 2, res.output
     assert "Traceback" not in res.output and not isinstance(res.exception, FigureSelectionError)
