@@ -159,7 +159,11 @@ def test_fig4abc_heatmaps_match_npz(store, built):
     fig = built[0]["bherd-fig4abc"].figure
     heatmaps = [t for t in fig.data if t.type == "heatmap"]
     assert len(heatmaps) == 15
-    assert [a.text for a in fig.layout.annotations][:5] == [f"Client {i}" for i in range(1, 6)]
+    assert [a.text for a in fig.layout.annotations] == [f"Client {i}" for i in range(1, 6)] + [
+        "(a) Case 1",
+        "(b) Case 2",
+        "(c) Case 3",
+    ]
     spec = load_spec(SWEEPS / "bherd-fig4abc.yaml")
     client = get_client(store)
     res = resolve_runs(spec, "smoke", RunIndex.load(client))
