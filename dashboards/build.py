@@ -24,7 +24,7 @@ from dashboards.model import BuildContext, FigureOptions, FigureResult
 from dashboards.registry import BUILDERS
 from dashboards.store import RunIndex
 from dashboards.style import BANDS
-from fedsweep.sweep.spec import PROFILES, SpecError, SweepSpec, load_spec, spec_paths
+from fedsweep.sweep.spec import PROFILES, SpecError, SweepSpec, expand, load_spec, spec_paths
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
@@ -159,6 +159,8 @@ def build_figures(
     ids = select(specs, figures, extra)
     specs.update({s.figure: s for s in extra})
     check_baseline(options.diff_from, [specs[f] for f in ids])
+    for fid in ids:  # a bad --set key/value fails here, before MLflow, naming the field
+        expand(specs[fid], profile, extra=dict(overrides or {}))
     uri = resolve_tracking_uri(tracking_uri)
     if _missing_sqlite(uri):
         warnings.warn(f"no MLflow store at {uri}: every figure has no runs", stacklevel=2)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fedsweep.cli.common import TrackingUriOption, UsageError, clean_errors
+from fedsweep.cli.common import SetOption, TrackingUriOption, UsageError, clean_errors
 
 PROFILE_CHOICES = ("paper", "quick", "smoke")
 BAND_CHOICES = ("std", "sem", "none")
@@ -90,6 +90,7 @@ def figures(
             help="Image formats beside the HTML (default: png, pdf and svg; needs Chromium).",
         ),
     ] = None,
+    set_: SetOption = None,
     ui_url: Annotated[
         str,
         typer.Option(metavar="URL", help="MLflow UI address for the experiment links."),
@@ -104,7 +105,10 @@ def figures(
     Draws the paper figures and any sweep spec of your own (--spec)."""
     with clean_errors():
         from dashboards import FigureOptions, FigureSelectionError, build_figures
+        from fedsweep.config.load import parse_overrides
         from fedsweep.tracking.store import resolve_tracking_uri
+
+        overrides = parse_overrides(set_) if set_ else {}
 
         options = FigureOptions(band=band, diff_from=diff_from, metrics=tuple(metric or ()))
         try:
@@ -118,6 +122,7 @@ def figures(
                 options=options,
                 images=tuple(image_format or FORMAT_CHOICES),
                 ui_url=ui_url,
+                overrides=overrides,
             )
         except FigureSelectionError as err:
             raise UsageError(str(err)) from None
