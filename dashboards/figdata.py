@@ -100,13 +100,16 @@ def diff_from(agg: pd.DataFrame, baseline: str) -> pd.DataFrame:
 
 
 def figure_subtitle(ctx: BuildContext, data: FigureData) -> str:
-    """Profile note, the data note in bold, and the missing-run count."""
+    """Profile note, the ``--set`` overrides and the data note in bold, the missing-run count,
+    the baseline and the band when not the default."""
     res = data.resolution
     note = f"<b>{data.data_note}</b>" if data.data_note else ""
     miss = f"{len(res.missing)} of {len(res.trials)} runs missing" if res.missing else ""
     band = {"std": "", "sem": "bands ±1 standard error", "none": "no bands"}[ctx.options.band]
     diff = f"<b>difference from {data.baseline}</b>" if data.baseline else ""
-    return subtitle(ctx.spec.profiles[ctx.profile].note, note, miss, diff, band)
+    sets = ", ".join(f"{k}={v}" for k, v in ctx.overrides.items())
+    sets = f"<b>runs with --set {sets}</b>" if sets else ""
+    return subtitle(ctx.spec.profiles[ctx.profile].note, sets, note, miss, diff, band)
 
 
 def make_result(

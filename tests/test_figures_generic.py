@@ -315,6 +315,9 @@ def test_threshold_compares_unrounded_and_prints_enough_digits():
     assert abs(0.91 - 0.90) > 0.01
     (check,) = C.check_claims(claim, claim_data(0.91, 0.90))
     assert check.verdict == "yes" and "|Δ|=0.010 ≤ 0.01" in check.numbers
+    # the case seen on a T=40 run of Fig. 3a, Case 3: 0.684 − 0.674 = 0.010000000000000009
+    (check,) = C.check_claims(claim, claim_data(0.674, 0.684))
+    assert check.verdict == "yes" and "|Δ|=0.010 ≤ 0.01" in check.numbers
     (check,) = C.check_claims(claim, claim_data(0.9099, 0.9))
     assert check.verdict == "yes" and "|Δ|=0.0099 ≤ 0.01" in check.numbers
     # a profile of T=3 rounds cannot test it
