@@ -1,12 +1,20 @@
-"""fedsweep's figure dashboards: MLflow runs -> Plotly figures of the papers (FIGURES.md).
+"""fedsweep's figure dashboards: MLflow runs -> Plotly figures of the papers (docs/figures.md).
 
 ``build_figures(tracking_uri, profile, out_dir, figures, sweeps_dir)`` builds the figures,
-writes ``<id>.html`` (offline), ``<id>.png`` and ``index.html``; ``BUILDERS`` maps each
-figure id to its builder.
+writes ``<id>.html`` (offline), ``<id>.png``/``.pdf``/``.svg`` and merges them into
+``index.html``; ``BUILDERS`` maps the paper figures' ids to their builders, every other spec is
+drawn by the generic layout (``dashboards.generic``).
 """
 
-from dashboards.build import build_figures
-from dashboards.model import ClaimCheck, FigureResult
+from dashboards.build import FigureSelectionError, build_figures
+from dashboards.model import ClaimCheck, FigureOptions, FigureResult
 from dashboards.registry import BUILDERS
 
-__all__ = ["BUILDERS", "ClaimCheck", "FigureResult", "build_figures"]
+__all__ = [
+    "BUILDERS",
+    "ClaimCheck",
+    "FigureOptions",
+    "FigureResult",
+    "FigureSelectionError",
+    "build_figures",
+]

@@ -14,6 +14,7 @@ from plotly.subplots import make_subplots
 
 from dashboards import store
 from dashboards.figdata import figure_subtitle, make_result, prepare
+from dashboards.generic import letter
 from dashboards.model import BuildContext, FigureResult
 from dashboards.style import paper_layout
 
@@ -51,7 +52,7 @@ def build(ctx: BuildContext) -> FigureResult:
         rows=len(panels),
         cols=n_cols,
         column_titles=[f"Client {i + 1}" for i in range(n_cols)],
-        row_titles=[p.label for p in panels],
+        row_titles=[f"{letter(i)} {p.label}" for i, p in enumerate(panels)],  # Fig. 4a, 4b, 4c
         horizontal_spacing=0.025,
         vertical_spacing=0.06,
     )

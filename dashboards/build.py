@@ -1,32 +1,56 @@
-"""``build_figures``: specs -> runs (by config hash) -> Plotly figures -> HTML, PNG, index.html."""
+"""``build_figures``: specs -> runs (by config hash) -> Plotly figures -> HTML, PNG/PDF/SVG,
+index.html.
+
+Every spec can be drawn: a figure id with a registered builder (``registry.BUILDERS``, the
+papers' figures) uses it, any other spec the generic layout (:mod:`dashboards.generic`). Specs
+come from ``sweeps_dir`` (by figure id) or from explicit paths (``spec_files``, e.g. a user's
+``my-alpha-study.yaml`` outside ``sweeps/``).
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import traceback
 import warnings
 from pathlib import Path
 from typing import Any
 
-from dashboards.export import PngJob, write_html, write_pngs
-from dashboards.index import write_index
-from dashboards.model import BuildContext, FigureResult
+from dashboards import generic
+from dashboards.export import IMAGE_FORMATS, PngJob, write_html, write_pngs
+from dashboards.index import ENTRY_KEY, write_index
+from dashboards.model import BuildContext, FigureOptions, FigureResult
 from dashboards.registry import BUILDERS
 from dashboards.store import RunIndex
-from fedsweep.sweep.spec import PROFILES, SpecError, SweepSpec, load_spec, spec_paths
+from dashboards.style import BANDS
+from fedsweep.sweep.spec import PROFILES, SpecError, SweepSpec, expand, load_spec, spec_paths
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+DEFAULT_UI_URL = "http://127.0.0.1:5000"
+
+
+class FigureSelectionError(ValueError):
+    """An unknown figure id, profile, band or image format (the CLI turns it into exit 2)."""
 
 
 class FigureBuildWarning(UserWarning):
     """A figure builder raised; the figure is listed in the index with the error."""
 
 
+def builder_for(figure_id: str):
+    """The registered builder of ``figure_id``, else the generic one."""
+    return BUILDERS.get(figure_id, generic.build)
+
+
 def load_specs(sweeps_dir: str | Path, wanted: list[str] | None) -> dict[str, SweepSpec]:
     """Specs of ``sweeps_dir`` by figure id. A spec that fails to load is an error only if it
-    was asked for (by file stem) or if no figures were asked for and it has a builder."""
+    was asked for (by file stem) or if no figures were asked for."""
     specs: dict[str, SweepSpec] = {}
     errors: dict[str, SpecError] = {}
+    if not Path(sweeps_dir).is_dir():
+        return specs
     for path in spec_paths(sweeps_dir):
         try:
             spec = load_spec(path)
@@ -35,9 +59,71 @@ def load_specs(sweeps_dir: str | Path, wanted: list[str] | None) -> dict[str, Sw
             continue
         specs[spec.figure] = spec
     for stem, err in errors.items():
-        if (wanted and stem in wanted) or (not wanted and stem in BUILDERS):
+        if (wanted and stem in wanted) or not wanted:
             raise err
     return specs
+
+
+def check_options(profile: str, options: FigureOptions, images: tuple[str, ...]) -> None:
+    """Profile, band and image formats against their allowed values (before MLflow starts)."""
+    from fedsweep.cli.common import did_you_mean
+
+    for what, value, allowed in (
+        ("profile", profile, PROFILES),
+        ("band", options.band, BANDS),
+        *(("image format", f, IMAGE_FORMATS) for f in images),
+    ):
+        if value not in allowed:
+            raise FigureSelectionError(
+                f"unknown {what} {value!r}{did_you_mean(value, allowed)}; "
+                f"allowed: {', '.join(allowed)}"
+            )
+
+
+def check_baseline(label: str | None, chosen: list[SweepSpec]) -> None:
+    """``--diff-from`` must name a curve of one of the figures drawn (or a "Client i" curve of a
+    per-client figure such as Fig. 4d)."""
+    from fedsweep.cli.common import did_you_mean
+
+    if not label or re.fullmatch(r"Client \d+", label):
+        return
+    labels = sorted({c.label for s in chosen for c in s.curve_list()})
+    if label not in labels:
+        raise FigureSelectionError(
+            f"--diff-from {label!r}: no curve with that label{did_you_mean(label, labels)}; "
+            f"curves: {', '.join(labels)}"
+        )
+
+
+def select(
+    specs: dict[str, SweepSpec], figures: list[str] | None, extra: list[SweepSpec]
+) -> list[str]:
+    """The figure ids to draw: ``figures`` (each must be a spec of the folder or of ``extra``),
+    else ``extra``'s ids when given, else every spec of the folder."""
+    from fedsweep.cli.common import did_you_mean
+
+    if not figures:
+        return [s.figure for s in extra] if extra else sorted(specs)
+    unknown = [f for f in figures if f not in specs]
+    if unknown:
+        allowed = sorted(specs)
+        hint = did_you_mean(unknown[0], allowed)
+        raise FigureSelectionError(
+            f"unknown figure id {unknown[0]!r}{hint}; allowed: {', '.join(allowed) or 'none'}"
+            " (or draw any spec file with --spec PATH)"
+        )
+    return list(dict.fromkeys(figures + [s.figure for s in extra]))
+
+
+def experiment_url(client, figure_id: str, ui_url: str) -> str:
+    """``<ui_url>/#/experiments/<id>`` of the MLflow experiment named ``figure_id``, "" if none."""
+    if client is None or not ui_url:
+        return ""
+    try:
+        exp = client.get_experiment_by_name(figure_id)
+    except Exception:  # noqa: BLE001 - a link is optional
+        return ""
+    return f"{ui_url.rstrip('/')}/#/experiments/{exp.experiment_id}" if exp else ""
 
 
 def build_figures(
@@ -49,23 +135,33 @@ def build_figures(
     *,
     png: bool = True,
     overrides: dict[str, Any] | None = None,
+    spec_files: list[str | Path] | None = None,
+    options: FigureOptions | None = None,
+    images: tuple[str, ...] = IMAGE_FORMATS,
+    ui_url: str = DEFAULT_UI_URL,
 ) -> list[FigureResult]:
-    """Build ``figures`` (default: every spec in ``sweeps_dir`` that has a builder) from the
-    runs of ``tracking_uri`` (None: ``$MLFLOW_TRACKING_URI`` or ``./mlruns/mlflow.db``) under
-    ``profile``; write ``<id>.html``, ``<id>.png`` and
-    ``index.html`` to ``out_dir``. ``overrides`` = the ``--set`` overrides the sweep ran with.
-    A figure without runs is listed as "no runs"; PNG failures only warn."""
+    """Build ``figures`` (ids of specs in ``sweeps_dir``) and the specs of ``spec_files``
+    (default, when neither is given: every spec in ``sweeps_dir``) from the runs of
+    ``tracking_uri`` (None: ``$MLFLOW_TRACKING_URI`` or ``./mlruns/mlflow.db``) under
+    ``profile``; write ``<id>.html`` plus one image per format of ``images`` (``png=False``:
+    none) to ``out_dir``, and merge the figures into its ``index.html``. A figure drawn as
+    several parts (Fig. 2a: loss, accuracy) writes ``<id>-<part>.*``. ``overrides`` = the
+    ``--set`` overrides the sweep ran with; ``options`` = band, baseline, metrics. A figure
+    without runs is listed as "no runs"; image failures only warn."""
     from fedsweep.tracking.store import get_client, resolve_tracking_uri
 
-    if profile not in PROFILES:
-        raise ValueError(f"unknown profile {profile!r}; allowed: {', '.join(PROFILES)}")
+    options = options or FigureOptions()
+    images = tuple(dict.fromkeys(images)) if png else ()
+    check_options(profile, options, images)
+    extra = [load_spec(p) for p in spec_files or []]
+    # only --spec files: the folder's specs are not needed (a broken one there must not stop it)
+    specs = load_specs(sweeps_dir, figures) if figures or not extra else {}
+    ids = select(specs, figures, extra)
+    specs.update({s.figure: s for s in extra})
+    check_baseline(options.diff_from, [specs[f] for f in ids])
+    for fid in ids:  # a bad --set key/value fails here, before MLflow, naming the field
+        expand(specs[fid], profile, extra=dict(overrides or {}))
     uri = resolve_tracking_uri(tracking_uri)
-    specs = load_specs(sweeps_dir, figures)
-    ids = list(figures) if figures else [f for f in sorted(specs) if f in BUILDERS]
-    unknown = [f for f in ids if f not in specs or f not in BUILDERS]
-    if unknown:
-        buildable = sorted(set(specs) & set(BUILDERS))
-        raise ValueError(f"no spec or no builder for {unknown}; buildable: {buildable}")
     if _missing_sqlite(uri):
         warnings.warn(f"no MLflow store at {uri}: every figure has no runs", stacklevel=2)
         client, index = None, RunIndex()
@@ -76,25 +172,50 @@ def build_figures(
     out.mkdir(parents=True, exist_ok=True)
     results: list[FigureResult] = []
     for fid in ids:
-        ctx = BuildContext(client, specs[fid], profile, index, dict(overrides or {}))
-        results.append(_build_one(fid, ctx))
+        ctx = BuildContext(client, specs[fid], profile, index, dict(overrides or {}), options)
+        result = _build_one(fid, ctx)
+        result.experiment_url = experiment_url(client, fid, ui_url)
+        results.append(result)
     jobs = []
     for r in results:
-        html, png_path = out / f"{r.figure_id}.html", out / f"{r.figure_id}.png"
-        if r.figure is None or not png:
-            png_path.unlink(missing_ok=True)  # never leave a stale picture beside new HTML
-        if r.figure is None:
-            html.unlink(missing_ok=True)
-            continue
-        r.html = write_html(r.figure, html, r.title)
-        jobs.append(PngJob(r.figure, png_path))
-    if png:
-        written = write_pngs(jobs)
-        for r in results:
-            path = out / f"{r.figure_id}.png"
-            r.png = path if written.get(path) else None
+        _remove_old_files(out, r.figure_id)
+        for stem, fig in r.stems():
+            html = out / f"{stem}.html"
+            links = [("all figures (index.html)", "index.html")]
+            if r.experiment_url:
+                links.append((f"MLflow experiment {r.figure_id}", r.experiment_url))
+            write_html(fig, html, f"{r.title} ({stem})", links)
+            r.files.append(html)
+            r.html = r.html or html
+            jobs += [PngJob(fig, out / f"{stem}.{fmt}") for fmt in images]
+    written = write_pngs(jobs) if jobs else {}
+    for r in results:
+        for stem, _ in r.stems():
+            for fmt in images:
+                path = out / f"{stem}.{fmt}"
+                if written.get(path):
+                    r.files.append(path)
+                    if fmt == "png" and r.png is None:
+                        r.png = path
     write_index(results, out, uri)
     return results
+
+
+def _remove_old_files(out: Path, figure_id: str) -> None:
+    """Delete the files a previous build of ``figure_id`` listed in its index entry (and the
+    single-file names), so no stale picture stays beside new HTML."""
+    names = {f"{figure_id}.{kind}" for kind in ("html", *IMAGE_FORMATS)}
+    entry = out / f"{figure_id}.json"
+    if entry.is_file():
+        try:
+            data = json.loads(entry.read_text(encoding="utf-8"))
+            if data.get(ENTRY_KEY):
+                names |= {n for files in data.get("files", {}).values() for n in files}
+        except (OSError, ValueError, AttributeError):
+            pass
+    for name in names:
+        if "/" not in name and "\\" not in name:
+            (out / name).unlink(missing_ok=True)
 
 
 def _missing_sqlite(uri: str) -> bool:
@@ -104,7 +225,7 @@ def _missing_sqlite(uri: str) -> bool:
 
 def _build_one(fid: str, ctx: BuildContext) -> FigureResult:
     try:
-        return BUILDERS[fid](ctx)
+        return builder_for(fid)(ctx)
     except Exception as err:  # noqa: BLE001 - one broken figure must not stop the others
         warnings.warn(f"{fid}: {type(err).__name__}: {err}", FigureBuildWarning, stacklevel=3)
         spec = ctx.spec

@@ -1,4 +1,4 @@
-"""Check the paper's claims (FIGURES.md, ``spec.claims``) against the aggregated curves.
+"""Check the paper's claims (docs/figures.md, ``spec.claims``) against the aggregated curves.
 
 Every criterion is a function of :class:`ClaimData` (the seed-mean curves of one figure) that
 returns ``(verdict, numbers)``. All criteria use the **seed-mean** curves:
@@ -9,7 +9,13 @@ returns ``(verdict, numbers)``. All criteria use the **seed-mean** curves:
   AUC = inf (it cannot be "fastest");
 * per-case claims are evaluated on every case (panel) that has the data; the verdict is "yes"
   when all of them pass, "no" when one fails, "n/a" when no case has the data (a case without
-  data is listed as such in the numbers).
+  data is listed as such in the numbers);
+* a figure whose longest curve has fewer than ``MIN_ROUNDS`` rounds (the smoke profile's 2–3
+  rounds) cannot test a claim about convergence: the verdict is "n/t" ("not testable at this
+  profile (T=3)"), the numbers are still shown;
+* thresholds compare the unrounded numbers (a difference within 1e-12 of a threshold counts as
+  equal to it: float representation, e.g. 0.91 − 0.90); a printed difference carries as many
+  digits as it takes to show on which side of the threshold it is (|Δ|=0.0104 > 0.01).
 
 Curves are identified by their overrides in the spec (e.g. ``bherd.alpha: 1.0``,
 ``selector: none``), not by their labels.
@@ -31,6 +37,9 @@ ACC_TOL = 0.01  # |Δ final test accuracy| that counts as "matches" / "differs l
 AUC_TOL = 0.05  # relative loss-AUC reduction that still counts as "little or no gain"
 FAIL_ACC_GAP = 0.05  # final accuracy this far below the best curve counts as "fails"
 BEST_B = {"case1": 10, "case2": 10, "case3": 50}  # the paper's best batch size per case
+#: fewest rounds (of the figure's longest curve) at which a claim is tested; shorter: "n/t"
+MIN_ROUNDS = 10
+EPS = 1e-12  # float representation slack at a threshold
 
 Result = tuple[Verdict, str]
 
@@ -101,6 +110,31 @@ def _fmt(x: float | None, digits: int = 3) -> str:
     return "inf (diverged)" if math.isinf(x) else f"{x:.{digits}f}"
 
 
+def within(value: float, limit: float) -> bool:
+    """``value ≤ limit`` on the unrounded numbers (``EPS`` slack for float representation)."""
+    return value <= limit + EPS
+
+
+def fmt_against(value: float, limit: float, digits: int = 3, *, at_least: bool = False) -> str:
+    """``value`` with ``digits`` decimals, or more when the rounded text would read as the other
+    side of ``limit`` than the value itself or as equal to it when it is not (|Δ| = 0.0104
+    against ≤ 0.01 is printed "0.0104", not "0.010"). ``at_least``: the test is ``value ≥ limit`` instead of ``value ≤ limit``."""
+    if math.isinf(value) or math.isnan(value):
+        return _fmt(value, digits)
+
+    def passes(v: float) -> bool:
+        return within(limit, v) if at_least else within(v, limit)
+
+    ok = passes(value)
+    for d in range(digits, 13):
+        text = f"{value:.{d}f}"
+        shown = float(text)
+        at_limit = math.isclose(shown, limit, rel_tol=0, abs_tol=EPS)
+        if passes(shown) == ok and not (at_limit and abs(value - limit) > EPS):
+            return text
+    return repr(value)
+
+
 def _per_case(
     data: ClaimData, check: Callable[[Panel], tuple[bool | None, str]], panels=None
 ) -> Result:
@@ -136,9 +170,10 @@ def _compare_final_acc(data: ClaimData, pid: str, a: str, b: str, names=("", "")
     x, y = data.final(pid, a, "test_acc"), data.final(pid, b, "test_acc")
     if x is None or y is None:
         return None, f"{a if x is None else b} missing"
-    return abs(
-        x - y
-    ) <= ACC_TOL, f"acc {names[0]}{_fmt(x)} vs {names[1]}{_fmt(y)}, |Δ|={abs(x - y):.3f}"
+    delta = abs(x - y)
+    op = "≤" if within(delta, ACC_TOL) else ">"
+    numbers = f"acc {names[0]}{_fmt(x, 4)} vs {names[1]}{_fmt(y, 4)}, "
+    return within(delta, ACC_TOL), numbers + f"|Δ|={fmt_against(delta, ACC_TOL)} {op} {ACC_TOL}"
 
 
 def _rel_gain(base: float, new: float) -> float:
@@ -188,8 +223,13 @@ def grab_little_gain(data: ClaimData) -> Result:
     AUC at most 5% below FedAvg's."""
 
     def compare(ag, af, cg, cf):
-        numbers = f"acc {_fmt(cg)} vs {_fmt(cf)}, loss AUC {_fmt(ag, 4)} vs {_fmt(af, 4)}"
-        return cg - cf <= ACC_TOL and _rel_gain(af, ag) <= AUC_TOL, numbers
+        gain = _rel_gain(af, ag)
+        numbers = (
+            f"acc {_fmt(cg, 4)} vs {_fmt(cf, 4)} (Δ={fmt_against(cg - cf, ACC_TOL, 4)}), "
+            f"loss AUC {_fmt(ag, 4)} vs {_fmt(af, 4)} "
+            f"(gain {fmt_against(100 * gain, 100 * AUC_TOL, 1)}%)"
+        )
+        return within(cg - cf, ACC_TOL) and within(gain, AUC_TOL), numbers
 
     return _versus_fedavg(data, "grab", "GraB-FedAvg", compare)
 
@@ -305,8 +345,12 @@ def alpha_fails(data: ClaimData) -> Result:
             return None, f"{a01} missing"
         accs = [data.final(pid, c.label, "test_acc") for c in data.curves]
         best = max(a for a in accs if a is not None)
-        ok = lt >= l1 or best - acc >= FAIL_ACC_GAP
-        return ok, f"loss {_fmt(l1)}→{_fmt(lt)}, acc {_fmt(acc)} (best {_fmt(best)})"
+        gap = best - acc
+        ok = lt >= l1 or within(FAIL_ACC_GAP, gap)
+        return ok, (
+            f"loss {_fmt(l1)}→{_fmt(lt)}, acc {_fmt(acc)} (best {_fmt(best)}, "
+            f"gap {fmt_against(gap, FAIL_ACC_GAP, at_least=True)})"
+        )
 
     return _per_case(data, check)
 
@@ -409,21 +453,23 @@ def n5_best(data: ClaimData) -> Result:
 # ------------------------------------------------------------------------------ fig 4d
 def case3_far_clients(data: ClaimData) -> Result:
     """In Case 3 the mean-over-rounds distance of clients 4 and 5 both exceed the largest of
-    clients 1–3 (curves "Client 1".."Client 5", metric ``dist``)."""
+    clients 1–3 (curves "Client 1".."Client 5", metric ``dist_paper``, else ``dist``)."""
     case3 = [p for p in data.panels if p.values.get("data.partition") == "case3"]
     if not case3:
         return "n/a", "no Case 3 panel"
     pid = case3[0].panel_id
     means = {}
+    metrics = set(data.agg["metric"])
+    metric = "dist_paper" if "dist_paper" in metrics else "dist"
     for i in range(1, 6):
-        s = data.series(pid, f"Client {i}", "dist")
+        s = data.series(pid, f"Client {i}", metric)
         means[i] = float(s.mean()) if len(s) else None
     if any(v is None for v in means.values()):
         return "n/a", "Case 3: missing clients " + ", ".join(
             str(i) for i, v in means.items() if v is None
         )
     ok = min(means[4], means[5]) > max(means[1], means[2], means[3])
-    return ("yes" if ok else "no"), "Case 3 mean dist: " + ", ".join(
+    return ("yes" if ok else "no"), f"Case 3 mean {metric}: " + ", ".join(
         f"client {i} {_fmt(v, 4)}" for i, v in means.items()
     )
 
@@ -484,16 +530,35 @@ def criterion_text(fn: Callable) -> str:
     return " ".join((fn.__doc__ or "").replace("``", "").split())
 
 
+def rounds_of(data: ClaimData) -> int:
+    """T of a figure: the last round of its longest curve."""
+    return int(data.agg["round"].max()) if len(data.agg) else 0
+
+
+NOT_TESTABLE = "not testable at this profile (T={t})"
+TESTABLE_RULE = (
+    f"Tested from T ≥ {MIN_ROUNDS} rounds; a shorter profile shows n/t (not testable), with "
+    "the numbers."
+)
+
+
 def check_claims(claims: list[str], data: ClaimData | None) -> list[ClaimCheck]:
-    """One :class:`ClaimCheck` per claim text; "n/a" without data or without a criterion."""
+    """One :class:`ClaimCheck` per claim text; "n/a" without data or without a criterion, "n/t"
+    when the figure's curves are shorter than ``MIN_ROUNDS`` (the numbers are still given)."""
     out = []
     for claim in claims:
         fn = CRITERIA.get(normalize(claim))
         if fn is None:
             out.append(ClaimCheck(claim, "n/a", "no criterion defined for this claim"))
-        elif data is None or data.agg.empty:
-            out.append(ClaimCheck(claim, "n/a", "no runs", criterion_text(fn)))
-        else:
-            verdict, numbers = fn(data)
-            out.append(ClaimCheck(claim, verdict, numbers, criterion_text(fn)))
+            continue
+        criterion = f"{criterion_text(fn)} {TESTABLE_RULE}"
+        if data is None or data.agg.empty:
+            out.append(ClaimCheck(claim, "n/a", "no runs", criterion))
+            continue
+        verdict, numbers = fn(data)
+        t = rounds_of(data)
+        label = ""
+        if verdict in ("yes", "no") and t < MIN_ROUNDS:
+            verdict, label = "n/t", NOT_TESTABLE.format(t=t)
+        out.append(ClaimCheck(claim, verdict, numbers, criterion, label))
     return out

@@ -1,4 +1,5 @@
-"""Write figures as offline HTML (plotly.js shared beside them, no CDN) and as PNG (kaleido).
+"""Write figures as offline HTML (plotly.js shared beside them, no CDN) and as PNG, PDF and SVG
+(kaleido; the format is the path's suffix, all images of a build in one browser start).
 
 PNG export needs a Chrome/Chromium for kaleido 1.x. :func:`find_browser` looks, in order, at
 ``$BROWSER_PATH`` (the variable kaleido/choreographer honour; when set it must point to an
@@ -37,13 +38,25 @@ class PngJob:
     path: Path
 
 
-def write_html(fig: go.Figure, path: Path, title: str) -> Path:
-    """Offline HTML; ``plotly.min.js`` is written once beside it (``include_plotlyjs="directory"``)."""
+IMAGE_FORMATS = ("png", "pdf", "svg")
+HEADER_STYLE = "font-family:Arial,Helvetica,sans-serif;font-size:14px;margin:8px 12px;color:#444"
+
+
+def write_html(
+    fig: go.Figure, path: Path, title: str, links: list[tuple[str, str]] | None = None
+) -> Path:
+    """Offline HTML; ``plotly.min.js`` is written once beside it (``include_plotlyjs="directory"``).
+    ``links`` = (text, url) shown in a line above the figure (the index, the MLflow experiment)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.write_html(path, include_plotlyjs="directory", config=PLOT_CONFIG, full_html=True)
     text = path.read_text(encoding="utf-8")
     text = text.replace("<head>", f"<head>\n    <title>{html.escape(title)}</title>", 1)
+    if links:
+        items = " · ".join(
+            f'<a href="{html.escape(url)}">{html.escape(label)}</a>' for label, url in links
+        )
+        text = text.replace("<body>", f'<body>\n<div style="{HEADER_STYLE}">{items}</div>', 1)
     path.write_text(text, encoding="utf-8")
     return path
 
@@ -73,7 +86,8 @@ def find_browser() -> str | None:
 
 
 def write_pngs(jobs: list[PngJob]) -> dict[Path, bool]:
-    """Render all ``jobs`` with one browser start; returns path -> written. Warns once."""
+    """Render all ``jobs`` (PNG, PDF or SVG, by the path's suffix) with one browser start;
+    returns path -> written. Warns once."""
     if not jobs:
         return {}
     done = {job.path: False for job in jobs}
@@ -83,7 +97,10 @@ def write_pngs(jobs: list[PngJob]) -> dict[Path, bool]:
         why = (
             f"BROWSER_PATH={where!r} is not an executable" if where else "no Chrome/Chromium found"
         )
-        _warn(f"PNG export skipped ({why}); HTML written. Install chromium or set BROWSER_PATH.")
+        _warn(
+            f"PNG/PDF/SVG export skipped ({why}); HTML written. Install chromium or set "
+            "BROWSER_PATH."
+        )
         return done
     try:
         import kaleido
@@ -93,10 +110,12 @@ def write_pngs(jobs: list[PngJob]) -> dict[Path, bool]:
             job.path.parent.mkdir(parents=True, exist_ok=True)
             job.path.unlink(missing_ok=True)
             layout = job.figure.layout
-            opts = {"format": "png", "width": layout.width or 1200, "height": layout.height or 700}
-            specs.append(
-                {"fig": job.figure, "path": job.path, "opts": {**opts, "scale": PNG_SCALE}}
-            )
+            fmt = job.path.suffix.lstrip(".").lower()
+            if fmt not in IMAGE_FORMATS:
+                raise ValueError(f"{job.path}: image format {fmt!r}; allowed {IMAGE_FORMATS}")
+            opts = {"format": fmt, "width": layout.width or 1200, "height": layout.height or 700}
+            scale = PNG_SCALE if fmt == "png" else 1
+            specs.append({"fig": job.figure, "path": job.path, "opts": {**opts, "scale": scale}})
         errors = kaleido.write_fig_from_object_sync(
             specs, kopts={"path": browser, "mathjax": False}, cancel_on_error=False
         )

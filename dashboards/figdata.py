@@ -25,6 +25,11 @@ class FigureData:
     panels: list[Panel]
     #: data sets the latest sweep could not run ("cifar10 panels not run: ...")
     skipped_note: str = ""
+    #: what is drawn (``agg``, or ``agg`` minus a baseline curve: :func:`diff_from`); the claim
+    #: checks always use ``agg``
+    view: pd.DataFrame | None = None
+    #: the baseline curve subtracted in ``view`` (None: raw values)
+    baseline: str | None = None
 
     @property
     def data_note(self) -> str:
@@ -50,7 +55,8 @@ class FigureData:
         return [r for (_, c), runs in self.diverged.items() if c == curve for _, r in runs]
 
     def table(self, panel_id: str, curve: str, metric: str) -> pd.DataFrame:
-        a = self.agg
+        """Rows of one drawn curve (the ``view``: raw, or minus the baseline)."""
+        a = self.agg if self.view is None else self.view
         return a[(a["panel_id"] == panel_id) & (a["curve"] == curve) & (a["metric"] == metric)]
 
     def claim_data(self, curves: list[CurveSpec]) -> ClaimData:
@@ -75,12 +81,35 @@ def prepare(ctx: BuildContext, keys: list[str]) -> FigureData:
     )
 
 
+def diff_from(agg: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """Every curve minus ``baseline``'s seed mean, per (panel, metric, round); the std and n of
+    each curve are kept (its band is its own spread around the difference). Rounds where the
+    baseline has no value are dropped; panels without the baseline are dropped."""
+    if agg.empty:
+        return agg
+    if baseline not in set(agg["curve"]):
+        raise ValueError(
+            f"--diff-from {baseline!r}: no such curve with data; curves: "
+            f"{', '.join(sorted(set(agg['curve'])))}"
+        )
+    keys = ["panel_id", "metric", "round"]
+    base = agg[agg["curve"] == baseline][[*keys, "mean"]].rename(columns={"mean": "base"})
+    out = agg.merge(base, on=keys, how="inner")
+    out["mean"] = out["mean"] - out["base"]
+    return out.drop(columns="base")[list(agg.columns)].reset_index(drop=True)
+
+
 def figure_subtitle(ctx: BuildContext, data: FigureData) -> str:
-    """Profile note, the data note in bold, and the missing-run count."""
+    """Profile note, the ``--set`` overrides and the data note in bold, the missing-run count,
+    the baseline and the band when not the default."""
     res = data.resolution
     note = f"<b>{data.data_note}</b>" if data.data_note else ""
     miss = f"{len(res.missing)} of {len(res.trials)} runs missing" if res.missing else ""
-    return subtitle(ctx.spec.profiles[ctx.profile].note, note, miss)
+    band = {"std": "", "sem": "bands ±1 standard error", "none": "no bands"}[ctx.options.band]
+    diff = f"<b>difference from {data.baseline}</b>" if data.baseline else ""
+    sets = ", ".join(f"{k}={v}" for k, v in ctx.overrides.items())
+    sets = f"<b>runs with --set {sets}</b>" if sets else ""
+    return subtitle(ctx.spec.profiles[ctx.profile].note, sets, note, miss, diff, band)
 
 
 def make_result(
@@ -89,6 +118,7 @@ def make_result(
     figure: go.Figure | None,
     claim_data: ClaimData | None = None,
     notes: list[str] | None = None,
+    parts: dict[str, go.Figure] | None = None,
 ) -> FigureResult:
     """Bookkeeping common to all builders (seed/run counts, notes, claim checks)."""
     spec, res = ctx.spec, data.resolution
@@ -111,4 +141,6 @@ def make_result(
         claims=check_claims(spec.claims, claim_data if res.found else None),
         notes=notes,
         seed_counts=data.all_seed_counts(),
+        parts=dict(parts or {}) if res.found else {},
+        band=ctx.options.band,
     )

@@ -1,17 +1,24 @@
 """``index.html``: every figure built, its runs and data, links, and the paper's claims checked.
 
-Self-contained: inline CSS, no scripts, no CDN (links point at the HTML/PNG files beside it).
+Self-contained: inline CSS, no scripts, no CDN (links point at the files beside it). The index
+*merges*: each figure's entry is kept as JSON beside its HTML (``<id>.json``, marked with
+``"fedsweep_index_entry"``), and ``index.html`` is rebuilt from every entry in the folder, so
+drawing one figure keeps the others already there.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from html import escape
 from pathlib import Path
+from typing import Any
 
 from dashboards.model import FigureResult
 
-VERDICT_CLASS = {"yes": "yes", "no": "no", "n/a": "na"}
+VERDICT_CLASS = {"yes": "yes", "no": "no", "n/a": "na", "n/t": "na"}
+ENTRY_KEY = "fedsweep_index_entry"
+FILE_KINDS = (("html", "interactive HTML"), ("png", "PNG"), ("pdf", "PDF"), ("svg", "SVG"))
 
 CSS = """
 body{font-family:Arial,Helvetica,sans-serif;margin:2em auto;max-width:1200px;color:#222;
@@ -41,82 +48,165 @@ def _row(name: str, value: str) -> str:
     return f"<tr><th>{escape(name)}</th><td>{value}</td></tr>"
 
 
-def _figure_section(r: FigureResult, out_dir: Path) -> str:
-    status_cls = {"no runs": "norun"}.get(r.status, r.status)
-    seeds = f"{r.seed_count} per curve" if r.runs else "0"
-    if r.expected_seeds:
-        seeds += f" (spec: {len(r.expected_seeds)})"
-    runs = f"{r.runs} of {r.expected_runs}" + (f" ({r.missing} missing)" if r.missing else "")
-    data_note = f'<span class="datanote">{escape(r.data_note)}</span>' if r.data_note else "—"
+def entry(r: FigureResult, out_dir: Path, tracking_uri: str = "") -> dict[str, Any]:
+    """The index entry of one figure (plain JSON types; file names relative to ``out_dir``)."""
+    files: dict[str, list[str]] = {kind: [] for kind, _ in FILE_KINDS}
+    for path in r.files:
+        kind = Path(path).suffix.lstrip(".")
+        if kind in files and Path(path).is_file():
+            files[kind].append(Path(path).name)
+    return {
+        ENTRY_KEY: 1,
+        "figure_id": r.figure_id,
+        "title": r.title,
+        "profile": r.profile,
+        "status": r.status,
+        "runs": r.runs,
+        "expected_runs": r.expected_runs,
+        "missing": r.missing,
+        "seed_count": r.seed_count,
+        "expected_seeds": len(r.expected_seeds),
+        "profile_note": r.profile_note,
+        "data_note": r.data_note,
+        "notes": list(r.notes),
+        "error": r.error,
+        "band": r.band,
+        "experiment_url": r.experiment_url,
+        "tracking_uri": tracking_uri,
+        "built": dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
+        "files": files,
+        "claims": [
+            {
+                "claim": c.claim,
+                "verdict": c.verdict,
+                "shown": c.shown,
+                "numbers": c.numbers,
+                "criterion": c.criterion,
+            }
+            for c in r.claims
+        ],
+    }
+
+
+def read_entries(out_dir: Path) -> list[dict[str, Any]]:
+    """Every index entry in ``out_dir`` (``*.json`` files marked as entries), by figure id."""
+    entries = []
+    for path in sorted(Path(out_dir).glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get(ENTRY_KEY) and data.get("figure_id"):
+            entries.append(data)
+    return sorted(entries, key=lambda e: e["figure_id"])
+
+
+def _figure_section(e: dict[str, Any]) -> str:
+    status = e["status"]
+    status_cls = {"no runs": "norun"}.get(status, status)
+    seeds = f"{e['seed_count']} per curve" if e["runs"] else "0"
+    if e["expected_seeds"]:
+        seeds += f" (spec: {e['expected_seeds']})"
+    runs = f"{e['runs']} of {e['expected_runs']}"
+    runs += f" ({e['missing']} missing)" if e["missing"] else ""
+    data_note = f'<span class="datanote">{escape(e["data_note"])}</span>' if e["data_note"] else "—"
     links = []
-    for label, path in (("interactive HTML", r.html), ("PNG", r.png)):
-        if path is not None and Path(path).is_file():
-            links.append(f'<a href="{escape(Path(path).name)}">{label}</a>')
+    for kind, label in FILE_KINDS:
+        names = e["files"].get(kind, [])
+        for name in names:
+            text = label if len(names) == 1 else f"{label} ({_part(e['figure_id'], name)})"
+            links.append(f'<a href="{escape(name)}">{escape(text)}</a>')
     rows = [
-        _row("profile", escape(r.profile)),
-        _row("profile note", escape(r.profile_note) or "—"),
+        _row("profile", escape(e["profile"])),
+        _row("profile note", escape(e["profile_note"]) or "—"),
         _row("data", data_note),
         _row("seeds", escape(seeds)),
         _row("runs", escape(runs)),
+        _row("bands", escape(BAND_TEXT.get(e.get("band", "std"), ""))),
         _row("files", " · ".join(links) or "none (no runs)"),
     ]
-    if r.error:
-        rows.append(_row("error", f"<code>{escape(r.error)}</code>"))
-    if r.notes:
-        rows.append(_row("notes", "<br>".join(escape(n) for n in r.notes)))
+    if e.get("experiment_url"):
+        url = escape(e["experiment_url"])
+        rows.append(_row("MLflow", f'<a href="{url}">experiment {escape(e["figure_id"])}</a>'))
+    if e["error"]:
+        rows.append(_row("error", f"<code>{escape(e['error'])}</code>"))
+    if e["notes"]:
+        rows.append(_row("notes", "<br>".join(escape(n) for n in e["notes"])))
     claims = ""
-    if r.claims:
+    if e["claims"]:
         body = "".join(
-            f"<tr><td>{escape(c.claim)}</td><td class='{VERDICT_CLASS[c.verdict]}'>"
-            f"{escape(c.verdict)}</td><td>{escape(c.numbers).replace('; ', '<br>')}</td>"
-            f"<td class='small'>{escape(c.criterion)}</td></tr>"
-            for c in r.claims
+            f"<tr><td>{escape(c['claim'])}</td><td class='{VERDICT_CLASS[c['verdict']]}'>"
+            f"{escape(c['shown'])}</td><td>{escape(c['numbers']).replace('; ', '<br>')}</td>"
+            f"<td class='small'>{escape(c['criterion'])}</td></tr>"
+            for c in e["claims"]
         )
         claims = (
             "<table class='claims'><tr><th>paper claim</th><th>holds?</th><th>numbers</th>"
             f"<th>criterion</th></tr>{body}</table>"
         )
-    img = ""
-    if r.png is not None and Path(r.png).is_file():
-        img = f'<a href="{escape(Path(r.png).name)}"><img src="{escape(Path(r.png).name)}"></a>'
+    imgs = "".join(
+        f'<a href="{escape(name)}"><img src="{escape(name)}"></a>' for name in e["files"]["png"]
+    )
+    fid = escape(e["figure_id"])
     return (
-        f"<section id='{escape(r.figure_id)}'><h2>{escape(r.title)} <code>{escape(r.figure_id)}"
-        f"</code> <span class='status {status_cls}'>{escape(r.status)}</span></h2>"
-        f"<table>{''.join(rows)}</table>{claims}{img}</section>"
+        f"<section id='{fid}'><h2>{escape(e['title'])} <code>{fid}</code> "
+        f"<span class='status {status_cls}'>{escape(status)}</span></h2>"
+        f"<table>{''.join(rows)}</table>{claims}{imgs}</section>"
     )
 
 
-def _badges(r: FigureResult) -> str:
+BAND_TEXT = {"std": "mean ± 1 std over seeds", "sem": "mean ± 1 standard error", "none": "mean"}
+
+
+def _part(figure_id: str, name: str) -> str:
+    stem = Path(name).stem
+    return stem[len(figure_id) + 1 :] if stem.startswith(figure_id + "-") else stem
+
+
+def _badges(e: dict[str, Any]) -> str:
     """The claim verdicts as coloured badges (title = the claim)."""
     return (
         " ".join(
-            f"<span class='badge {VERDICT_CLASS[c.verdict]}' title='{escape(c.claim)}'>"
-            f"{escape(c.verdict)}</span>"
-            for c in r.claims
+            f"<span class='badge {VERDICT_CLASS[c['verdict']]}' title='{escape(c['claim'])}'>"
+            f"{escape(c['verdict'])}</span>"
+            for c in e["claims"]
         )
         or "—"
     )
 
 
+def write_entries(results: list[FigureResult], out_dir: Path, tracking_uri: str = "") -> None:
+    """Write (or replace) ``<id>.json`` for each of ``results``."""
+    for r in results:
+        path = Path(out_dir) / f"{r.figure_id}.json"
+        text = json.dumps(entry(r, Path(out_dir), tracking_uri), indent=1, ensure_ascii=False)
+        path.write_text(text, encoding="utf-8")
+
+
 def write_index(results: list[FigureResult], out_dir: str | Path, tracking_uri: str = "") -> Path:
-    """Write ``out_dir/index.html`` listing ``results``; returns its path."""
+    """Store the entries of ``results`` beside their HTML, then write ``out_dir/index.html``
+    listing every figure whose entry is in the folder (the new ones and those drawn before)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    write_entries(results, out_dir, tracking_uri)
+    entries = read_entries(out_dir)
     stamp = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
     summary = "".join(
-        f"<tr><td><a href='#{escape(r.figure_id)}'>{escape(r.figure_id)}</a></td>"
-        f"<td>{escape(r.status)}</td><td>{r.runs}/{r.expected_runs}</td>"
-        f"<td>{escape(r.data_note) or '—'}</td>"
-        f"<td>{_badges(r)}</td></tr>"
-        for r in results
+        f"<tr><td><a href='#{escape(e['figure_id'])}'>{escape(e['figure_id'])}</a></td>"
+        f"<td>{escape(e['profile'])}</td><td>{escape(e['status'])}</td>"
+        f"<td>{e['runs']}/{e['expected_runs']}</td>"
+        f"<td>{escape(e['data_note']) or '—'}</td>"
+        f"<td>{_badges(e)}</td><td class='small'>{escape(e['built'])}</td></tr>"
+        for e in entries
     )
     page = (
         "<!doctype html><html><head><meta charset='utf-8'><title>fedsweep figures</title>"
         f"<style>{CSS}</style></head><body><h1>fedsweep figures</h1>"
-        f"<div class='meta'>built {escape(stamp)} from <code>{escape(tracking_uri)}</code></div>"
-        "<table><tr><th>figure</th><th>status</th><th>runs</th><th>data</th><th>claims</th></tr>"
-        f"{summary}</table>"
-        + "".join(_figure_section(r, out_dir) for r in results)
+        f"<div class='meta'>updated {escape(stamp)} from <code>{escape(tracking_uri)}</code>; "
+        "n/t = not testable at this profile (too few rounds)</div>"
+        "<table><tr><th>figure</th><th>profile</th><th>status</th><th>runs</th><th>data</th>"
+        f"<th>claims</th><th>built</th></tr>{summary}</table>"
+        + "".join(_figure_section(e) for e in entries)
         + "</body></html>"
     )
     path = out_dir / "index.html"

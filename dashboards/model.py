@@ -10,7 +10,21 @@ import plotly.graph_objects as go
 
 from fedsweep.sweep.spec import SweepSpec
 
-Verdict = Literal["yes", "no", "n/a"]
+Verdict = Literal["yes", "no", "n/a", "n/t"]  # n/t: not testable at this profile (too short)
+
+
+@dataclass(frozen=True)
+class FigureOptions:
+    """How to draw (never which runs): the band, a baseline to subtract, the metrics to plot.
+
+    ``band``: "std" (±1 sample std over seeds, default), "sem" (±1 standard error) or "none".
+    ``diff_from``: a curve label; every curve is drawn minus that curve's seed mean, per panel
+    and round (the baseline becomes the zero line). ``metrics``: metric keys to draw instead of
+    the spec's ``metrics`` (e.g. ``client/{i}/dist`` for Fig. 4d's ÷k_i form)."""
+
+    band: str = "std"
+    diff_from: str | None = None
+    metrics: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -41,6 +55,12 @@ class ClaimCheck:
     verdict: Verdict
     numbers: str
     criterion: str = ""
+    #: what the index shows instead of the bare verdict, e.g. "not testable at this profile (T=3)"
+    label: str = ""
+
+    @property
+    def shown(self) -> str:
+        return self.label or self.verdict
 
 
 @dataclass
@@ -52,11 +72,22 @@ class BuildContext:
     profile: str
     index: Any  # store.RunIndex
     overrides: dict[str, Any] = field(default_factory=dict)
+    options: FigureOptions = field(default_factory=FigureOptions)
+
+    def metrics(self, default: list[str] | tuple[str, ...] | None = None) -> list[str]:
+        """The metric keys to draw: ``options.metrics``, else ``default``, else the spec's."""
+        if self.options.metrics:
+            return list(self.options.metrics)
+        return list(default if default is not None else self.spec.metrics)
 
 
 @dataclass
 class FigureResult:
-    """What a builder produced: the figure (None without runs) and its bookkeeping."""
+    """What a builder produced: the figure (None without runs) and its bookkeeping.
+
+    A builder that draws several figures (Fig. 2a: one for the loss, one for the accuracy) puts
+    them in ``parts`` (file suffix -> figure, written as ``<id>-<suffix>.html``/``.png``);
+    ``figure`` is then the first part."""
 
     figure_id: str
     title: str
@@ -74,6 +105,19 @@ class FigureResult:
     html: Path | None = None
     png: Path | None = None
     error: str | None = None
+    parts: dict[str, go.Figure] = field(default_factory=dict)
+    #: every file written for the figure (HTML, PNG, PDF, SVG of each part)
+    files: list[Path] = field(default_factory=list)
+    experiment_url: str = ""
+    band: str = "std"
+
+    def stems(self) -> list[tuple[str, go.Figure]]:
+        """(file stem, figure) of every figure to write: ``<id>`` or ``<id>-<suffix>``s."""
+        if self.figure is None:
+            return []
+        if self.parts:
+            return [(f"{self.figure_id}-{k}", f) for k, f in self.parts.items()]
+        return [(self.figure_id, self.figure)]
 
     @property
     def run_count(self) -> int:

@@ -1,4 +1,5 @@
-"""Figure id -> builder (``BuildContext -> FigureResult``)."""
+"""Figure id -> builder (``BuildContext -> FigureResult``) of the paper figures; every other spec
+is drawn by the generic layout (``dashboards.generic.build``, see ``build.builder_for``)."""
 
 from __future__ import annotations
 

@@ -116,7 +116,7 @@ def test_fig3_grid_curves_and_legend(built):
     axes = [k for k in fig.layout.to_plotly_json() if k.startswith("xaxis")]
     assert len(axes) == 6
     titles = [a.text for a in fig.layout.annotations]
-    assert titles[:3] == ["Case 1", "Case 2", "Case 3"]
+    assert titles == [f"({x}) Case {c}" for x, c in zip("abcdef", (1, 2, 3, 1, 2, 3), strict=True)]
     assert fig.layout.yaxis.title.text == "Test loss"
     assert fig.layout.yaxis4.title.text == "Test accuracy"
     assert fig.layout.xaxis4.title.text == "Communication round t"
@@ -147,8 +147,10 @@ def test_claim_checks_on_real_runs(built):
     assert [c.claim for c in r.claims] == load_spec(SWEEPS / "bherd-fig3a.yaml").claims
     for fid in ("bherd-fig3a", "bherd-fig3d", "bherd-fig4d", "bherd-fig4e"):
         for c in results[fid].claims:
-            assert c.verdict in ("yes", "no", "n/a") and c.numbers and c.criterion
-    assert all(c.verdict != "n/a" for c in r.claims)
+            assert c.verdict in ("yes", "no", "n/a", "n/t") and c.numbers and c.criterion
+    # 3 rounds cannot test a convergence claim: "not testable", with the numbers, never "no"
+    assert all(c.verdict == "n/t" for c in r.claims)
+    assert all(c.shown == "not testable at this profile (T=3)" for c in r.claims)
     assert "|Δ|=" in r.claims[0].numbers and "Case 3" in r.claims[0].numbers
 
 
@@ -157,7 +159,11 @@ def test_fig4abc_heatmaps_match_npz(store, built):
     fig = built[0]["bherd-fig4abc"].figure
     heatmaps = [t for t in fig.data if t.type == "heatmap"]
     assert len(heatmaps) == 15
-    assert [a.text for a in fig.layout.annotations][:5] == [f"Client {i}" for i in range(1, 6)]
+    assert [a.text for a in fig.layout.annotations] == [f"Client {i}" for i in range(1, 6)] + [
+        "(a) Case 1",
+        "(b) Case 2",
+        "(c) Case 3",
+    ]
     spec = load_spec(SWEEPS / "bherd-fig4abc.yaml")
     client = get_client(store)
     res = resolve_runs(spec, "smoke", RunIndex.load(client))
@@ -189,10 +195,28 @@ def test_fig4d_finds_fig4abc_runs_by_hash(store, built):
     assert [tr.run.run_id for tr in res.found] == [tr.run.run_id for tr in abc.found]
     assert all(tr.run.tags["fedsweep.figure"] != "bherd-fig4d" for tr in res.found)
     case3 = next(tr for tr in res.found if tr.trial.panel_id.endswith("case3"))
-    history = [m.value for m in client.get_metric_history(case3.run.run_id, "client/3/dist")]
+    # the paper's form ||g_sel/(alpha tau_i) - mu_i|| by default (docs/figures.md)
+    key = "client/3/dist_paper"
+    history = [m.value for m in client.get_metric_history(case3.run.run_id, key)]
     trace = [t for t in curves if t.name.startswith("Client 4")][2]  # third panel = Case 3
     assert np.allclose(trace.y, history)
-    assert r.claims[0].verdict in ("yes", "no") and "client 4" in r.claims[0].numbers
+    assert "α τ" in r.figure.layout.yaxis.title.text
+    assert r.claims[0].verdict == "n/t" and "client 4" in r.claims[0].numbers
+    assert "dist_paper" in r.claims[0].numbers
+
+
+def test_fig4d_divided_by_k_as_an_option(store, tmp_path):
+    from dashboards import FigureOptions
+
+    opts = FigureOptions(metrics=("client/{i}/dist",))
+    (r,) = build_figures(store, "smoke", tmp_path, ["bherd-fig4d"], SWEEPS, png=False, options=opts)
+    client = get_client(store)
+    res = resolve_runs(load_spec(SWEEPS / "bherd-fig4d.yaml"), "smoke", RunIndex.load(client))
+    case3 = next(tr for tr in res.found if tr.trial.panel_id.endswith("case3"))
+    history = [m.value for m in client.get_metric_history(case3.run.run_id, "client/3/dist")]
+    trace = [t for t in lines(r.figure) if t.name.startswith("Client 4")][2]
+    assert np.allclose(trace.y, history)
+    assert "k<sub>i</sub>" in r.figure.layout.yaxis.title.text
 
 
 def test_fig4e_solid_rr_dashed_no_rr(built):
@@ -201,7 +225,7 @@ def test_fig4e_solid_rr_dashed_no_rr(built):
     assert len(curves) == 12  # 6 curves x 2 metrics
     for t in curves:
         assert t.line.dash == ("dash" if "no RR" in t.name else "solid")
-    assert [a.text for a in fig.layout.annotations] == ["Test loss", "Test accuracy"]
+    assert [a.text for a in fig.layout.annotations] == ["(a) Test loss", "(b) Test accuracy"]
 
 
 # ----------------------------------------------------------------------------- missing runs
@@ -423,6 +447,9 @@ def test_rr_criterion_and_unknown_claims():
     assert verdict == "yes" and numbers.startswith("Case 1:")
     v[(0, "Case 2, no RR", "test_acc")] = [0.5, 0.85]
     assert C.rr_little_difference(make(cs, v, panel))[0] == "no"
-    checks = C.check_claims(["RR vs no RR differ little", "something new"], make(cs, v, panel))
+    long = {k: [0.5] * 9 + ys[-1:] for k, ys in v.items()}  # T = 10: testable
+    checks = C.check_claims(["RR vs no RR differ little", "something new"], make(cs, long, panel))
     assert [c.verdict for c in checks] == ["no", "n/a"]
+    (short,) = C.check_claims(["RR vs no RR differ little"], make(cs, v, panel))  # T = 2
+    assert short.verdict == "n/t" and short.shown == "not testable at this profile (T=2)"
     assert C.check_claims(["RR vs no RR differ little"], None)[0].verdict == "n/a"

@@ -7,35 +7,128 @@ from typing import Annotated
 
 import typer
 
-from fedsweep.cli.common import TrackingUriOption
+from fedsweep.cli.common import SetOption, TrackingUriOption, UsageError, clean_errors
+
+PROFILE_CHOICES = ("paper", "quick", "smoke")
+BAND_CHOICES = ("std", "sem", "none")
+FORMAT_CHOICES = ("png", "pdf", "svg")
+
+
+def complete_figure(incomplete: str) -> list[str]:
+    """Figure ids of the specs in ./sweeps (file stems; a spec's id is its file name)."""
+    folder = Path("sweeps")
+    if not folder.is_dir():
+        return []
+    return sorted(p.stem for p in folder.glob("*.yaml") if p.stem.startswith(incomplete))
+
+
+def complete_profile(incomplete: str) -> list[str]:
+    return [p for p in PROFILE_CHOICES if p.startswith(incomplete)]
 
 
 def figures(
     figure: Annotated[
         list[str] | None,
-        typer.Option("--figure", metavar="ID", help="Figure id(s); default: every figure."),
+        typer.Option(
+            "--figure",
+            metavar="ID",
+            help="Figure id(s) of specs in --sweeps-dir; default: every spec there (or only "
+            "the --spec files when given).",
+            autocompletion=complete_figure,
+        ),
+    ] = None,
+    spec: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--spec",
+            metavar="PATH",
+            help="Draw this sweep spec (any file, e.g. your own study outside sweeps/) with "
+            "the generic layout, or its paper builder for a paper figure id. Repeatable.",
+        ),
     ] = None,
     out: Annotated[
-        Path, typer.Option(metavar="DIR", help="Output folder (HTML, PNG, index.html).")
+        Path, typer.Option(metavar="DIR", help="Output folder (HTML, images, index.html).")
     ] = Path("figures"),
-    profile: Annotated[str, typer.Option(help="Which profile's runs to draw.")] = "quick",
+    profile: Annotated[
+        str,
+        typer.Option(
+            metavar="|".join(PROFILE_CHOICES),
+            help="Which profile's runs to draw.",
+            autocompletion=complete_profile,
+        ),
+    ] = "quick",
+    band: Annotated[
+        str,
+        typer.Option(
+            metavar="|".join(BAND_CHOICES),
+            help="Band around the seed mean: std (±1 standard deviation), sem (±1 standard "
+            "error) or none.",
+        ),
+    ] = "std",
+    diff_from: Annotated[
+        str | None,
+        typer.Option(
+            metavar="LABEL",
+            help="Draw every curve minus this curve's seed mean (per panel and round), e.g. "
+            "--diff-from 'FedAvg (RR)'.",
+        ),
+    ] = None,
+    metric: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metric",
+            metavar="KEY",
+            help="Metric(s) to draw instead of the spec's, e.g. --metric train_loss, or "
+            "--metric 'client/{i}/dist' for Fig. 4d's ÷k_i form. Repeatable.",
+        ),
+    ] = None,
+    image_format: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--format",
+            metavar="|".join(FORMAT_CHOICES),
+            help="Image formats beside the HTML (default: png, pdf and svg; needs Chromium).",
+        ),
+    ] = None,
+    set_: SetOption = None,
+    ui_url: Annotated[
+        str,
+        typer.Option(metavar="URL", help="MLflow UI address for the experiment links."),
+    ] = "http://127.0.0.1:5000",
     tracking_uri: TrackingUriOption = None,
     sweeps_dir: Annotated[
         Path, typer.Option(metavar="DIR", help="Where the sweep specs live.")
     ] = Path("sweeps"),
 ) -> None:
-    """Redraw paper figures from the runs in MLflow (mean ± std over seeds), as offline HTML
-    and PNG, plus an index.html that checks each of the paper's claims against the data."""
-    from dashboards import build_figures
-    from fedsweep.tracking.store import resolve_tracking_uri
+    """Redraw figures from the runs in MLflow (mean ± std over seeds), as offline HTML, PNG, PDF
+    and SVG, merged into an index.html that checks each of the paper's claims against the data.
+    Draws the paper figures and any sweep spec of your own (--spec)."""
+    with clean_errors():
+        from dashboards import FigureOptions, FigureSelectionError, build_figures
+        from fedsweep.config.load import parse_overrides
+        from fedsweep.tracking.store import resolve_tracking_uri
 
-    results = build_figures(
-        resolve_tracking_uri(tracking_uri),
-        profile=profile,
-        out_dir=out,
-        figures=figure or None,
-        sweeps_dir=sweeps_dir,
-    )
+        overrides = parse_overrides(set_) if set_ else {}
+
+        options = FigureOptions(band=band, diff_from=diff_from, metrics=tuple(metric or ()))
+        try:
+            results = build_figures(
+                resolve_tracking_uri(tracking_uri),
+                profile=profile,
+                out_dir=out,
+                figures=figure or None,
+                sweeps_dir=sweeps_dir,
+                spec_files=list(spec or []),
+                options=options,
+                images=tuple(image_format or FORMAT_CHOICES),
+                ui_url=ui_url,
+                overrides=overrides,
+            )
+        except FigureSelectionError as err:
+            raise UsageError(str(err)) from None
     for res in results:
-        typer.echo(f"{res.figure_id}: {res.run_count} runs -> {out}")
+        files = ", ".join(p.name for p in res.files) or "no files"
+        typer.echo(f"{res.figure_id}: {res.run_count} runs -> {out}: {files}")
+        if res.error:
+            typer.secho(f"  error: {res.error}", fg=typer.colors.RED, err=True)
     typer.echo(f"index: {(out / 'index.html').resolve()}")
