@@ -278,15 +278,15 @@ def run_config(client, run):
         return None
 
 
+def parse_filters(where: list[str] | None, hashes: list[str] | None):
+    """The ``--where`` and ``--hash`` filters, checked (before any store is opened)."""
+    return [parse_where(w) for w in where or []], [hash_filter(h) for h in hashes or []]
+
+
 def _select(
-    client,
-    exp_ids: list[str],
-    where: list[str] | None,
-    hashes: list[str] | None,
-    limit: int | None,
+    client, exp_ids: list[str], filters: list[Filter], by_hash: list[Filter], limit: int | None
 ) -> list:
-    filters = [parse_where(w) for w in where or []]
-    by_hash = [hash_filter(h) for h in hashes or []]
+    """Runs matching every filter and any of the hashes (one search per hash)."""
     if not by_hash:
         return search(client, exp_ids, filters, limit)
     runs = []
@@ -334,9 +334,10 @@ def runs(
             wheres.append(f"fedsweep.figure={figure}")
         if status:
             wheres.append(f"fedsweep.status={status}")
+        filters, by_hash = parse_filters(wheres, config_hash)
         _, client = open_store(tracking_uri)
         exps = experiment_ids(client, experiment)
-        found = _select(client, list(exps), wheres, config_hash, limit)
+        found = _select(client, list(exps), filters, by_hash, limit)
     seen, rows = set(), []
     for run in found:
         if run.info.run_id in seen:
@@ -428,11 +429,12 @@ def compare(
             )
         if not re.fullmatch(r"[\w.\-]+", name):
             raise UsageError(f"--name {name!r}: use letters, digits, '.', '-' and '_'")
+        filters, by_hash = parse_filters(where, config_hash)
         uri, client = open_store(tracking_uri)
         exps = experiment_ids(client, experiment)
         chosen = [_get_run(client, rid) for rid in ids]
-        if where or config_hash:
-            chosen += _select(client, list(exps), where, config_hash, None)
+        if filters or by_hash:
+            chosen += _select(client, list(exps), filters, by_hash, None)
         runs_, seen, skipped = [], set(), {}
         for r in chosen:
             if r.info.run_id in seen or is_sweep_parent(r):

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fedsweep.cli.common import TrackingUriOption
+from fedsweep.cli.common import ProfileOption, TrackingUriOption
 
 
 def figures(
@@ -18,7 +18,7 @@ def figures(
     out: Annotated[
         Path, typer.Option(metavar="DIR", help="Output folder (HTML, PNG, index.html).")
     ] = Path("figures"),
-    profile: Annotated[str, typer.Option(help="Which profile's runs to draw.")] = "quick",
+    profile: ProfileOption = "quick",
     tracking_uri: TrackingUriOption = None,
     sweeps_dir: Annotated[
         Path, typer.Option(metavar="DIR", help="Where the sweep specs live.")

@@ -134,6 +134,10 @@ def ui(
     host: Annotated[
         str, typer.Option(metavar="HOST", help="Interface to bind (loopback by default).")
     ] = "127.0.0.1",
+    workers: Annotated[
+        int | None,
+        typer.Option(metavar="N", min=1, help="Web workers (default: MLflow's, 4)."),
+    ] = None,
     tracking_uri: TrackingUriOption = None,
 ) -> None:
     """Serve the MLflow web UI for the project's store (Ctrl-C stops it and all its workers).
@@ -155,6 +159,8 @@ def ui(
             raise UsageError(f"cannot use the store {uri}: {err}") from None
     cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri]
     cmd += ["--host", host, "--port", str(port)]
+    if workers is not None:
+        cmd += ["--workers", str(workers)]
     shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
     typer.echo(f"MLflow UI for {uri}")
     typer.echo(f"experiments: http://{shown}:{port}/#/experiments  (Ctrl-C to stop)")
