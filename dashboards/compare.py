@@ -92,6 +92,33 @@ def group_labels(flat: dict[str, dict[str, Any]], names: dict[str, str]) -> dict
     return {g: (f"{lab} [{g[:6]}]" if seen[lab] > 1 else lab) for g, lab in labels.items()}
 
 
+def common_note(flat: dict[str, dict[str, Any]]) -> str:
+    """What every group shares, e.g. "bherd-fedavg · svm · mnist-5k · Case 3 · N=5 · T=100"."""
+    known = [cfg for cfg in flat.values() if cfg]
+    if not known:
+        return ""
+
+    def same(key: str):
+        values = {repr(cfg.get(key)) for cfg in known}
+        return known[0].get(key) if len(values) == 1 else None
+
+    parts = []
+    sel, alg = same("selector"), same("algorithm")
+    if sel is not None and alg is not None:
+        parts.append(alg if sel == "none" else f"{sel}-{alg}")
+    for key in ("model.name", "data.dataset"):
+        if same(key) is not None:
+            parts.append(str(same(key)))
+    keys = ["data.partition", "data.num_clients", "train.rounds"]
+    if sel == "bherd":
+        keys.append("bherd.alpha")
+    for key in keys:
+        value = same(key)
+        if value is not None:
+            parts.append(_part(key, value, [key]))
+    return " · ".join(parts)
+
+
 def long_frame(rows: list[tuple]) -> pd.DataFrame:
     """(group key, seed, run_id, round, metric, value) rows -> the dashboards' long table."""
     data = [("compare", PANEL, g, seed, rid, step, m, v) for g, seed, rid, step, m, v in rows]

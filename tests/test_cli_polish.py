@@ -305,3 +305,36 @@ def test_ui_stops_its_whole_process_tree(tmp_path):
     assert not _answers(port), "port still answers"
     assert [p for p in tree if alive(p)] == []
     assert _session_members(server) == set()
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list processes")
+def test_stop_tree_ends_descendants_in_other_sessions_too():
+    """MLflow's job processes may open sessions of their own: stop_tree finds them by parent
+    pid, not only by process group; a child that ignores SIGTERM gets SIGKILL."""
+    from fedsweep.cli.ui import alive, descendants, stop_tree
+
+    script = (
+        "import os, signal, subprocess, sys, time\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'],"
+        " start_new_session=True)\n"
+        "subprocess.Popen([sys.executable, '-c', 'import signal, time;"
+        " signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)'])\n"
+        "time.sleep(300)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(descendants(proc.pid)) < 2:
+            assert time.monotonic() < deadline, "children did not start"
+            time.sleep(0.1)
+        time.sleep(0.5)  # let the second child install its SIGTERM handler
+        tree = descendants(proc.pid)
+        stop_tree(proc, grace=2.0)
+        assert proc.returncode is not None
+        deadline = time.monotonic() + 10
+        while any(alive(p) for p in tree) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [p for p in tree if alive(p)] == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()

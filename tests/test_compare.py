@@ -107,6 +107,7 @@ def test_compare_by_where_groups_seeds_with_the_logged_finals(store, tmp_path):
     assert header.split()[:2] == ["group", "n"] and "best test_acc" in header
     html = (tmp_path / "compare.html").read_text()
     assert "α=0.3 (n=2)" in html and "α=0.5 (n=1)" in html
+    assert "bherd-fedavg · svm · mnist-5k · Case 3 · N=3 · T=3" in html  # what all share
     assert (tmp_path / "plotly.min.js").is_file() and "cdn.plot.ly" not in html
 
 

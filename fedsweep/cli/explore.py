@@ -417,7 +417,13 @@ def compare(
     α=0.5). Writes NAME.html (offline), NAME.png and NAME.csv to --out, and prints per group:
     n seeds, final test accuracy (mean ± std), best test accuracy (round), final test loss,
     rounds. Only finished/diverged runs unless --include-running."""
-    from dashboards.compare import compare_figure, group_labels, long_frame, summary_table
+    from dashboards.compare import (
+        common_note,
+        compare_figure,
+        group_labels,
+        long_frame,
+        summary_table,
+    )
 
     metrics = list(dict.fromkeys(metric or ["test_loss", "test_acc"]))
     ids = list(dict.fromkeys([*(run_ids or []), *(run or [])]))
@@ -467,7 +473,8 @@ def compare(
     table = summary_table(long, ordered, metrics)
     n_runs = sum(len(g.run_ids) for g in ordered)
     heading = title or f"Compare: {len(ordered)} config(s), {n_runs} run(s)"
-    sub = f"mean ± 1 std over seeds · store {uri}"
+    common = common_note({g.key: flat for g, flat in groups.values()})
+    sub = " · ".join(x for x in (common, "mean ± 1 std over seeds", f"store {uri}") if x)
     fig = compare_figure(long, ordered, metrics, heading, sub)
     _write(fig, table, out, name, heading, png)
     _print_table(table, metrics)
