@@ -48,9 +48,18 @@ class Group:
 
 
 def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
+    return str(value)  # floats as Python writes them: 1.0, 0.3, 0.0001
+
+
+def _applies(key: str, cfg: dict[str, Any]) -> bool:
+    """Whether a flattened key matters for this config: a top-level value, a general section,
+    or the section of the config's own algorithm/selector (bherd.alpha is moot for FedAvg)."""
+    from fedsweep.algorithms.registry import config_sections
+
+    if "." not in key:
+        return True
+    sections = config_sections(cfg.get("algorithm", ""), cfg.get("selector", ""))
+    return key.split(".", 1)[0] in sections
 
 
 def _part(key: str, value: Any, keys: list[str]) -> str:
@@ -74,7 +83,7 @@ def group_labels(flat: dict[str, dict[str, Any]], names: dict[str, str]) -> dict
     the only one (or that nothing tells apart) gets its run name without the seed."""
     known = [cfg for cfg in flat.values() if cfg]  # {}: a run whose config could not be read
     keys = sorted({k for cfg in known for k in cfg if not _excluded(k)})
-    differ = [k for k in keys if len({repr(cfg.get(k)) for cfg in known}) > 1]
+    differ = [k for k in keys if len({repr(cfg.get(k)) for cfg in known if _applies(k, cfg)}) > 1]
     method = "algorithm" in differ or "selector" in differ
     differ = [k for k in differ if k not in ("algorithm", "selector")]
     labels: dict[str, str] = {}
@@ -83,7 +92,7 @@ def group_labels(flat: dict[str, dict[str, Any]], names: dict[str, str]) -> dict
         if method and cfg:
             sel, alg = cfg.get("selector", "none"), cfg.get("algorithm", "?")
             parts.append(alg if sel == "none" else f"{sel}-{alg}")
-        parts += [_part(k, cfg.get(k), differ) for k in differ if cfg]
+        parts += [_part(k, cfg.get(k), differ) for k in differ if cfg and _applies(k, cfg)]
         name = re.sub(r"[\s·|,]*seed\s*\d+$", "", names.get(gid, "")).strip()
         labels[gid] = " · ".join(parts) or name or gid[:8]
     seen: dict[str, int] = {}
