@@ -20,9 +20,18 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dashboards.store import LONG_COLUMNS, aggregate
-from dashboards.style import X_TITLE, Y_TITLES, CurveStyle, draw_curve, palette, paper_layout
+from dashboards.style import (
+    PALETTE,
+    X_TITLE,
+    Y_TITLES,
+    CurveStyle,
+    draw_curve,
+    palette,
+    paper_layout,
+)
 
 PANEL = "compare"
+CYCLE_DASHES = ("solid", "dash", "dot", "dashdot")
 #: keys that never tell two configs apart in a label (not in the config hash, or the seed)
 LABEL_EXCLUDED = ("name", "seed", "threads", "device", "tracking", "data.root", "data.download")
 #: short names of the keys the papers' legends use
@@ -189,7 +198,10 @@ def compare_figure(
         horizontal_spacing=0.08 if cols > 1 else 0.0,
     )
     for i, g in enumerate(groups):
-        style = CurveStyle(key=g.key, name=f"{g.label} (n={len(g.run_ids)})", color=palette(i))
+        dash = CYCLE_DASHES[(i // len(PALETTE)) % len(CYCLE_DASHES)]  # past 10 colours
+        style = CurveStyle(
+            key=g.key, name=f"{g.label} (n={len(g.run_ids)})", color=palette(i), dash=dash
+        )
         shown = False
         for c, m in enumerate(metrics, start=1):
             table = agg[(agg["curve"] == g.key) & (agg["metric"] == m)]
