@@ -14,6 +14,27 @@ from fedsweep.selectors.none import NoSelector
 ALGORITHMS = {cls.name: cls for cls in (FedAvg, CentralizedSGD, FedProx, FedNova, Scaffold)}
 SELECTORS = {cls.name: cls for cls in (NoSelector, BHerd, GraB)}
 
+#: config sections every run uses; the others belong to one method (``config_sections``)
+GENERAL_SECTIONS = ("data", "model", "train", "eval", "tracking")
+#: the config section of each base method / selector that has hyper-parameters
+METHOD_SECTIONS = {
+    "fedavg": (),
+    "centralized": (),
+    "fedprox": ("fedprox",),
+    "fednova": ("fednova",),
+    "scaffold": ("scaffold",),
+    "none": (),
+    "bherd": ("bherd",),
+    "grab": ("grab",),
+}
+
+
+def config_sections(algorithm: str, selector: str) -> tuple[str, ...]:
+    """The config sections that apply to a run: the general ones, then the base method's and
+    the selector's own (e.g. BHerd-FedAvg: data, model, train, eval, tracking, bherd)."""
+    own = METHOD_SECTIONS.get(algorithm, ()) + METHOD_SECTIONS.get(selector, ())
+    return GENERAL_SECTIONS + own
+
 
 def valid_compositions() -> list[str]:
     """Human-readable list of every valid ``selector x algorithm`` pair."""

@@ -11,9 +11,10 @@ import difflib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 #: exit codes: 2 = bad input (usage, config, spec), 3 = data set missing, 1 = runs failed
 EXIT_USAGE = 2
@@ -49,6 +50,44 @@ def clean_errors() -> Iterator[None]:
     except DatasetNotFoundError as err:
         fail(str(err), EXIT_DATA)
 
+
+def _plain_help(params: list) -> list:
+    """typer 0.29 prints a ``<bool>`` placeholder after every flag (``--help`` included) and a
+    type (``<file>``, ``<list[Path]>``) after arguments that already have a metavar: show
+    neither. Options that take a value keep their metavar (``KEY=VALUE``, ``DIR``, ...)."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""  # an empty metavar: nothing in the type column
+        elif getattr(param, "param_type_name", "") == "argument" and param.metavar:
+            param.display_type_rich = lambda ctx: None
+    return params
+
+
+class Command(TyperCommand):
+    """A fedsweep command: typer's, with :func:`_plain_help` (use ``app.command(cls=Command)``)."""
+
+    def get_params(self, ctx):
+        return _plain_help(super().get_params(ctx))
+
+
+class Group(TyperGroup):
+    """The ``fedsweep`` group: typer's, with :func:`_plain_help` (``typer.Typer(cls=Group)``)."""
+
+    def get_params(self, ctx):
+        return _plain_help(super().get_params(ctx))
+
+
+#: the profiles of a sweep spec (``paper``: the paper's settings; ``quick``: a 2-core laptop;
+#: ``smoke``: 2-3 rounds, for tests). The value is a plain ``str``.
+PROFILES = ("paper", "quick", "smoke")
+Profile = Literal["paper", "quick", "smoke"]
+ProfileOption = Annotated[
+    Profile,
+    typer.Option(
+        "--profile",
+        help="paper (the paper's settings), quick (a 2-core laptop) or smoke (2-3 rounds).",
+    ),
+]
 
 SetOption = Annotated[
     list[str] | None,

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
-from fedsweep.cli.common import SetOption, TrackingUriOption, UsageError, clean_errors
+from fedsweep.cli.common import (
+    ProfileOption,
+    SetOption,
+    TrackingUriOption,
+    UsageError,
+    clean_errors,
+)
 
-PROFILE_CHOICES = ("paper", "quick", "smoke")
-BAND_CHOICES = ("std", "sem", "none")
 FORMAT_CHOICES = ("png", "pdf", "svg")
 
 
@@ -20,10 +24,6 @@ def complete_figure(incomplete: str) -> list[str]:
     if not folder.is_dir():
         return []
     return sorted(p.stem for p in folder.glob("*.yaml") if p.stem.startswith(incomplete))
-
-
-def complete_profile(incomplete: str) -> list[str]:
-    return [p for p in PROFILE_CHOICES if p.startswith(incomplete)]
 
 
 def figures(
@@ -49,18 +49,10 @@ def figures(
     out: Annotated[
         Path, typer.Option(metavar="DIR", help="Output folder (HTML, images, index.html).")
     ] = Path("figures"),
-    profile: Annotated[
-        str,
-        typer.Option(
-            metavar="|".join(PROFILE_CHOICES),
-            help="Which profile's runs to draw.",
-            autocompletion=complete_profile,
-        ),
-    ] = "quick",
+    profile: ProfileOption = "quick",
     band: Annotated[
-        str,
+        Literal["std", "sem", "none"],
         typer.Option(
-            metavar="|".join(BAND_CHOICES),
             help="Band around the seed mean: std (±1 standard deviation), sem (±1 standard "
             "error) or none.",
         ),
@@ -83,10 +75,9 @@ def figures(
         ),
     ] = None,
     image_format: Annotated[
-        list[str] | None,
+        list[Literal["png", "pdf", "svg"]] | None,
         typer.Option(
             "--format",
-            metavar="|".join(FORMAT_CHOICES),
             help="Image formats beside the HTML (default: png, pdf and svg; needs Chromium).",
         ),
     ] = None,

@@ -1,9 +1,18 @@
-"""A rich progress bar for one run: round, loss, accuracy, ETA."""
+"""What ``fedsweep run`` shows while it works: a status line during start-up, then a bar.
+
+Start-up (reading the config, which imports torch; loading the data; partitioning and building
+the model; opening the MLflow run) takes seconds, so a spinner names the current stage
+(:meth:`RunProgress.stage`, fed by the ``on_stage`` callback of ``run_tracked``). The first
+round replaces it by the round bar: round t/T, the training loss and the test accuracy (each
+labelled), elapsed time and ETA. :attr:`RunProgress.wall` is the wall time since the command
+started, :attr:`RunProgress.training` the part spent in the round loop.
+"""
 
 from __future__ import annotations
 
 import time
 
+from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -14,12 +23,28 @@ from rich.progress import (
 )
 
 
+def round_stats(metrics: dict[str, float]) -> str:
+    """``"train loss 0.2377 · test acc 0.8520"`` (test loss when there is no train loss)."""
+    parts = []
+    if "train_loss" in metrics:
+        parts.append(f"train loss {metrics['train_loss']:.4f}")
+    elif "test_loss" in metrics:
+        parts.append(f"test loss {metrics['test_loss']:.4f}")
+    if "test_acc" in metrics:
+        parts.append(f"test acc {metrics['test_acc']:.4f}")
+    return " · ".join(parts)
+
+
 class RunProgress:
-    def __init__(self, rounds: int, enabled: bool = True):
+    def __init__(self, rounds: int | None = None, enabled: bool = True, start: float | None = None):
         self.rounds = rounds
         self.enabled = enabled
-        self.start = time.perf_counter()
-        self.elapsed = 0.0
+        self.start = time.perf_counter() if start is None else start
+        self.train_start: float | None = None
+        self.wall = 0.0
+        self.training = 0.0
+        self.console = Console()
+        self._status = None
         self._progress = Progress(
             TextColumn("[bold]round"),
             MofNCompleteColumn(),
@@ -28,33 +53,51 @@ class RunProgress:
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
+            console=self.console,
             disable=not enabled,
         )
         self._task = None
+        self._bar_started = False
 
     def __enter__(self):
-        self._progress.__enter__()
-        self._task = self._progress.add_task("run", total=self.rounds, stats="")
+        if self.enabled:
+            self._status = self.console.status("starting", spinner="dots")
+            self._status.start()
         return self
 
+    def stage(self, text: str) -> None:
+        """Name what start-up is doing now (a transient spinner line)."""
+        if self._status is not None:
+            self._status.update(f"{text} …")
+
+    def _stop_status(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
     def __exit__(self, *exc):
-        self.elapsed = time.perf_counter() - self.start
-        return self._progress.__exit__(*exc)
+        now = time.perf_counter()
+        self.wall = now - self.start
+        if self.train_start is not None:
+            self.training = now - self.train_start
+        self._stop_status()
+        if self._bar_started:
+            return self._progress.__exit__(*exc)
+        return False
 
     def on_start(self, run, run_id):
-        self.start = time.perf_counter()
+        self._stop_status()
+        self.train_start = time.perf_counter()
         if run_id and self.enabled:
-            self._progress.console.print(f"MLflow run {run_id}")
+            self.console.print(f"MLflow run {run_id}")
+        self._progress.__enter__()
+        self._bar_started = True
+        total = self.rounds or run.config.train.rounds
+        self._task = self._progress.add_task("run", total=total, stats="")
         self._progress.update(self._task, completed=run.round)
 
     def on_round(self, t, metrics, result):
-        loss = metrics.get("train_loss", metrics.get("test_loss"))
-        acc = metrics.get("test_acc")
-        stats = ""
-        if loss is not None:
-            stats += f"loss {loss:.4f} "
-        if acc is not None:
-            stats += f"acc {acc:.4f}"
+        stats = round_stats(metrics)
         if result.status == "diverged":
             stats += " [red]diverged[/red]"
         self._progress.update(self._task, completed=t, stats=stats)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -15,19 +17,51 @@ from fedsweep.cli.common import (
     clean_errors,
 )
 
+SUMMARY_WIDTH = 100
+
 
 def _load(
     config: Path, overrides: list[str] | None, data_dir: str | None, tracking_uri: str | None
 ):
+    """The validated config; a bad one raises ConfigError (callers wrap in ``clean_errors``)."""
     from fedsweep.config.load import load_config, parse_overrides
 
-    with clean_errors():
-        sets = parse_overrides(overrides)
-        if data_dir:
-            sets["data.root"] = str(Path(data_dir).resolve())
-        if tracking_uri:
-            sets["tracking.uri"] = tracking_uri
-        return load_config(config, sets)
+    sets = parse_overrides(overrides)
+    if data_dir:
+        sets["data.root"] = str(Path(data_dir).resolve())
+    if tracking_uri:
+        sets["tracking.uri"] = tracking_uri
+    return load_config(config, sets)
+
+
+def _num(value: float) -> str:
+    """4 decimals, or 4 significant digits for huge values (a diverging loss), or nan/inf."""
+    if not math.isfinite(value) or abs(value) < 1e4:
+        return f"{value:.4f}"
+    return f"{value:.4g}"
+
+
+def summary_lines(tracked, wall: float, training: float) -> list[str]:
+    """The run's summary: one line of at most 100 columns (status, rounds, test metrics, wall
+    time since the command started), then the details (training time, run id, store)."""
+    res = tracked.result
+    final = res.final
+    head = [f"status={res.status}", f"rounds={res.rounds}"]
+    for key in ("test_acc", "test_loss"):
+        if key in final:
+            head.append(f"{key}={_num(final[key])}")
+    head.append(f"time={wall:.1f}s")
+    lines = ["fedsweep run: " + " ".join(head)]
+    detail = []
+    if "train_loss" in final:
+        detail.append(f"train_loss={_num(final['train_loss'])}")
+    detail.append(f"training={training:.1f}s (of time={wall:.1f}s)")
+    if tracked.run_id:
+        detail.append(f"mlflow_run_id={tracked.run_id}")
+    lines.append("  " + " ".join(detail))
+    if tracked.run_id:
+        lines.append(f"  store={tracked.tracking_uri}")
+    return lines
 
 
 def run(
@@ -48,37 +82,51 @@ def run(
     ] = None,
 ) -> None:
     """Run one FL experiment: train, evaluate every round, log everything to MLflow."""
-    cfg = _load(config, set_, data_dir, tracking_uri)
-    if no_track:
-        cfg.tracking.enabled = False
-    from fedsweep.config.load import parse_overrides
-    from fedsweep.tracking.naming import run_name
-
-    cfg.name = name or cfg.tracking.run_name or run_name(cfg, parse_overrides(set_))
-    cfg.tracking.run_name = cfg.name
-
+    started = time.perf_counter()
     from fedsweep.cli.progress import RunProgress
-    from fedsweep.tracking.tracked_run import run_tracked
 
-    progress = RunProgress(cfg.train.rounds, enabled=not quiet)
+    progress = RunProgress(enabled=not quiet, start=started)
+    # clean_errors outside the progress: the status line is gone before an error is printed
     with clean_errors(), progress:
-        tracked = run_tracked(cfg, on_start=progress.on_start, on_round=progress.on_round)
-    res = tracked.result
-    final = res.final
-    parts = [f"status={res.status}", f"rounds={res.rounds}"]
-    for key in ("train_loss", "test_loss", "test_acc"):
-        if key in final:
-            parts.append(f"{key}={final[key]:.4f}")
-    parts.append(f"time={progress.elapsed:.1f}s")
-    if tracked.run_id:
-        parts.append(f"mlflow_run_id={tracked.run_id}")
-        parts.append(f"store={tracked.tracking_uri}")
-    typer.echo("fedsweep run: " + " ".join(parts))
+        progress.stage("reading the config")
+        cfg = _load(config, set_, data_dir, tracking_uri)
+        if no_track:
+            cfg.tracking.enabled = False
+        from fedsweep.config.load import parse_overrides
+        from fedsweep.tracking.naming import run_name
+
+        cfg.name = name or cfg.tracking.run_name or run_name(cfg, parse_overrides(set_))
+        cfg.tracking.run_name = cfg.name
+        progress.rounds = cfg.train.rounds
+
+        from fedsweep.tracking.tracked_run import run_tracked
+
+        tracked = run_tracked(
+            cfg, on_start=progress.on_start, on_round=progress.on_round, on_stage=progress.stage
+        )
+    for line in summary_lines(tracked, progress.wall, progress.training):
+        typer.echo(line)
 
 
 def validate(config: ConfigArg, set_: SetOption = None) -> None:
-    """Validate a config (with overrides) and print it fully resolved, defaults included."""
+    """Validate a config (with overrides), print it resolved, its config hash and OK.
+
+    Defaults are filled in; only the sections the config's algorithm and selector use are
+    printed (plus the general ones: data, model, train, eval, tracking)."""
     import yaml
 
-    cfg = _load(config, set_, None, None)
-    typer.echo(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    from fedsweep.algorithms.registry import config_sections
+    from fedsweep.sweep.spec import config_hash
+
+    with clean_errors():
+        cfg = _load(config, set_, None, None)
+    tree = cfg.model_dump(mode="json")
+    sections = config_sections(cfg.algorithm, cfg.selector)
+    shown = {k: v for k, v in tree.items() if not isinstance(v, dict) or k in sections}
+    hidden = [k for k, v in tree.items() if isinstance(v, dict) and k not in sections]
+    typer.echo(yaml.safe_dump(shown, sort_keys=False).rstrip())
+    if hidden:
+        method = cfg.algorithm if cfg.selector == "none" else f"{cfg.selector}-{cfg.algorithm}"
+        typer.echo(f"# not used by {method}: {', '.join(hidden)}")
+    typer.echo(f"config hash: {config_hash(cfg)}")
+    typer.echo("OK")

@@ -10,7 +10,14 @@ from typing import Annotated
 
 import typer
 
-from fedsweep.cli.common import DataDirOption, SetOption, TrackingUriOption, clean_errors, fail
+from fedsweep.cli.common import (
+    DataDirOption,
+    ProfileOption,
+    SetOption,
+    TrackingUriOption,
+    clean_errors,
+    fail,
+)
 
 
 def sweep(
@@ -22,9 +29,7 @@ def sweep(
             "code can run (the others are listed with the reason).",
         ),
     ] = None,
-    profile: Annotated[
-        str, typer.Option(help="paper (the paper's settings), quick (2-core laptop), smoke.")
-    ] = "quick",
+    profile: ProfileOption = "quick",
     address: Annotated[
         str | None,
         typer.Option(

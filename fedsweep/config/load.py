@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from fedsweep.config.schema import RunConfig
 
@@ -35,23 +36,115 @@ def set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
     for part in parts[:-1]:
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
-            raise ConfigError(f"cannot set {key!r}: {part!r} is a value, not a section")
+            raise ConfigError(
+                f"cannot set {key!r}: {part!r} is a value, not a section{suggest_key(key)}"
+            )
         node = child
     node[parts[-1]] = value
 
 
+def _model_at(model: type[BaseModel], parts: list[str]) -> type[BaseModel] | None:
+    """The section model at ``parts`` (``["bherd"]`` -> BHerdConfig), or None for a value."""
+    for part in parts:
+        field = model.model_fields.get(part)
+        sub = field.annotation if field is not None else None
+        if not (isinstance(sub, type) and issubclass(sub, BaseModel)):
+            return None
+        model = sub
+    return model
+
+
+def schema_keys(model: type[BaseModel] = RunConfig, prefix: str = "") -> list[str]:
+    """Every dotted key of the run schema: sections and their values (``bherd``, ``bherd.alpha``)."""
+    out: list[str] = []
+    for name, field in model.model_fields.items():
+        out.append(prefix + name)
+        sub = field.annotation
+        if isinstance(sub, type) and issubclass(sub, BaseModel):
+            out += schema_keys(sub, f"{prefix}{name}.")
+    return out
+
+
+def schema_field(key: str):
+    """The pydantic ``FieldInfo`` of a dotted value key (``bherd.alpha``), or None."""
+    *head, last = key.split(".")
+    model = _model_at(RunConfig, head)
+    field = model.model_fields.get(last) if model is not None else None
+    if field is None or _model_at(RunConfig, key.split(".")) is not None:
+        return None  # unknown, or a section rather than a value
+    return field
+
+
+def closest(value: str, allowed: list[str] | tuple[str, ...]) -> str | None:
+    """The allowed value nearest to ``value`` (typos, swapped letters), or None."""
+    found = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def suggest_key(key: str) -> str:
+    """``" (did you mean `bherd.alpha`?)"`` for an unknown dotted key, else the section's keys."""
+    *head, last = key.split(".")
+    model = _model_at(RunConfig, head)
+    if model is None:
+        return ""
+    names = list(model.model_fields)
+    prefix = ".".join(head) + "." if head else ""
+    best = closest(last, names)
+    if best is None:  # e.g. `alpha` given at the top level: look in every section
+        best_full = closest(key, schema_keys())
+        nested = [k for k in schema_keys() if k.endswith("." + last)]
+        if nested:
+            return f" (did you mean `{nested[0]}`?)"
+        if best_full:
+            return f" (did you mean `{best_full}`?)"
+        return f"; keys here: {', '.join(prefix + n for n in names)}"
+    return f" (did you mean `{prefix}{best}`?)"
+
+
+def allowed_values(key: str) -> tuple | None:
+    """The allowed values of a Literal-typed key (``data.dataset``), else None."""
+    field = schema_field(key)
+    if field is None:
+        return None
+    ann = field.annotation
+    options = (ann,) if get_origin(ann) is Literal else get_args(ann)
+    values: list = []
+    for opt in options:
+        if get_origin(opt) is Literal:
+            values += list(get_args(opt))
+    return tuple(v for v in values if v is not None) or None
+
+
+def _registry_names(field: str) -> list[str]:
+    from fedsweep.algorithms.registry import ALGORITHMS, SELECTORS
+
+    return list(ALGORITHMS if field == "algorithm" else SELECTORS)
+
+
 def format_validation_error(err: ValidationError, source: str) -> str:
+    """One line per error: the field, the bad value, what is allowed, and the nearest allowed
+    key or value ("did you mean")."""
     lines = [f"invalid config ({source}):"]
     for e in err.errors():
         field = ".".join(str(p) for p in e["loc"])
         value = e.get("input")
-        msg = e["msg"]
+        msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            msg = "unknown key (typo?)"
+            lines.append(f"  field `{field}`: unknown key{suggest_key(field)}")
+            continue
+        if e["type"] == "literal_error" and isinstance(value, str):
+            best = closest(value, [str(v) for v in allowed_values(field) or ()])
+            if best is not None:
+                msg += f" (did you mean {best!r}?)"
+        if field in ("algorithm", "selector") and isinstance(value, str):
+            best = closest(value, _registry_names(field))
+            if best is not None and best != value:
+                msg += f" (did you mean {best!r}?)"
         if not field:  # a check across fields (e.g. selector x algorithm)
             lines.append(f"  {msg.removeprefix('Value error, ')}")
             continue
-        shown = "" if isinstance(value, dict) else f" got {value!r}:"
+        section = isinstance(value, dict) and schema_field(field) is None
+        shown = "" if section else f" got {value!r}:"
         lines.append(f"  field `{field}`:{shown} {msg}")
     return "\n".join(lines)
 

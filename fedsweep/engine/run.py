@@ -54,11 +54,15 @@ class RunResult:
 class FLRun:
     """Builds everything a run needs from a validated ``RunConfig``; ``run()`` trains it."""
 
-    def __init__(self, config: RunConfig, dataset: TensorDataset | None = None):
+    def __init__(self, config: RunConfig, dataset: TensorDataset | None = None, on_stage=None):
+        """``on_stage(text)``, if given, is told what set-up is doing (for a status line)."""
+        stage = on_stage or (lambda text: None)
         self.config = config
         self.device = resolve_device(config.device)
         self.threads = set_threads(config.threads)
         self.dtype = DTYPES[config.train.dtype]
+        if dataset is None:
+            stage(f"loading data ({config.data.dataset})")
         data = dataset or load_dataset(
             config.data.dataset,
             root=config.data.root,
@@ -78,6 +82,7 @@ class FLRun:
             self.x_test = self.x_test[: config.eval.test_subset]
             self.y_test = self.y_test[: config.eval.test_subset]
 
+        stage(f"partitioning, building the model ({config.model.name})")
         self.method = ALGORITHMS[config.algorithm](config)
         self.selector = SELECTORS[config.selector](config)
         self.parts = self._partition()

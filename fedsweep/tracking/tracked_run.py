@@ -56,14 +56,17 @@ class TrackedRun:
         tags: dict[str, str] | None = None,
         run_id: str | None = None,
         state: dict | None = None,
+        on_stage=None,
     ):
         self.config = config
-        self.run = FLRun(config, dataset=dataset)
+        self.run = FLRun(config, dataset=dataset, on_stage=on_stage)
         if state is not None:
             self.run.load_state_dict(state)
         self.logger: MlflowRunLogger | None = None
         self.logged_until = 0
         if config.tracking.enabled:
+            if on_stage is not None:
+                on_stage("opening the MLflow run")
             self.logger = MlflowRunLogger(config.tracking.uri, config.tracking.experiment)
             self.logger.start(
                 config.model_dump(mode="json"),
@@ -104,9 +107,12 @@ class TrackedRun:
         return TrackedResult(result, self.run_id, logger.tracking_uri if logger else None)
 
 
-def run_tracked(config: RunConfig, on_start=None, on_round=None, dataset=None) -> TrackedResult:
-    """One tracked run from scratch (what ``fedsweep run`` does)."""
-    tracked = TrackedRun(config, dataset=dataset)
+def run_tracked(
+    config: RunConfig, on_start=None, on_round=None, dataset=None, on_stage=None
+) -> TrackedResult:
+    """One tracked run from scratch (what ``fedsweep run`` does); ``on_stage(text)`` is told
+    what set-up is doing (loading data, building the model, opening the MLflow run)."""
+    tracked = TrackedRun(config, dataset=dataset, on_stage=on_stage)
     if on_start is not None:
         on_start(tracked.run, tracked.run_id)
     return tracked.execute(on_round)

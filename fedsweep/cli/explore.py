@@ -1,0 +1,579 @@
+"""``fedsweep runs`` (alias ``find``) and ``fedsweep compare``: find runs, and draw them.
+
+Runs are chosen by run id, by ``--where KEY=VALUE`` filters, or by config hash, and found with
+one MLflow search per hash over every experiment of the store (or the ``--experiment``s).
+A filter's key is a config key (``bherd.alpha``: the run's params are its flattened, resolved
+config), a tag (``fedsweep.figure``, ``fedsweep.seed``: any key starting with ``fedsweep.`` or
+``mlflow.``), or explicit: ``params.KEY``, ``tags.KEY``, ``metrics.KEY`` (``metrics.test_acc>0.8``),
+``attributes.KEY``. A config key's value is read as that key's type, so ``train.lr=1e-4`` finds
+the runs whose param is ``0.0001``. It becomes MLflow's search syntax, e.g.
+``params.`bherd.alpha` = '0.3' and tags.`fedsweep.figure` = 'bherd-fig3a'``.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from fedsweep.cli.common import TrackingUriOption, UsageError, clean_errors
+
+DONE = ("finished", "diverged")
+OPERATORS = ("!=", ">=", "<=", "=", ">", "<")  # longest first: `a>=1` is not `a>` `=1`
+PAGE = 1000
+DEFAULT_UI = "http://127.0.0.1:5000"
+
+WhereOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--where",
+        "-w",
+        metavar="KEY=VALUE",
+        help="Filter: a config key (bherd.alpha=0.3, data.partition=case2), a tag "
+        "(fedsweep.figure=bherd-fig3a, fedsweep.seed=1), or params./tags./metrics./attributes.KEY; "
+        "also != and, for metrics, < <= > >=. Repeatable (all must hold).",
+    ),
+]
+ExperimentOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--experiment",
+        "-e",
+        metavar="NAME",
+        help="Only runs of this MLflow experiment (e.g. bherd-fig3a). Repeatable. "
+        "Default: every experiment.",
+    ),
+]
+HashOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--hash",
+        metavar="CONFIG_HASH",
+        help="Runs with this config hash (tag fedsweep.config_hash; `fedsweep validate` prints "
+        "it; a prefix of 6+ characters works). Repeatable.",
+    ),
+]
+UiUrlOption = Annotated[
+    str,
+    typer.Option("--ui-url", metavar="URL", help="Base URL of the MLflow UI (`fedsweep ui`)."),
+]
+
+
+# ------------------------------------------------------------------------------ filters
+@dataclass(frozen=True)
+class Filter:
+    """One ``--where``: MLflow entity (params/tags/metrics/attributes), key, operator, value."""
+
+    entity: str
+    key: str
+    op: str
+    value: str
+
+    def clause(self) -> str:
+        if self.entity == "metrics":
+            return f"metrics.`{self.key}` {self.op} {self.value}"
+        return f"{self.entity}.`{self.key}` {self.op} {_quote(self.value)}"
+
+
+def _quote(value: str) -> str:
+    if "'" not in value:
+        return f"'{value}'"
+    if '"' not in value:
+        return f'"{value}"'
+    raise UsageError(f"filter value {value!r} holds both quote characters; MLflow cannot match it")
+
+
+def _param_value(key: str, raw: str) -> str:
+    """A config key's value as ``fedsweep run`` logs it: the YAML value read as the key's type
+    (``1e-4`` -> ``0.0001``, ``1`` -> ``1.0`` for a float key), ``null`` for None."""
+    import yaml
+    from pydantic import TypeAdapter, ValidationError
+
+    from fedsweep.config.load import allowed_values, closest, schema_field
+
+    annotation = schema_field(key).annotation
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+        value = TypeAdapter(annotation).validate_python(value)
+    except (yaml.YAMLError, ValidationError) as err:
+        allowed = allowed_values(key)
+        hint = ""
+        if allowed:
+            best = closest(raw, [str(a) for a in allowed])
+            hint = f"; allowed: {', '.join(map(str, allowed))}"
+            hint += f" (did you mean {best!r}?)" if best else ""
+        elif isinstance(err, ValidationError):
+            hint = f": {err.errors()[0]['msg']}"
+        raise UsageError(f"--where {key}={raw}: not a valid value for `{key}`{hint}") from None
+    value = TypeAdapter(annotation).dump_python(value, mode="json")
+    return "null" if value is None else str(value)
+
+
+def parse_where(item: str) -> Filter:
+    """``bherd.alpha=0.3`` -> Filter("params", "bherd.alpha", "=", "0.3"); raises UsageError
+    with the allowed keys/values (and the nearest one) for a bad filter."""
+    from fedsweep.config.load import schema_field, schema_keys, suggest_key
+
+    match = re.match(r"^\s*([^!<>=\s]+)\s*(!=|>=|<=|=|>|<)\s*(.*)$", item)
+    if not match:
+        raise UsageError(
+            f"--where {item!r} is not KEY=VALUE (e.g. bherd.alpha=0.3, fedsweep.figure=bherd-fig3a)"
+        )
+    key, op, value = match.group(1), match.group(2), match.group(3).strip()
+    entity, _, rest = key.partition(".")
+    if entity in ("params", "tags", "metrics", "attributes") and rest:
+        key = rest
+    elif entity in ("fedsweep", "mlflow"):
+        entity = "tags"
+    else:
+        entity = "params"
+        if schema_field(key) is None:
+            if key in schema_keys():
+                raise UsageError(f"--where {item}: `{key}` is a config section, not a value")
+            raise UsageError(
+                f"--where {item}: unknown config key `{key}`{suggest_key(key)} "
+                "(tags start with fedsweep., e.g. fedsweep.figure; or write params./tags.KEY)"
+            )
+    if entity == "metrics":
+        try:
+            float(value)
+        except ValueError:
+            raise UsageError(f"--where {item}: a metric compares with a number") from None
+    elif op not in ("=", "!="):
+        raise UsageError(
+            f"--where {item}: {entity} compare with = or != only (< > are for metrics)"
+        )
+    if entity == "params" and schema_field(key) is not None:
+        value = _param_value(key, value)
+    return Filter(entity, key, op, value)
+
+
+def hash_filter(value: str) -> Filter:
+    value = value.strip().lower()
+    if not re.fullmatch(r"[0-9a-f]{6,16}", value):
+        raise UsageError(
+            f"--hash {value!r}: a config hash is 16 hex digits (a prefix of 6 or more works); "
+            "`fedsweep validate CONFIG` prints it"
+        )
+    if len(value) == 16:
+        return Filter("tags", "fedsweep.config_hash", "=", value)
+    return Filter("tags", "fedsweep.config_hash", "LIKE", value + "%")
+
+
+# -------------------------------------------------------------------------------- store
+def open_store(tracking_uri: str | None):
+    """The MLflow client of an existing store (a missing local store is a usage error, not a
+    new empty database)."""
+    from fedsweep.tracking.store import get_client, resolve_tracking_uri
+
+    uri = resolve_tracking_uri(tracking_uri)
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file():
+        raise UsageError(
+            f"no MLflow store at {uri[len('sqlite:///') :]} (run something first, or pass "
+            "--tracking-uri / set MLFLOW_TRACKING_URI)"
+        )
+    return uri, get_client(uri)
+
+
+def experiment_ids(client, names: list[str] | None) -> dict[str, str]:
+    """id -> name of the chosen experiments (all by default)."""
+    from fedsweep.config.load import closest
+
+    every = {e.experiment_id: e.name for e in client.search_experiments()}
+    if not names:
+        return every
+    by_name = {n: i for i, n in every.items()}
+    out = {}
+    for name in names:
+        if name not in by_name:
+            best = closest(name, list(by_name))
+            hint = f" (did you mean {best!r}?)" if best else ""
+            raise UsageError(
+                f"--experiment {name!r}: no such experiment{hint}; "
+                f"experiments: {', '.join(sorted(by_name)) or 'none'}"
+            )
+        out[by_name[name]] = name
+    return out
+
+
+def search(client, exp_ids: list[str], filters: list[Filter], limit: int | None) -> list:
+    """Runs matching every filter, newest first (paged; at most ``limit``)."""
+    from mlflow.exceptions import MlflowException
+
+    if not exp_ids:
+        return []
+    text = " and ".join(f.clause() for f in filters)
+    runs, token = [], None
+    while limit is None or len(runs) < limit:
+        size = PAGE if limit is None else min(PAGE, limit - len(runs))
+        try:
+            page = client.search_runs(
+                exp_ids,
+                filter_string=text,
+                max_results=size,
+                order_by=["attributes.start_time DESC"],
+                page_token=token,
+            )
+        except MlflowException as err:
+            raise UsageError(f"bad filter {text!r}: {err.message}") from None
+        runs += list(page)
+        token = page.token
+        if not token:
+            break
+    return runs
+
+
+def status_of(run) -> str:
+    """fedsweep's status tag (finished/diverged/failed/killed/running), else MLflow's."""
+    return run.data.tags.get("fedsweep.status") or run.info.status.lower()
+
+
+def is_sweep_parent(run) -> bool:
+    return run.data.tags.get("fedsweep.kind") == "sweep"
+
+
+def run_url(ui_url: str, run) -> str:
+    return f"{ui_url.rstrip('/')}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
+
+
+def run_config(client, run):
+    """The run's RunConfig: from its params (the flattened config), checked against its
+    config-hash tag; else from its ``config.yaml`` artifact; None if neither works."""
+    import tempfile
+
+    import yaml
+
+    from fedsweep.config.load import ConfigError, build_config
+    from fedsweep.sweep.spec import HASH_EXCLUDED, config_hash
+
+    tag = run.data.tags.get("fedsweep.config_hash")
+    tree: dict[str, Any] = {}
+    for key, text in run.data.params.items():
+        if any(key == e or key.startswith(e + ".") for e in HASH_EXCLUDED):
+            continue
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            value = text
+        node = tree
+        *head, last = key.split(".")
+        for part in head:
+            node = node.setdefault(part, {})
+        node[last] = value
+    try:
+        cfg = build_config(tree, source=run.info.run_id)
+        if tag is None or config_hash(cfg) == tag:
+            return cfg
+    except (ConfigError, TypeError, AttributeError):
+        pass
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = client.download_artifacts(run.info.run_id, "config.yaml", tmp)
+            return build_config(yaml.safe_load(Path(path).read_text()), source=run.info.run_id)
+    except Exception:  # noqa: BLE001 - no artifact, or a config this code cannot read
+        return None
+
+
+def parse_filters(where: list[str] | None, hashes: list[str] | None):
+    """The ``--where`` and ``--hash`` filters, checked (before any store is opened)."""
+    return [parse_where(w) for w in where or []], [hash_filter(h) for h in hashes or []]
+
+
+def _select(
+    client, exp_ids: list[str], filters: list[Filter], by_hash: list[Filter], limit: int | None
+) -> list:
+    """Runs matching every filter and any of the hashes (one search per hash)."""
+    if not by_hash:
+        return search(client, exp_ids, filters, limit)
+    runs = []
+    for hf in by_hash:
+        runs += search(client, exp_ids, [*filters, hf], limit)
+    return runs
+
+
+# ---------------------------------------------------------------------------- fedsweep runs
+def runs(
+    where: WhereOption = None,
+    experiment: ExperimentOption = None,
+    figure: Annotated[
+        str | None,
+        typer.Option(metavar="ID", help="Only runs of this figure (tag fedsweep.figure)."),
+    ] = None,
+    status: Annotated[
+        str | None,
+        typer.Option(
+            metavar="STATUS",
+            help="Only runs with this status: finished, diverged, running, failed, killed "
+            "(or partial for a sweep).",
+        ),
+    ] = None,
+    config_hash: HashOption = None,
+    limit: Annotated[int, typer.Option(metavar="N", min=1, help="At most N runs.")] = 50,
+    ui_url: UiUrlOption = DEFAULT_UI,
+    tracking_uri: TrackingUriOption = None,
+) -> None:
+    """List runs matching filters, with their MLflow UI links (alias: find).
+
+    One line per run, newest first: name, status, final test accuracy, config hash, experiment
+    and the run's page in the MLflow UI (`fedsweep ui` serves it). E.g. Fig. 3a, α=0.3, seed 1:
+    fedsweep runs --figure bherd-fig3a --where bherd.alpha=0.3 --where fedsweep.seed=1"""
+    statuses = ("finished", "diverged", "running", "failed", "killed", "partial")
+    with clean_errors():
+        if status is not None and status not in statuses:
+            from fedsweep.config.load import closest
+
+            best = closest(status, statuses)
+            hint = f" (did you mean {best!r}?)" if best else ""
+            raise UsageError(f"--status {status!r}{hint}; allowed: {', '.join(statuses)}")
+        wheres = list(where or [])
+        if figure:
+            wheres.append(f"fedsweep.figure={figure}")
+        if status:
+            wheres.append(f"fedsweep.status={status}")
+        filters, by_hash = parse_filters(wheres, config_hash)
+        _, client = open_store(tracking_uri)
+        exps = experiment_ids(client, experiment)
+        found = _select(client, list(exps), filters, by_hash, limit)
+    seen, rows = set(), []
+    for run in found:
+        if run.info.run_id in seen:
+            continue
+        seen.add(run.info.run_id)
+        acc = run.data.metrics.get("test_acc")
+        name = run.info.run_name or run.info.run_id[:8]
+        if is_sweep_parent(run):
+            name = f"[sweep] {name}"
+        rows.append(
+            (
+                name,
+                status_of(run),
+                "-" if acc is None else f"{acc:.4f}",
+                run.data.tags.get("fedsweep.config_hash", "-"),
+                exps.get(run.info.experiment_id, run.info.experiment_id),
+                run_url(ui_url, run),
+            )
+        )
+    rows = rows[:limit]
+    if not rows:
+        typer.echo("no runs match")
+        return
+    head = ("run", "status", "test_acc", "config hash", "experiment", "url")
+    width = [max(len(r[i]) for r in [head, *rows]) for i in range(5)]
+    for row in [head, *rows]:
+        cells = [row[i].ljust(width[i]) for i in range(5)]
+        typer.echo("  ".join(cells) + "  " + row[5])
+    more = " (limit reached: --limit N for more)" if len(rows) >= limit else ""
+    typer.echo(f"{len(rows)} run(s){more}")
+
+
+# ------------------------------------------------------------------------- fedsweep compare
+def compare(
+    run_ids: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="RUN_ID", help="MLflow run ids to draw."),
+    ] = None,
+    run: Annotated[
+        list[str] | None,
+        typer.Option("--run", metavar="RUN_ID", help="A run id to draw. Repeatable."),
+    ] = None,
+    where: WhereOption = None,
+    config_hash: HashOption = None,
+    experiment: ExperimentOption = None,
+    metric: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metric",
+            "-m",
+            metavar="NAME",
+            help="Metric to draw (default: test_loss and test_acc). Repeatable.",
+        ),
+    ] = None,
+    out: Annotated[
+        Path, typer.Option(metavar="DIR", help="Output folder (NAME.html, NAME.png, NAME.csv).")
+    ] = Path("figures/compare"),
+    name: Annotated[
+        str, typer.Option(metavar="NAME", help="File name (without suffix) of the outputs.")
+    ] = "compare",
+    title: Annotated[str | None, typer.Option(metavar="TEXT", help="Figure title.")] = None,
+    include_running: Annotated[
+        bool,
+        typer.Option(
+            "--include-running", help="Also draw runs that are not finished/diverged yet."
+        ),
+    ] = False,
+    png: Annotated[
+        bool, typer.Option("--png/--no-png", help="Also write a PNG (needs Chromium).")
+    ] = True,
+    tracking_uri: TrackingUriOption = None,
+) -> None:
+    """Draw chosen runs grouped by config (mean ± std over seeds) and tabulate their metrics.
+
+    Choose runs by id, by --where filters or by --hash. Runs of one config that differ only in
+    the seed form one group; its label says what differs between the groups (e.g. α=0.3 vs
+    α=0.5). Writes NAME.html (offline), NAME.png and NAME.csv to --out, and prints per group:
+    n seeds, final test accuracy (mean ± std), best test accuracy (round), final test loss,
+    rounds. Only finished/diverged runs unless --include-running."""
+    from dashboards.compare import (
+        common_note,
+        compare_figure,
+        group_labels,
+        long_frame,
+        summary_table,
+    )
+
+    metrics = list(dict.fromkeys(metric or ["test_loss", "test_acc"]))
+    ids = list(dict.fromkeys([*(run_ids or []), *(run or [])]))
+    with clean_errors():
+        if not (ids or where or config_hash):
+            raise UsageError(
+                "choose runs to compare: RUN_ID..., --where KEY=VALUE (e.g. "
+                "--where fedsweep.figure=bherd-fig3a --where bherd.alpha=0.3) or --hash HASH"
+            )
+        if not re.fullmatch(r"[\w.\-]+", name):
+            raise UsageError(f"--name {name!r}: use letters, digits, '.', '-' and '_'")
+        filters, by_hash = parse_filters(where, config_hash)
+        uri, client = open_store(tracking_uri)
+        exps = experiment_ids(client, experiment)
+        chosen = [_get_run(client, rid) for rid in ids]
+        if filters or by_hash:
+            chosen += _select(client, list(exps), filters, by_hash, None)
+        runs_, seen, skipped = [], set(), {}
+        for r in chosen:
+            if r.info.run_id in seen or is_sweep_parent(r):
+                continue
+            seen.add(r.info.run_id)
+            st = status_of(r)
+            if st not in DONE and not include_running:
+                skipped[st] = skipped.get(st, 0) + 1
+                continue
+            runs_.append(r)
+        if not runs_:
+            why = f" ({_counts(skipped)} not done; --include-running draws them)" if skipped else ""
+            raise UsageError(f"no finished or diverged run matches{why}")
+        present = {k for r in runs_ for k in r.data.metrics}
+        for m in metrics:
+            if m not in present:
+                from fedsweep.config.load import closest
+
+                best = closest(m, sorted(present))
+                hint = f" (did you mean {best!r}?)" if best else ""
+                raise UsageError(f"--metric {m!r}: none of the chosen runs logged it{hint}")
+    groups, rows, dropped = _group(client, runs_, metrics)
+    labels = group_labels(
+        {g.key: flat for g, flat in groups.values()}, {g.key: g.label for g, _ in groups.values()}
+    )
+    for g, _ in groups.values():
+        g.label = labels[g.key]
+    ordered = sorted((g for g, _ in groups.values()), key=lambda g: g.label)
+    long = long_frame(rows)
+    table = summary_table(long, ordered, metrics)
+    n_runs = sum(len(g.run_ids) for g in ordered)
+    heading = title or f"Compare: {len(ordered)} config(s), {n_runs} run(s)"
+    common = common_note({g.key: flat for g, flat in groups.values()})
+    sub = " · ".join(x for x in (common, "mean ± 1 std over seeds", f"store {uri}") if x)
+    fig = compare_figure(long, ordered, metrics, heading, sub)
+    _write(fig, table, out, name, heading, png)
+    _print_table(table, metrics)
+    if dropped:
+        typer.echo(
+            f"note: {dropped} repeated run(s) of the same config and seed left out (latest kept)"
+        )
+    if skipped:
+        typer.echo(f"note: {_counts(skipped)} run(s) not done left out (--include-running)")
+
+
+def _counts(by: dict[str, int]) -> str:
+    return ", ".join(f"{n} {k}" for k, n in sorted(by.items()))
+
+
+def _get_run(client, run_id: str):
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return client.get_run(run_id)
+    except MlflowException:
+        raise UsageError(f"no run with id {run_id!r} in this store") from None
+
+
+def _group(client, runs_: list, metrics: list[str]):
+    """Group runs by config without the seed; one run per (config, seed), the latest. Returns
+    ({key: (Group, flat config)}, metric rows, repeated runs left out)."""
+    from dashboards.compare import Group
+    from fedsweep.config.load import flatten
+    from fedsweep.sweep.spec import config_hash
+
+    groups: dict[str, tuple[Group, dict]] = {}
+    taken: set[tuple[str, int]] = set()
+    rows, dropped = [], 0
+    for r in sorted(runs_, key=lambda r: -(r.info.start_time or 0)):
+        cfg = run_config(client, r)
+        if cfg is None:
+            key, seed, flat = f"run-{r.info.run_id}", 0, {}
+        else:
+            key = config_hash(cfg.model_copy(update={"seed": 0}))
+            seed, flat = cfg.seed, flatten(cfg.model_dump(mode="json"))
+        if (key, seed) in taken:
+            dropped += 1
+            continue
+        taken.add((key, seed))
+        if key not in groups:
+            groups[key] = (Group(key, r.info.run_name or r.info.run_id[:8]), flat)
+        g = groups[key][0]
+        g.run_ids.append(r.info.run_id)
+        g.seeds.append(seed)
+        g.statuses.append(status_of(r))
+        for m in metrics:
+            for point in client.get_metric_history(r.info.run_id, m):
+                rows.append((key, seed, r.info.run_id, point.step, m, point.value))
+    return groups, rows, dropped
+
+
+def _write(fig, table, out: Path, name: str, title: str, png: bool) -> None:
+    from dashboards.export import PngJob, write_html, write_pngs
+
+    html = write_html(fig, out / f"{name}.html", title)
+    table.to_csv(out / f"{name}.csv", index=False)
+    typer.echo(f"figure: {html.resolve()}")
+    if png:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            done = write_pngs([PngJob(fig, out / f"{name}.png")])
+        for w in caught:
+            typer.echo(f"note: {w.message}")
+        for path, ok in done.items():
+            if ok:
+                typer.echo(f"png: {path.resolve()}")
+
+
+def _pm(mean: float, std: float) -> str:
+    return f"{mean:.4f} ± {std:.4f}"
+
+
+def _print_table(table, metrics: list[str]) -> None:
+    """label | n | final <acc metrics> mean ± std | best <acc> (round) | final <others> | rounds."""
+    first = sorted(metrics, key=lambda m: 0 if "acc" in m else 1)
+    head = ["group", "n"]
+    for m in first:
+        head.append(f"final {m}")
+        if "acc" in m:
+            head.append(f"best {m}")
+    head.append("rounds")
+    rows = []
+    for _, r in table.iterrows():
+        cells = [str(r["label"]), str(r["n"])]
+        for m in first:
+            cells.append(_pm(r[f"final_{m}_mean"], r[f"final_{m}_std"]))
+            if "acc" in m:
+                cells.append(f"{r[f'best_{m}']:.4f} (t={r[f'best_{m}_round']})")
+        lo, hi = r["rounds_min"], r["rounds_max"]
+        cells.append(str(hi) if lo == hi else f"{lo}–{hi}")
+        if r["diverged"]:
+            cells[-1] += f" ({r['diverged']} diverged)"
+        rows.append(cells)
+    width = [max(len(c[i]) for c in [head, *rows]) for i in range(len(head))]
+    for cells in [head, *rows]:
+        typer.echo("  ".join(c.ljust(w) for c, w in zip(cells, width, strict=True)).rstrip())
