@@ -102,7 +102,7 @@ def group_labels(flat: dict[str, dict[str, Any]], names: dict[str, str]) -> dict
             sel, alg = cfg.get("selector", "none"), cfg.get("algorithm", "?")
             parts.append(alg if sel == "none" else f"{sel}-{alg}")
         parts += [_part(k, cfg.get(k), differ) for k in differ if cfg and _applies(k, cfg)]
-        name = re.sub(r"[\s·|,]*seed\s*\d+$", "", names.get(gid, "")).strip()
+        name = re.sub(r"[\s·|,]*seed\s*=?\s*\d+$", "", names.get(gid, "")).strip()
         labels[gid] = " · ".join(parts) or name or gid[:8]
     seen: dict[str, int] = {}
     for label in labels.values():

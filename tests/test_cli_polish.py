@@ -96,6 +96,11 @@ def test_did_you_mean_for_a_set_key_a_yaml_key_and_names(tmp_path):
     assert_clean_exit_2(res, "unknown algorithm 'fedavgg'", "(did you mean 'fedavg'?)")
     res = runner.invoke(app, ["validate", str(cfg), "--set", "selector=hberd"])
     assert_clean_exit_2(res, "(did you mean 'bherd'?)")
+    # a sweep spec's keys too
+    spec = yaml.safe_load((ROOT / "sweeps" / "bherd-fig3a.yaml").read_text())
+    spec["curvs"] = spec.pop("curves")
+    res = runner.invoke(app, ["sweep", str(write(tmp_path, spec, "study.yaml"))])
+    assert_clean_exit_2(res, "key `curvs`: unknown key; did you mean `curves`?")
 
 
 def test_every_command_answers_bad_input_with_exit_2_and_one_message(tmp_path):

@@ -59,11 +59,9 @@ def store(tmp_path_factory):
         assert res.exit_code == 0, res.output
         run_id = res.output.split("mlflow_run_id=")[1].split()[0]
         h = _hash(config, sets)
-        # every run carries its config hash (sweep trials always did; single runs get the tag
-        # from run_tracked once the naming work lands; older stores may lack it)
-        if "fedsweep.config_hash" not in client.get_run(run_id).data.tags:
-            client.set_tag(run_id, "fedsweep.config_hash", h)
         runs[(alpha, seed)] = client.get_run(run_id)
+        # every run, single or swept, carries its config hash
+        assert runs[(alpha, seed)].data.tags["fedsweep.config_hash"] == h
         hashes[(alpha, seed)] = h
     return uri, runs, hashes
 
@@ -116,7 +114,9 @@ def test_compare_by_run_id_and_by_hash(store, tmp_path):
     a, b = runs[("0.3", 0)], runs[("0.3", 1)]
     out, table = _compare(uri, tmp_path / "ids", a.info.run_id, "--run", b.info.run_id)
     assert len(table) == 1 and table.loc[0, "n"] == 2
-    assert table.loc[0, "label"] == "cmp-test"  # nothing differs between groups: the run name
+    # nothing differs between groups: the run name without the seed (the name says what the
+    # --set overrides changed)
+    assert table.loc[0, "label"] == "bherd-fedavg svm mnist-5k case3 α=0.3"
     both = np.array([_final(a, "test_acc"), _final(b, "test_acc")])
     assert table.loc[0, "final_test_acc_mean"] == pytest.approx(both.mean(), rel=1e-12)
 

@@ -359,7 +359,7 @@ def test_fig4d_draws_dist_paper_by_default():
             ["--figure", "bherd-fig3x"],
             ["unknown figure id 'bherd-fig3x'", "did you mean", "allowed:"],
         ),
-        (["--profile", "quik"], ["unknown profile 'quik'", "did you mean 'quick'", "paper"]),
+        # --profile is a click choice: tests/test_cli_polish.py::test_profile_is_a_choice
         (["--band", "sme"], ["unknown band 'sme'", "did you mean 'sem'"]),
         (["--format", "jpg"], ["unknown image format 'jpg'", "png, pdf, svg"]),
         (["--spec", "no/such/spec.yaml"], ["sweep spec not found"]),

@@ -336,6 +336,13 @@ def test_sweep_names_reused_parent_membership_and_extends(ray_session, tmp_path,
     with _use_tracking_uri(store):  # what a user runs after mlflow.set_tracking_uri(store)
         frame = mlflow.search_runs(search_all_experiments=True, filter_string=filt)
     assert len(frame) == 3
+    # ... and `fedsweep runs --figure` lists them too (own + reused), with the parent sweep run
+    res = runner.invoke(app, ["runs", "--tracking-uri", store, "--figure", "my-names"])
+    assert res.exit_code == 0, res.output
+    listed = [x for x in res.output.splitlines() if "#/experiments/" in x]
+    assert len(listed) == 4 and sum("[sweep]" in x for x in listed) == 1, res.output
+    for run in [*children, *children2]:
+        assert any(x.endswith(run.info.run_id) for x in listed)
     # ... and the extension's parent run links the reused ones
     note = parents2[0].data.tags[NOTE_TAG]
     for run in children:

@@ -295,13 +295,34 @@ def _select(
     return runs
 
 
+def _figure_runs(
+    client, exp_ids: list[str], figure: str, filters: list[Filter], by_hash, limit: int | None
+) -> list:
+    """The runs a figure uses: its own (tag ``fedsweep.figure``) and those its sweeps reused
+    from other figures (membership tag ``fedsweep.used_by.<figure>``), newest first. MLflow's
+    search has no OR: two searches, merged."""
+    from fedsweep.sweep.runner import used_by_tag
+
+    own = Filter("tags", "fedsweep.figure", "=", figure)
+    used = Filter("tags", used_by_tag(figure), "LIKE", "%")
+    found = {}
+    for extra in (own, used):
+        for run in _select(client, exp_ids, [*filters, extra], by_hash, limit):
+            found.setdefault(run.info.run_id, run)
+    return sorted(found.values(), key=lambda r: -(r.info.start_time or 0))
+
+
 # ---------------------------------------------------------------------------- fedsweep runs
 def runs(
     where: WhereOption = None,
     experiment: ExperimentOption = None,
     figure: Annotated[
         str | None,
-        typer.Option(metavar="ID", help="Only runs of this figure (tag fedsweep.figure)."),
+        typer.Option(
+            metavar="ID",
+            help="Only runs this figure uses: its own (tag fedsweep.figure) and those it "
+            "reused from other figures' sweeps (tag fedsweep.used_by.ID).",
+        ),
     ] = None,
     status: Annotated[
         str | None,
@@ -330,14 +351,15 @@ def runs(
             hint = f" (did you mean {best!r}?)" if best else ""
             raise UsageError(f"--status {status!r}{hint}; allowed: {', '.join(statuses)}")
         wheres = list(where or [])
-        if figure:
-            wheres.append(f"fedsweep.figure={figure}")
         if status:
             wheres.append(f"fedsweep.status={status}")
         filters, by_hash = parse_filters(wheres, config_hash)
         _, client = open_store(tracking_uri)
         exps = experiment_ids(client, experiment)
-        found = _select(client, list(exps), filters, by_hash, limit)
+        if figure:
+            found = _figure_runs(client, list(exps), figure, filters, by_hash, limit)
+        else:
+            found = _select(client, list(exps), filters, by_hash, limit)
     seen, rows = set(), []
     for run in found:
         if run.info.run_id in seen:

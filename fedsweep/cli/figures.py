@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 
@@ -51,8 +51,9 @@ def figures(
     ] = Path("figures"),
     profile: ProfileOption = "quick",
     band: Annotated[
-        Literal["std", "sem", "none"],
+        str,
         typer.Option(
+            metavar="std|sem|none",
             help="Band around the seed mean: std (±1 standard deviation), sem (±1 standard "
             "error) or none.",
         ),
@@ -75,9 +76,10 @@ def figures(
         ),
     ] = None,
     image_format: Annotated[
-        list[Literal["png", "pdf", "svg"]] | None,
+        list[str] | None,
         typer.Option(
             "--format",
+            metavar="png|pdf|svg",
             help="Image formats beside the HTML (default: png, pdf and svg; needs Chromium).",
         ),
     ] = None,
@@ -91,9 +93,10 @@ def figures(
         Path, typer.Option(metavar="DIR", help="Where the sweep specs live.")
     ] = Path("sweeps"),
 ) -> None:
-    """Redraw figures from the runs in MLflow (mean ± std over seeds), as offline HTML, PNG, PDF
-    and SVG, merged into an index.html that checks each of the paper's claims against the data.
-    Draws the paper figures and any sweep spec of your own (--spec)."""
+    """Draw figures from the runs in MLflow: mean ± std over seeds, as HTML, PNG, PDF, SVG.
+
+    Draws the paper figures and any sweep spec of your own (--spec), and merges them into
+    index.html, which checks each of the paper's claims against the data."""
     with clean_errors():
         from dashboards import FigureOptions, FigureSelectionError, build_figures
         from fedsweep.config.load import parse_overrides

@@ -22,7 +22,7 @@ app = typer.Typer(
     cls=Group,
     help="Faithful federated-learning runs, tracked in MLflow.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion: tab completion of --figure/--profile
     pretty_exceptions_enable=False,
 )
 

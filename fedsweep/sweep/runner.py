@@ -469,9 +469,8 @@ def run_sweep(
 
 
 def trial_name(trial) -> str:
-    """Ray's name for a trial: the fedsweep identity without the figure/profile prefix."""
-    tags = trial.config["trial"]["tags"]
-    return f"{tags['fedsweep.curve']} | {tags['fedsweep.panel']} | seed {tags['fedsweep.seed']}"
+    """Ray's name for a trial: the MLflow run name (``α=0.3 · Case 2 · seed 1``)."""
+    return trial.config["trial"]["config"]["tracking"]["run_name"]
 
 
 def trial_dirname(trial) -> str:

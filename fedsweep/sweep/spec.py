@@ -34,6 +34,7 @@ from __future__ import annotations
 import difflib
 import itertools
 import json
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -42,7 +43,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from fedsweep.config.hashing import HASH_EXCLUDED, config_hash  # noqa: F401  (re-exported)
-from fedsweep.config.load import ConfigError, build_config, set_dotted
+from fedsweep.config.load import ConfigError, build_config, closest, set_dotted
 from fedsweep.config.schema import DataConfig, RunConfig
 from fedsweep.tracking.naming import trial_run_name
 
@@ -255,6 +256,34 @@ class Trial:
         return f"{self.figure}|{self.profile}|{self.panel_id}|{self.curve}|seed={self.seed}"
 
 
+def _model_in(annotation) -> type[BaseModel] | None:
+    """The pydantic model inside ``annotation`` (``X``, ``list[X]``, ``dict[str, X]``, ``X | None``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _unknown_key(loc: tuple) -> str:
+    """ "unknown key; did you mean `curves`? (allowed: ...)" for a key the spec schema lacks."""
+    model: type[BaseModel] | None = SweepSpec
+    for part in loc[:-1]:
+        if model is None:
+            break
+        if isinstance(part, str) and part in model.model_fields:
+            model = _model_in(model.model_fields[part].annotation)
+        # list indexes and dict keys (profile names) stay on the same model
+    if model is None:
+        return "unknown key"
+    allowed = list(model.model_fields)
+    best = closest(str(loc[-1]), allowed)
+    hint = f"; did you mean `{best}`?" if best else ""
+    return f"unknown key{hint} (allowed: {', '.join(allowed)})"
+
+
 def load_spec(path: str | Path) -> SweepSpec:
     path = Path(path)
     if not path.is_file():
@@ -266,7 +295,7 @@ def load_spec(path: str | Path) -> SweepSpec:
         lines = [f"invalid sweep spec {path}:"]
         for e in err.errors():
             key = ".".join(str(p) for p in e["loc"])
-            msg = "unknown key (typo?)" if e["type"] == "extra_forbidden" else e["msg"]
+            msg = _unknown_key(e["loc"]) if e["type"] == "extra_forbidden" else e["msg"]
             lines.append(f"  key `{key}`: {msg}" if key else f"  {msg}")
         raise SpecError("\n".join(lines)) from None
     spec._path = path  # type: ignore[attr-defined]
