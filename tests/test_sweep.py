@@ -153,12 +153,20 @@ def test_kill_driver_then_resume_loses_and_duplicates_nothing(tmp_path, store):
         "--tracking-uri",
         store,
     ]
+    # create the store's tables before the driver starts: the polling client below would
+    # otherwise race the driver's first connection in creating them (two schema migrations of
+    # one fresh sqlite file; the store's own concurrency is issue 9's reliability pass)
+    from mlflow import MlflowClient
+
+    (tmp_path / "store").mkdir(exist_ok=True)
+    MlflowClient(tracking_uri=store).search_experiments()
+    log = open(tmp_path / "driver.log", "w")  # noqa: SIM115  (closed below)
     proc = subprocess.Popen(
         cmd,
         env=env,
         cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     try:
@@ -173,7 +181,9 @@ def test_kill_driver_then_resume_loses_and_duplicates_nothing(tmp_path, store):
             if done and len(children) > len(done):
                 break
         else:
-            pytest.fail("sweep did not get under way")
+            log.flush()
+            tail = (tmp_path / "driver.log").read_text()[-3000:]
+            pytest.fail(f"sweep did not get under way; the driver's output ends:\n{tail}")
         os.kill(proc.pid, signal.SIGKILL)  # the driver dies without any clean-up
         proc.wait(timeout=30)
     finally:
@@ -181,6 +191,7 @@ def test_kill_driver_then_resume_loses_and_duplicates_nothing(tmp_path, store):
             os.killpg(proc.pid, signal.SIGKILL)  # then its local Ray processes
         except ProcessLookupError:
             pass
+        log.close()
     _, _, before = child_runs(store, "test-fig")
     unfinished = [r for r in before if r.data.tags.get("fedsweep.status") != "finished"]
     assert unfinished, "the kill came too late to test anything"
