@@ -1,4 +1,4 @@
-"""Data loading (ALGORITHMS.md section 8.5): mnist-5k, data folder, errors, real MNIST/CIFAR-10."""
+"""Data loading (docs/algorithms.md §8.5): mnist-5k, data folder, errors, real MNIST/CIFAR-10."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The generic round: invariants of ALGORITHMS.md Appendix B, schedules, determinism, divergence."""
+"""The generic round: invariants of docs/algorithms.md Appendix B, schedules, determinism,
+divergence."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from fedsweep.selectors.herding import centred_gram, herd
 
 
 def herd_naive(z: torch.Tensor, k: int) -> list[int]:
-    """ALGORITHMS.md §3.2 HERD_NAIVE, literally: the test oracle."""
+    """docs/algorithms.md §3.2 HERD_NAIVE, literally: the test oracle."""
     zc = z - z.mean(dim=0, keepdim=True)
     s = torch.zeros(z.shape[1], dtype=z.dtype)
     remaining = list(range(z.shape[0]))

@@ -1,4 +1,5 @@
-"""Models of ALGORITHMS.md §8: parameter counts, layer order, init, objectives, weight loading."""
+"""Models of docs/algorithms.md §8: parameter counts, layer order, init, objectives, weight
+loading."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Partitions of ALGORITHMS.md section 9 (Appendix B item 7) on synthetic and real MNIST labels."""
+"""Partitions of docs/algorithms.md §9 (Appendix B item 7) on synthetic and real MNIST labels."""
 
 from __future__ import annotations
 

@@ -1,1 +1,1 @@
-"""Base methods: pure update rules plugged into the generic round (ALGORITHMS.md section 2)."""
+"""Base methods: pure update rules plugged into the generic round (docs/algorithms.md §2)."""

@@ -1,4 +1,4 @@
-"""The hooks of the generic round (ALGORITHMS.md section 1.4) that a base method fills in.
+"""The hooks of the generic round (docs/algorithms.md §1.4) that a base method fills in.
 
 Sign convention (§1.1): ``delta = w_t - y_i`` is the cumulative local *descent* (positive along
 the gradient). A method's hooks are pure functions of their inputs plus the method's explicit

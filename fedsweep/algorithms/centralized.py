@@ -1,4 +1,4 @@
-"""Centralized SGD (ALGORITHMS.md §2.1, BHerd version): one client holds all of D.
+"""Centralized SGD (docs/algorithms.md §2.1, BHerd version): one client holds all of D.
 
 A "round" is ``E`` epochs of minibatch SGD on the pooled training set (the BHerd baseline runs
 500 rounds of one RR epoch = 500 epochs). The update rule is FedAvg's with a single client,

@@ -1,4 +1,4 @@
-"""FedAvg (ALGORITHMS.md §2.2): plain local SGD, server ``w_{t+1} = w_t − Σ_i q_i Δ_i``.
+"""FedAvg (docs/algorithms.md §2.2): plain local SGD, server ``w_{t+1} = w_t − Σ_i q_i Δ_i``.
 
 ``q_i = p_i`` under full participation, renormalised over the participants otherwise [R].
 No state across rounds.

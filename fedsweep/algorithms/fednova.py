@@ -1,4 +1,4 @@
-"""FedNova, normalised averaging (ALGORITHMS.md §2.4).
+"""FedNova, normalised averaging (docs/algorithms.md §2.4).
 
 Client ``i``: ``τ_i`` local steps of plain SGD, optionally with local momentum ``ρ``
 (``fednova.momentum``; buffer reset every round, §1.4) or a FedProx proximal term ``μ``

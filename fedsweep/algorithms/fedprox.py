@@ -1,4 +1,5 @@
-"""FedProx (ALGORITHMS.md §2.3): local SGD on ``F_i(y) + (μ/2)||y − w_t||²``, FedAvg's server.
+"""FedProx (docs/algorithms.md §2.3): local SGD on ``F_i(y) + (μ/2)||y − w_t||²``, FedAvg's
+server.
 
 Local step: ``v = g + μ (y − w_t)`` [R: litian96/FedProx ``pgd.py``]. Server: FedAvg's
 ``w_{t+1} = w_t − Σ_i q_i Δ_i`` with weights renormalised over the participants [R]. ``μ = 0``

@@ -1,4 +1,4 @@
-"""SCAFFOLD, option II (ALGORITHMS.md §2.5).
+"""SCAFFOLD, option II (docs/algorithms.md §2.5).
 
 State: server control variate ``c`` and one ``c_i`` per client (all ``N`` clients, including
 non-participants), all initialised to zero (C2), persisting across rounds (``state_dict``).

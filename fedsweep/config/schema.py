@@ -1,7 +1,7 @@
 """The run configuration. Every field is typed; unknown keys are errors.
 
 Sections mirror the architecture: ``data`` (data set and partition), ``model``, ``train`` (the
-local-SGD schedule of ALGORITHMS.md section 1), the base ``algorithm`` and the upload
+local-SGD schedule of docs/algorithms.md §1), the base ``algorithm`` and the upload
 ``selector`` (two independent axes, checked for compatibility here), one section per method for
 its hyper-parameters (``bherd``, ``grab``, ``fedprox``, ``fednova``, ``scaffold``), ``eval`` and
 ``tracking``. Every default keeps the behaviour of configs written before the field existed.

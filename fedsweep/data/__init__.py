@@ -1,1 +1,1 @@
-"""Data sets (loaded once into tensors) and the federated partitions of ALGORITHMS.md section 9."""
+"""Data sets (loaded once into tensors) and the federated partitions of docs/algorithms.md §9."""

@@ -1,4 +1,4 @@
-"""Image data sets loaded once into preprocessed tensors (ALGORITHMS.md section 8.5).
+"""Image data sets loaded once into preprocessed tensors (docs/algorithms.md §8.5).
 
 ``load_dataset(name)`` reads MNIST, Fashion-MNIST, CIFAR-10 or CIFAR-100 through torchvision
 from a data folder in torchvision's on-disk layout (``resolve_data_root``), or the embedded

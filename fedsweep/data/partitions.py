@@ -1,4 +1,4 @@
-"""Federated partitions of a training set (ALGORITHMS.md section 9). Pure numpy, deterministic.
+"""Federated partitions of a training set (docs/algorithms.md §9). Pure numpy, deterministic.
 
 Every function returns ``list[np.ndarray]``: one int64 array of *global* training indices per
 client, in ascending file order. The order inside a client does not matter for training, since

@@ -1,1 +1,1 @@
-"""The generic FL round (ALGORITHMS.md section 1.4); it knows no particular algorithm."""
+"""The generic FL round (docs/algorithms.md §1.4); it knows no particular algorithm."""

@@ -1,4 +1,4 @@
-"""Minibatch schedules of ALGORITHMS.md section 1.3, with a cursor that persists across rounds.
+"""Minibatch schedules of docs/algorithms.md §1.3, with a cursor that persists across rounds.
 
 A pass over a client's ``n`` samples has ``n_b = floor(n / B)`` batches (the last incomplete
 batch is dropped, D6); if ``n < B`` a batch is the whole local set (§1.2). ``take(tau)`` returns

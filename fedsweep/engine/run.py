@@ -1,6 +1,6 @@
 """One FL run: set-up (data, partition, model, clients, method, selector) and the round loop.
 
-The round is ALGORITHMS.md §1.4. The engine calls the base method's hooks (``begin_client``,
+The round is docs/algorithms.md §1.4. The engine calls the base method's hooks (``begin_client``,
 ``local_direction``, ``client_update``, ``aggregate``) and the selector's (``begin_client``,
 ``record``, ``finish_client``, ``finish_round``); it knows nothing about any particular
 algorithm. The selector's per-client result comes before the base method's message, so the base

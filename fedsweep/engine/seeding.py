@@ -1,4 +1,4 @@
-"""Per-purpose random streams derived from one root seed (ALGORITHMS.md section 1.6).
+"""Per-purpose random streams derived from one root seed (docs/algorithms.md §1.6).
 
 Each purpose (partition, model init, each client's batch order, client selection, ...) gets its
 own ``numpy.random.SeedSequence`` child, keyed by a fixed purpose id, so adding a purpose or a

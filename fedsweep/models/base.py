@@ -15,7 +15,7 @@ class FLModel(nn.Module):
     """An ``nn.Module`` with its objective attached.
 
     Subclasses implement ``forward(x)`` plus the three methods below. ``criterion`` and
-    ``penalty`` together give the minibatch objective ``F(w; batch)`` of ALGORITHMS.md; the
+    ``penalty`` together give the minibatch objective ``F(w; batch)`` of docs/algorithms.md; the
     reported training loss uses the same two terms.
     """
 

@@ -1,4 +1,4 @@
-"""The BHerd/FedVeca CNN for MNIST and CIFAR-10 (ALGORITHMS.md §8.2; Section 10, B16, V11).
+"""The BHerd/FedVeca CNN for MNIST and CIFAR-10 (docs/algorithms.md §8.2; Section 10, B16, V11).
 
 Also holds ``SoftmaxClassifier``, the cross-entropy objective shared by every multi-class model.
 """

@@ -1,4 +1,4 @@
-"""McMahan et al.'s FedAvg-paper models: the 2NN (MLP) and the CNN (ALGORITHMS.md §8.3; W16).
+"""McMahan et al.'s FedAvg-paper models: the 2NN (MLP) and the CNN (docs/algorithms.md §8.3; W16).
 
 Both keep PyTorch's default layer initialisation: the sources specify none [I].
 """

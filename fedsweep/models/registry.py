@@ -1,4 +1,5 @@
-"""``build_model``: the single entry point from a model name to an ``FLModel`` (ALGORITHMS.md §8)."""
+"""``build_model``: the single entry point from a model name to an ``FLModel``
+(docs/algorithms.md §8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""torchvision ResNet-18 with a new ``fc`` head (ALGORITHMS.md §8.4; Section 10, W3, W10).
+"""torchvision ResNet-18 with a new ``fc`` head (docs/algorithms.md §8.4; Section 10, W3, W10).
 
 The network is unmodified (7x7 stride-2 stem and max-pool kept) and is fed 32x32 images by
 default (W10); ImageNet mean/std normalisation is the data module's job (§8.5). BatchNorm

@@ -1,4 +1,4 @@
-"""Squared-hinge linear SVM for MNIST even/odd (ALGORITHMS.md §8.1; Section 10, B21 and B22).
+"""Squared-hinge linear SVM for MNIST even/odd (docs/algorithms.md §8.1; Section 10, B21 and B22).
 
 Objective on a set ``S`` (the engine adds ``penalty`` to ``criterion``)::
 

@@ -1,4 +1,4 @@
-"""BHerd: upload a beneficial herd of local gradients (ALGORITHMS.md section 3).
+"""BHerd: upload a beneficial herd of local gradients (docs/algorithms.md §3).
 
 Client (§3.1): the local trajectory is the base method's own; every raw gradient ``g_{i,λ}`` is
 kept in a ``τ_i × d`` buffer (and the direction actually used, ``v_{i,λ}``, in a second buffer
@@ -72,7 +72,7 @@ class BHerd(Selector):
         nova = config.fednova
         if config.algorithm == "fednova" and (nova.momentum != 0 or nova.mu != 0):
             raise ValueError(
-                "bherd-fednova is defined for plain local SGD (ALGORITHMS.md §3.7): "
+                "bherd-fednova is defined for plain local SGD (docs/algorithms.md §3.7): "
                 "set fednova.momentum = 0 and fednova.mu = 0"
             )
 

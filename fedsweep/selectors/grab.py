@@ -1,4 +1,4 @@
-"""GraB-FedAvg: one-pass online sign balancing of the local gradients (ALGORITHMS.md section 4).
+"""GraB-FedAvg: one-pass online sign balancing of the local gradients (docs/algorithms.md §4).
 
 Local training is FedAvg's (full ``τ_i`` plain-SGD steps, ``v = g``). Client ``i``, per round,
 with ``s = 0, g_acc = 0, n_sel = 0``, at every step ``λ`` (``grab.variant``, B13):
@@ -93,7 +93,7 @@ class GraB(Selector):
         if alpha_t == 0:
             warnings.warn(
                 f"GraB round {ctx.round}: alpha_t = 0 (no client selected any gradient); "
-                "update skipped (ALGORITHMS.md §4, B14)",
+                "update skipped (docs/algorithms.md §4, B14)",
                 stacklevel=2,
             )
             for u in updates:

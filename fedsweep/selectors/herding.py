@@ -1,4 +1,4 @@
-"""Greedy herding order (BHerd Algorithm 2) computed from the Gram matrix (ALGORITHMS.md §3.5).
+"""Greedy herding order (BHerd Algorithm 2) from the Gram matrix (docs/algorithms.md §3.5).
 
 ``argmin_c ||s + ẑ_c|| = argmin_c (2 r_c + K_cc)`` with ``K = Ẑ Ẑᵀ`` the Gram matrix of the
 centred vectors and ``r_c = Σ_{a selected} K_ac``: one GEMM, then ``O(k τ)`` for the greedy.

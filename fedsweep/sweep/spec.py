@@ -1,4 +1,4 @@
-"""Sweep specs (``sweeps/*.yaml``): one per figure id of FIGURES.md.
+"""Sweep specs (``sweeps/*.yaml``): one per figure id of docs/figures.md.
 
 A spec is a base run config, a grid of **panels** (cartesian product of its axes), a list of
 **curves** (named override sets, or one curve per value of a key), the **seeds**, and
