@@ -1,6 +1,7 @@
 """FedProx, FedNova, SCAFFOLD, BHerd compositions and GraB-FedAvg (docs/algorithms.md
-§2.3–2.5, §3.7, §3.8, §4; Appendix B items 4, 5, 6). Hand checks replay a client's local trajectory from its
-fixed batch order (E = 1: every round visits the same batches) with the model's own gradient."""
+§2.3–2.5, §3.7, §3.8, §4; Appendix B items 4, 5, 6). Hand checks replay a client's local
+trajectory from its fixed batch order (E = 1: every round visits the same batches) with the
+model's own gradient."""
 
 from __future__ import annotations
 
