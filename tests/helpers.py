@@ -38,3 +38,75 @@ def tiny_config(**sections):
     }
     overrides = {k.replace("__", "."): v for k, v in sections.items()}
     return build_config(tree, overrides)
+
+
+def small_spec(
+    figure: str,
+    *,
+    title: str = "test sweep",
+    alphas=(0.5, 1.0),
+    seeds=(0,),
+    rounds: int = 2,
+    train_subset: int = 300,
+    eval_: dict | None = None,
+    base: dict | None = None,
+    **top,
+) -> dict:
+    """A sweep spec tree for the tests: BHerd-FedAvg, SVM, mnist-5k (embedded), 3 clients,
+    one Case 1 panel, one curve per α, every profile the same. ``base`` entries and the other
+    keywords (top-level spec keys: ``max_failures``, ``panels``, ``curves``, ...) override."""
+    spec = {
+        "figure": figure,
+        "title": title,
+        "base": {
+            "algorithm": "fedavg",
+            "selector": "bherd",
+            "data": {
+                "dataset": "mnist-5k",
+                "partition": "case1",
+                "num_clients": 3,
+                "train_subset": train_subset,
+            },
+            "model": {"name": "svm"},
+            "train": {"rounds": rounds, "batch_size": 50, "lr": 0.001},
+            "eval": {"train_metrics": False, **(eval_ or {})},
+            **(base or {}),
+        },
+        "panels": {"data.partition": ["case1"]},
+        "curves": {"key": "bherd.alpha", "values": list(alphas)},
+        "seeds": list(seeds),
+        "profiles": {"paper": {}, "quick": {}, "smoke": {}},
+    }
+    spec.update(top)
+    return spec
+
+
+def write_yaml(path, tree: dict):
+    """``tree`` as YAML at ``path`` (unicode kept); returns the path."""
+    import yaml
+
+    path.write_text(yaml.safe_dump(tree, allow_unicode=True))
+    return path
+
+
+def small_run(name: str, experiment: str, *, rounds: int = 3, **sections) -> dict:
+    """A run config tree for CLI tests: BHerd-FedAvg, SVM, 300 mnist-5k images on 3 clients
+    (Case 3), 1 thread, no record artifacts; ``sections`` replace whole top-level entries."""
+    tree = {
+        "name": name,
+        "algorithm": "fedavg",
+        "selector": "bherd",
+        "device": "cpu",
+        "threads": 1,
+        "data": {
+            "dataset": "mnist-5k",
+            "partition": "case3",
+            "num_clients": 3,
+            "train_subset": 300,
+        },
+        "model": {"name": "svm"},
+        "train": {"rounds": rounds, "batch_size": 25, "lr": 0.001},
+        "tracking": {"experiment": experiment, "log_records": False},
+    }
+    tree.update(sections)
+    return tree

@@ -19,22 +19,13 @@ import yaml
 from typer.testing import CliRunner
 
 from fedsweep.cli.main import app
+from tests.helpers import small_run
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ["run", "validate", "sweep", "figures", "runs", "compare", "ui"]
 
-TINY = {
-    "name": "polish",
-    "algorithm": "fedavg",
-    "selector": "bherd",
-    "device": "cpu",
-    "threads": 1,
-    "data": {"dataset": "mnist-5k", "partition": "case3", "num_clients": 3, "train_subset": 300},
-    "model": {"name": "svm"},
-    "train": {"rounds": 3, "batch_size": 25, "lr": 0.001},
-    "tracking": {"experiment": "polish", "log_records": False},
-}
+TINY = small_run("polish", "polish")
 
 
 def write(tmp_path: Path, tree: dict, name: str = "run.yaml") -> Path:

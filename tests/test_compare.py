@@ -12,21 +12,16 @@ import yaml
 from typer.testing import CliRunner
 
 from fedsweep.cli.main import app
+from tests.helpers import small_run
 
 runner = CliRunner()
 
-RUN = {
-    "name": "cmp-test",
-    "algorithm": "fedavg",
-    "selector": "bherd",
-    "device": "cpu",
-    "threads": 1,
-    "data": {"dataset": "mnist-5k", "partition": "case3", "num_clients": 3, "train_subset": 300},
-    "model": {"name": "svm"},
-    "train": {"rounds": 3, "batch_size": 25, "lr": 0.001, "order": "fixed"},
-    "eval": {"train_metrics": False},
-    "tracking": {"experiment": "cmp-test", "log_records": False},
-}
+RUN = small_run(
+    "cmp-test",
+    "cmp-test",
+    train={"rounds": 3, "batch_size": 25, "lr": 0.001, "order": "fixed"},
+    eval={"train_metrics": False},
+)
 MADE = [("0.3", 0), ("0.3", 1), ("0.5", 0)]
 
 

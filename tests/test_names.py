@@ -27,6 +27,7 @@ from fedsweep.tracking.store import (
     ensure_experiment,
     get_client,
 )
+from tests.helpers import small_run, small_spec, write_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -84,18 +85,12 @@ def test_run_name_says_what_differs_from_the_config_file():
     assert run_name(load_config(path, sets), sets) == "bherd-fedavg-svm-mnist-case3"
 
 
-TINY_RUN = {
-    "name": "tiny-run",
-    "algorithm": "fedavg",
-    "selector": "bherd",
-    "device": "cpu",
-    "threads": 1,
-    "data": {"dataset": "mnist-5k", "partition": "case3", "num_clients": 3, "train_subset": 300},
-    "model": {"name": "svm"},
-    "train": {"rounds": 2, "batch_size": 25, "lr": 0.001},
-    "eval": {"train_metrics": False, "test_subset": 300},
-    "tracking": {"experiment": "names-test", "log_records": False},
-}
+TINY_RUN = small_run(
+    "tiny-run",
+    "names-test",
+    rounds=2,
+    eval={"train_metrics": False, "test_subset": 300},
+)
 
 
 def _cli_run(tmp_path: Path, store: str, *args: str):
@@ -243,33 +238,17 @@ def test_circular_extension_is_an_error(tmp_path):
 
 # ------------------------------------------------------------------------ real sweeps
 def write_spec(folder: Path, alphas=(0.5, 1.0)) -> Path:
-    spec = {
-        "figure": "names-fig",
-        "title": "names test sweep",
-        "base": {
-            "algorithm": "fedavg",
-            "selector": "bherd",
-            "device": "cpu",
-            "data": {
-                "dataset": "mnist-5k",
-                "partition": "case1",
-                "num_clients": 3,
-                "train_subset": 300,
-            },
-            "model": {"name": "svm"},
-            "train": {"rounds": 2, "batch_size": 50, "lr": 0.001},
-            "eval": {"train_metrics": False, "test_subset": 300},
-            "tracking": {"log_records": False},
-        },
-        "panels": {"data.partition": ["case2"]},
-        "panel_labels": {"data.partition": {"case2": "Case 2"}},
-        "curves": [{"label": f"α={a}", "set": {"bherd.alpha": a}} for a in alphas],
-        "seeds": [1],
-        "profiles": {"paper": {}, "quick": {}, "smoke": {}},
-    }
-    path = folder / "names-fig.yaml"
-    path.write_text(yaml.safe_dump(spec, allow_unicode=True))
-    return path
+    spec = small_spec(
+        "names-fig",
+        title="names test sweep",
+        seeds=(1,),
+        eval_={"test_subset": 300},
+        base={"device": "cpu", "tracking": {"log_records": False}},
+        panels={"data.partition": ["case2"]},
+        panel_labels={"data.partition": {"case2": "Case 2"}},
+        curves=[{"label": f"α={a}", "set": {"bherd.alpha": a}} for a in alphas],
+    )
+    return write_yaml(folder / "names-fig.yaml", spec)
 
 
 def sweep(spec, store, tmp_path):

@@ -14,6 +14,7 @@ import yaml
 
 from fedsweep.sweep.runner import run_sweep
 from fedsweep.sweep.spec import SpecError, expand, load_spec
+from tests.helpers import small_spec, write_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 ROUNDS = 4
@@ -28,32 +29,15 @@ def write_spec(
     checkpoint_every=2,
     name="test-fig",
 ) -> Path:
-    spec = {
-        "figure": name,
-        "title": "test sweep",
-        "base": {
-            "algorithm": "fedavg",
-            "selector": "bherd",
-            "data": {
-                "dataset": "mnist-5k",
-                "partition": "case1",
-                "num_clients": 3,
-                "train_subset": 900,
-            },
-            "model": {"name": "svm"},
-            "train": {"rounds": rounds, "batch_size": 50, "lr": 0.001},
-            "eval": {"train_metrics": False},
-        },
-        "panels": {"data.partition": ["case1"]},
-        "curves": {"key": "bherd.alpha", "values": [0.5, 1.0]},
-        "seeds": list(seeds),
-        "max_failures": max_failures,
-        "checkpoint_every": checkpoint_every,
-        "profiles": {"paper": {}, "quick": {}, "smoke": {}},
-    }
-    path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return path
+    spec = small_spec(
+        name,
+        rounds=rounds,
+        seeds=seeds,
+        train_subset=900,
+        max_failures=max_failures,
+        checkpoint_every=checkpoint_every,
+    )
+    return write_yaml(folder / f"{name}.yaml", spec)
 
 
 @pytest.fixture

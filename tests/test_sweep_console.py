@@ -13,10 +13,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import yaml
 
 from fedsweep.cli.sweep_console import SweepConsole, ray_output_to
 from fedsweep.sweep.runner import SweepReport
+from tests.helpers import small_spec, write_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 #: what only Ray (or a trial's warnings) prints: none of it may reach the quiet console
@@ -25,32 +25,17 @@ BAD = ("Traceback", "Exception ignored", "UserWarning", "SystemExit")
 
 
 def write_spec(folder: Path, name: str, alphas=(0.5, 1.0), seeds=(0,), rounds=2) -> Path:
-    spec = {
-        "figure": name,
-        "title": "console test",
-        "base": {
-            "algorithm": "fedavg",
-            "selector": "bherd",
-            "data": {
-                "dataset": "mnist-5k",
-                "partition": "case1",
-                "num_clients": 3,
-                "train_subset": 300,
-            },
-            "model": {"name": "svm"},
-            "train": {"rounds": rounds, "batch_size": 50, "lr": 0.001},
-            "eval": {"train_metrics": False, "test_subset": 500},
-        },
-        "panels": {"data.partition": ["case1"]},
-        "curves": {"key": "bherd.alpha", "values": list(alphas)},
-        "seeds": list(seeds),
-        "max_failures": 0,
-        "checkpoint_every": 1,
-        "profiles": {"paper": {}, "quick": {}, "smoke": {}},
-    }
-    path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return path
+    spec = small_spec(
+        name,
+        title="console test",
+        alphas=alphas,
+        seeds=seeds,
+        rounds=rounds,
+        eval_={"test_subset": 500},
+        max_failures=0,
+        checkpoint_every=1,
+    )
+    return write_yaml(folder / f"{name}.yaml", spec)
 
 
 def sweep_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
