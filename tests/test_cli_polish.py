@@ -294,7 +294,8 @@ def test_ui_stops_its_whole_process_tree(tmp_path):
             proc.kill()
             proc.wait(timeout=10)
     assert proc.returncode == 0, out
-    assert f"http://127.0.0.1:{port}/#/experiments" in out and "MLflow UI stopped." in out
+    url = f"http://127.0.0.1:{port}/#/experiments?workflowType=machine_learning"
+    assert url in out and "MLflow UI stopped." in out
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and (_answers(port) or any(alive(p) for p in tree)):
         time.sleep(0.2)

@@ -137,7 +137,10 @@ def test_runs_lists_matching_runs_with_ui_urls(store):
     assert len(lines) == 2
     for seed in (0, 1):
         run = runs[("0.3", seed)]
-        url = f"http://h:1/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
+        url = (
+            f"http://h:1/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
+            "?workflowType=machine_learning"
+        )
         line = next(x for x in lines if x.endswith(url))
         assert "finished" in line and hashes[("0.3", seed)] in line
         assert f"{_final(run, 'test_acc'):.4f}" in line

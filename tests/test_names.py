@@ -321,7 +321,7 @@ def test_sweep_names_reused_parent_membership_and_extends(ray_session, tmp_path,
     listed = [x for x in res.output.splitlines() if "#/experiments/" in x]
     assert len(listed) == 4 and sum("[sweep]" in x for x in listed) == 1, res.output
     for run in [*children, *children2]:
-        assert any(x.endswith(run.info.run_id) for x in listed)
+        assert any(f"/runs/{run.info.run_id}?" in x for x in listed)
     # ... and the extension's parent run links the reused ones
     note = parents2[0].data.tags[NOTE_TAG]
     for run in children:

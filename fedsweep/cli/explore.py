@@ -236,8 +236,11 @@ def is_sweep_parent(run) -> bool:
     return run.data.tags.get("fedsweep.kind") == "sweep"
 
 
-def run_url(ui_url: str, run) -> str:
-    return f"{ui_url.rstrip('/')}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
+def run_url(base: str, run) -> str:
+    """The run's page in the MLflow UI at ``base``, in the training-runs view."""
+    from fedsweep.tracking.store import ui_url
+
+    return ui_url(base, run.info.experiment_id, run.info.run_id)
 
 
 def run_config(client, run):

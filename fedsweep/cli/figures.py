@@ -93,7 +93,7 @@ def figures(
         Path, typer.Option(metavar="DIR", help="Where the sweep specs live.")
     ] = Path("sweeps"),
 ) -> None:
-    """Draw figures from the runs in MLflow: mean ± std over seeds, as HTML, PNG, PDF, SVG.
+    """Draw figures from the runs in MLflow: seed means with bands, as HTML, PNG, PDF, SVG.
 
     Draws the paper figures and any sweep spec of your own (--spec), and merges them into
     index.html, which checks each of the paper's claims against the data."""

@@ -163,7 +163,10 @@ def ui(
         cmd += ["--workers", str(workers)]
     shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
     typer.echo(f"MLflow UI for {uri}")
-    typer.echo(f"experiments: http://{shown}:{port}/#/experiments  (Ctrl-C to stop)")
+    from fedsweep.tracking.store import ui_path
+
+    # the query opens the "Model training" view (MLflow 3.17 starts a new browser in GenAI's)
+    typer.echo(f"experiments: http://{shown}:{port}/{ui_path()}  (Ctrl-C to stop)")
 
     def on_signal(signum, _frame):
         raise _Stop(signum)
