@@ -229,10 +229,16 @@ def mark_empty(fig: go.Figure, row: int, col: int) -> None:
 
 
 def with_view(ctx: BuildContext, data: FigureData) -> FigureData:
-    """Apply ``--diff-from``: draw every curve minus the baseline's seed mean."""
-    if ctx.options.diff_from:
-        data.view = diff_from(data.agg, ctx.options.diff_from)
-        data.baseline = ctx.options.diff_from
+    """Apply ``--diff-from``: draw every curve minus the baseline's seed mean. A figure without
+    a curve of that label (one of several figures drawn at once) is drawn as it is."""
+    baseline = ctx.options.diff_from
+    if not baseline:
+        return data
+    own = {c.label for c in ctx.spec.curve_list()}
+    if baseline not in own and (data.agg.empty or baseline not in set(data.agg["curve"])):
+        return data
+    data.view = diff_from(data.agg, baseline)
+    data.baseline = baseline
     return data
 
 

@@ -279,6 +279,14 @@ def test_diff_from_baseline_is_zero_for_the_baseline(store, specs, tmp_path):
     assert r.figure.layout.yaxis.title.text == "Test loss − FedAvg (RR)"
     # the claims still use the raw curves
     assert r.claims[0].verdict == "n/t" and "acc 0." in r.claims[0].numbers
+    # drawn together with a figure that lacks the baseline: that one is drawn as it is
+    both = build_figures(
+        store, "smoke", tmp_path / "both", spec_files=list(specs.values()), png=False, options=opts
+    )
+    assert [r.error for r in both] == [None, None]
+    by_id = {r.figure_id: r for r in both}
+    assert by_id["my-grid-study"].figure.layout.yaxis.title.text == "Test loss"
+    assert by_id["my-alpha-study"].figure.layout.yaxis.title.text == "Test loss − FedAvg (RR)"
     with pytest.raises(FigureSelectionError, match="did you mean 'FedAvg \\(RR\\)'"):
         build_figures(
             store,
