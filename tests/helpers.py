@@ -110,3 +110,19 @@ def small_run(name: str, experiment: str, *, rounds: int = 3, **sections) -> dic
     }
     tree.update(sections)
     return tree
+
+
+def smoke_sweep(spec, store: str, tmp_path, **kw):
+    """``run_sweep`` of ``spec`` at the smoke profile into ``store``, quietly, with Ray's
+    folder under ``tmp_path``; keywords go to ``run_sweep``."""
+    from fedsweep.sweep.runner import run_sweep
+
+    return run_sweep(
+        spec,
+        "smoke",
+        tracking_uri=store,
+        storage_dir=tmp_path / "ray",
+        verbose=0,
+        echo=lambda *a: None,
+        **kw,
+    )

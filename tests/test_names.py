@@ -16,7 +16,7 @@ from fedsweep.cli.main import app
 from fedsweep.config.hashing import config_hash
 from fedsweep.config.load import load_config
 from fedsweep.sweep import spec as spec_module
-from fedsweep.sweep.runner import membership_filter, run_sweep, used_by_tag
+from fedsweep.sweep.runner import membership_filter, used_by_tag
 from fedsweep.sweep.spec import SpecError, expand, load_spec, spec_paths
 from fedsweep.tracking.naming import run_name
 from fedsweep.tracking.store import (
@@ -27,7 +27,7 @@ from fedsweep.tracking.store import (
     ensure_experiment,
     get_client,
 )
-from tests.helpers import small_run, small_spec, write_yaml
+from tests.helpers import small_run, small_spec, smoke_sweep, write_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -251,17 +251,6 @@ def write_spec(folder: Path, alphas=(0.5, 1.0)) -> Path:
     return write_yaml(folder / "names-fig.yaml", spec)
 
 
-def sweep(spec, store, tmp_path):
-    return run_sweep(
-        spec,
-        "smoke",
-        tracking_uri=store,
-        storage_dir=tmp_path / "ray",
-        verbose=0,
-        echo=lambda *a: None,
-    )
-
-
 def runs_of(client, experiment: str):
     exp = client.get_experiment_by_name(experiment)
     runs = client.search_runs([exp.experiment_id])
@@ -275,7 +264,7 @@ def test_sweep_names_reused_parent_membership_and_extends(ray_session, tmp_path,
 
     client = get_client(store)
     spec = write_spec(tmp_path)
-    first = sweep(spec, store, tmp_path)
+    first = smoke_sweep(spec, store, tmp_path)
     assert (first.scheduled, first.finished, first.errored) == (2, 2, 0)
     exp, parents, children = runs_of(client, "names-fig")
     assert exp.tags[NOTE_TAG].startswith("names test sweep")
@@ -296,7 +285,7 @@ def test_sweep_names_reused_parent_membership_and_extends(ray_session, tmp_path,
         "extends: ../names-fig.yaml\nfigure: my-names\ntitle: my extension\n"
         "add_curves:\n- label: α=0.2\n  set: {bherd.alpha: 0.2}\n"
     )
-    report = sweep(ext, store, tmp_path)
+    report = smoke_sweep(ext, store, tmp_path)
     assert (report.total, report.skipped, report.scheduled, report.finished) == (3, 2, 1, 1)
     exp2, parents2, children2 = runs_of(client, "my-names")
     assert [r.info.run_name for r in children2] == ["α=0.2 · Case 2 · seed 1"]
@@ -329,13 +318,13 @@ def test_sweep_names_reused_parent_membership_and_extends(ray_session, tmp_path,
     assert filt in note
 
     # nothing new: 0 trials, no second parent, membership still recorded
-    again = sweep(ext, store, tmp_path)
+    again = smoke_sweep(ext, store, tmp_path)
     assert (again.skipped, again.scheduled) == (3, 0)
     assert len(runs_of(client, "my-names")[1]) == 1
 
     # adding a curve to the original and re-running: its parent run is reused
     write_spec(tmp_path, alphas=(0.5, 1.0, 0.7))
-    more = sweep(spec, store, tmp_path)
+    more = smoke_sweep(spec, store, tmp_path)
     assert (more.skipped, more.scheduled, more.finished) == (2, 1, 1)
     exp, parents, children = runs_of(client, "names-fig")
     assert [p.info.run_id for p in parents] == [parent_id]
@@ -354,7 +343,7 @@ def test_a_single_run_with_the_same_config_is_reused_by_a_sweep(ray_session, tmp
     cfg.write_text(yaml.safe_dump(tree, allow_unicode=True))
     res = runner.invoke(app, ["run", str(cfg), "--tracking-uri", store, "--quiet"])
     assert res.exit_code == 0, res.output
-    report = sweep(spec, store, tmp_path)
+    report = smoke_sweep(spec, store, tmp_path)
     assert (report.skipped, report.scheduled) == (1, 0)
     client = get_client(store)
     (single,) = client.search_runs([client.get_experiment_by_name("singles").experiment_id])

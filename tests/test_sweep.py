@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedsweep.sweep.runner import run_sweep
 from fedsweep.sweep.spec import SpecError, expand, load_spec
-from tests.helpers import small_spec, write_yaml
+from tests.helpers import small_spec, smoke_sweep, write_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 ROUNDS = 4
@@ -56,21 +55,9 @@ def child_runs(store: str, figure: str):
     return client, parents, children
 
 
-def sweep(spec, store, tmp_path, **kw):
-    return run_sweep(
-        spec,
-        "smoke",
-        tracking_uri=store,
-        storage_dir=tmp_path / "ray",
-        verbose=0,
-        echo=lambda *a: None,
-        **kw,
-    )
-
-
 def test_sweep_runs_trials_as_child_runs_with_exact_metric_counts(ray_session, tmp_path, store):
     spec = write_spec(tmp_path)
-    report = sweep(spec, store, tmp_path)
+    report = smoke_sweep(spec, store, tmp_path)
     assert (report.total, report.scheduled, report.finished, report.errored) == (4, 4, 4, 0)
     client, parents, children = child_runs(store, "test-fig")
     assert len(parents) == 1 and len(children) == 4
@@ -87,7 +74,7 @@ def test_sweep_runs_trials_as_child_runs_with_exact_metric_counts(ray_session, t
             assert [m.step for m in client.get_metric_history(run.info.run_id, key)] == [1, 2, 3, 4]
     assert seen == {("alpha=0.5", "0"), ("alpha=0.5", "1"), ("alpha=1.0", "0"), ("alpha=1.0", "1")}
 
-    again = sweep(spec, store, tmp_path)  # idempotent: nothing to schedule
+    again = smoke_sweep(spec, store, tmp_path)  # idempotent: nothing to schedule
     assert (again.skipped, again.scheduled) == (4, 0)
     assert len(child_runs(store, "test-fig")[2]) == 4
 
@@ -95,7 +82,7 @@ def test_sweep_runs_trials_as_child_runs_with_exact_metric_counts(ray_session, t
 def test_injected_crash_does_not_stop_the_others(ray_session, tmp_path, store):
     spec = write_spec(tmp_path, max_failures=0)
     victim = expand(load_spec(spec), "smoke", extra={})[1].trial_id
-    report = sweep(spec, store, tmp_path, fail_at={victim: 2})
+    report = smoke_sweep(spec, store, tmp_path, fail_at={victim: 2})
     assert (report.finished, report.errored) == (3, 1)
     assert "injected failure" in report.errors[0]
     _, parents, children = child_runs(store, "test-fig")
@@ -107,7 +94,7 @@ def test_injected_crash_does_not_stop_the_others(ray_session, tmp_path, store):
 def test_crashed_trial_is_retried_from_its_checkpoint_in_the_same_run(ray_session, tmp_path, store):
     spec = write_spec(tmp_path, max_failures=1, checkpoint_every=1)
     victim = expand(load_spec(spec), "smoke", extra={})[0].trial_id
-    report = sweep(spec, store, tmp_path, fail_at={victim: 3})
+    report = smoke_sweep(spec, store, tmp_path, fail_at={victim: 3})
     assert (report.finished, report.errored) == (4, 0)
     client, _, children = child_runs(store, "test-fig")
     assert len(children) == 4  # no duplicate run for the retried trial
