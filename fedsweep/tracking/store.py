@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -45,10 +47,45 @@ def artifact_root(tracking_uri: str) -> str | None:
     return None
 
 
+#: sqlite stores whose schema this process has seen complete (see :func:`prepare_store`)
+_READY: set[str] = set()
+
+
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock on ``path`` (created if missing), held for the block.
+    Without ``fcntl`` (Windows) the block runs unlocked."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
 def prepare_store(tracking_uri: str) -> None:
-    """Create the folder of a local sqlite database (MLflow creates the file and schema)."""
-    if tracking_uri.startswith("sqlite:///"):
-        Path(tracking_uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+    """Create a local sqlite store's folder, and its schema under a file lock.
+
+    MLflow creates the tables of a fresh sqlite database in the first process that opens it
+    (``SqlAlchemyStore.__init__`` runs every schema migration when a table is missing). Two
+    processes doing that at once on one new file fail with "table experiments already exists"
+    or "duplicate column name: step". So the first open of a store in each process takes
+    ``<db>.lock`` and opens the store (which creates or verifies the schema) while holding it;
+    every later open finds the schema complete."""
+    if not tracking_uri.startswith("sqlite:///") or tracking_uri in _READY:
+        return
+    db = Path(tracking_uri[len("sqlite:///") :])
+    db.parent.mkdir(parents=True, exist_ok=True)
+    from mlflow import MlflowClient
+
+    with _file_lock(db.with_name(db.name + ".lock")):
+        MlflowClient(tracking_uri=tracking_uri).search_experiments(max_results=1)
+    _READY.add(tracking_uri)
 
 
 def get_client(tracking_uri: str):
