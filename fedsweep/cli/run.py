@@ -59,6 +59,8 @@ def summary_lines(tracked, wall: float, training: float) -> list[str]:
     if tracked.run_id:
         detail.append(f"mlflow_run_id={tracked.run_id}")
     lines.append("  " + " ".join(detail))
+    if getattr(tracked, "blowup", None):
+        lines.append(f"  loss blew up (finite, tag fedsweep.loss_blowup): {tracked.blowup}")
     if tracked.run_id:
         lines.append(f"  store={tracked.tracking_uri}")
     return lines
