@@ -178,6 +178,52 @@ def test_blowup_factor_stays_out_of_the_config_hash():
     assert a.tracking.blowup_factor == 1000.0 and config_hash(a) == config_hash(b)
 
 
+def test_sigterm_marks_the_run_killed(tmp_path):
+    """``fedsweep run`` stopped by SIGTERM (a scheduler, ``timeout``, ``docker stop``) records
+    the MLflow run KILLED (tag fedsweep.status=killed), as Ctrl-C does, and exits 143."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from mlflow import MlflowClient
+
+    (tmp_path / "store").mkdir()
+    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    client.search_experiments()  # create the tables now: no schema race with the child
+    tree = {**TINY_RUN, "train": {**TINY_RUN["train"], "rounds": 100000}}
+    tree["tracking"] = {"experiment": "sigterm", "log_records": False}
+    cfg = write_config(tmp_path, tree)
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "RAY_USAGE_STATS_ENABLED": "0"}
+    cmd = [sys.executable, "-m", "fedsweep.cli.main", "run", str(cfg), "--tracking-uri", uri, "-q"]
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        run_id, deadline = None, time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            exp = client.get_experiment_by_name("sigterm")
+            runs = client.search_runs([exp.experiment_id]) if exp else []
+            if runs and client.get_metric_history(runs[0].info.run_id, "round_time"):
+                run_id = runs[0].info.run_id
+                break
+            time.sleep(0.5)
+        assert run_id is not None, "no round logged in 120 s"
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, out
+    assert "terminated (SIGTERM)" in out
+    run = client.get_run(run_id)
+    assert run.info.status == "KILLED" and run.data.tags["fedsweep.status"] == "killed"
+
+
 def test_cli_bad_config_fails_before_running(tmp_path, store):
     cfg = write_config(tmp_path, TINY_RUN)
     res = runner.invoke(
