@@ -33,7 +33,24 @@ def per_client(data: FigureData, pattern: str) -> FigureData:
     long["curve"] = [f"Client {int(i) + 1}" for i in match.dropna()]
     long["metric"] = pattern.split("/")[-1]
     long = long.reset_index(drop=True)
-    return FigureData(data.resolution, long, store.aggregate(long), data.diverged, data.panels)
+    clients = sorted(set(long["curve"]))
+
+    def per_panel(cells: dict) -> dict:
+        """A run's divergence (or blow-up) in a panel concerns every client curve there."""
+        out: dict = {}
+        for (panel, _), runs in cells.items():
+            for c in clients:
+                out.setdefault((panel, c), []).extend(runs)
+        return out
+
+    return FigureData(
+        data.resolution,
+        long,
+        store.aggregate(long),
+        per_panel(data.diverged),
+        data.panels,
+        blowups=per_panel(data.blowups),
+    )
 
 
 def build(ctx: BuildContext) -> FigureResult:

@@ -6,13 +6,22 @@ returns ``(verdict, numbers)``. All criteria use the **seed-mean** curves:
 * *final* value = the mean at the curve's last round with a finite value;
 * *loss AUC* = the mean of the mean test-loss curve over all its rounds (area under the loss
   curve / T; lower = converges faster). A curve with a diverged seed in that panel gets
-  AUC = inf (it cannot be "fastest");
+  AUC = inf (it cannot be "fastest"; the claim is then "n/t" anyway, see below);
 * per-case claims are evaluated on every case (panel) that has the data; the verdict is "yes"
   when all of them pass, "no" when one fails, "n/a" when no case has the data (a case without
   data is listed as such in the numbers);
 * a figure whose longest curve has fewer than ``MIN_ROUNDS`` rounds (the smoke profile's 2–3
   rounds) cannot test a claim about convergence: the verdict is "n/t" ("not testable at this
   profile (T=3)"), the numbers are still shown;
+* a diverged run is never evidence: when a criterion reads a curve (through ``series``,
+  ``final``, ``first`` or ``auc``) in a panel where one of its seeds diverged (non-finite values,
+  ``fedsweep.status`` diverged) or its loss blew up while staying finite (tag
+  ``fedsweep.loss_blowup``), the verdict is "n/t", shown as "not testable: n of m runs
+  diverged" (n and m counted over the (panel, curve) cells the criterion read; failed runs are
+  never loaded, they count as missing). This takes precedence over the T rule, which is then
+  appended ("...; T=3 < 10 rounds"). The one exception is the claim that α=0.1 *fails* to
+  converge: there the α=0.1 curve's divergence is the evidence, read explicitly
+  (:meth:`ClaimData.failed_seeds`), not through its curve;
 * thresholds compare the unrounded numbers (a difference within 1e-12 of a threshold counts as
   equal to it: float representation, e.g. 0.91 − 0.90); a printed difference carries as many
   digits as it takes to show on which side of the threshold it is (|Δ|=0.0104 > 0.01).
@@ -51,9 +60,17 @@ class ClaimData:
     agg: pd.DataFrame  # panel_id, curve, metric, round, mean, std, n
     curves: list[CurveSpec]
     panels: list[Panel]
+    #: (panel_id, curve) -> [(seed, round)] of the runs that diverged (non-finite values)
     diverged: dict[tuple[str, str], list[tuple[int, int]]] = field(default_factory=dict)
+    #: (panel_id, curve) -> [(seed, tag text)] of the finished runs whose loss blew up
+    blowups: dict[tuple[str, str], list[tuple[int, str]]] = field(default_factory=dict)
+    #: (panel_id, curve) -> runs found; a cell not given counts its largest seed count ``n``
+    runs: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: the (panel_id, curve) cells read since the last ``used.clear()`` (by ``series``)
+    used: set[tuple[str, str]] = field(default_factory=set, repr=False, compare=False)
 
     def series(self, panel: str, curve: str, metric: str) -> pd.Series:
+        self.used.add((panel, curve))
         a = self.agg
         sel = a[(a["panel_id"] == panel) & (a["curve"] == curve) & (a["metric"] == metric)]
         s = sel.set_index("round")["mean"].sort_index().astype(float)
@@ -96,6 +113,29 @@ class ClaimData:
 
     def cases(self) -> list[Panel]:
         return [p for p in self.panels if "data.partition" in p.values] or self.panels
+
+    def failed_seeds(self, panel: str, curve: str) -> dict[int, str]:
+        """Seed -> "diverged at round r" / "loss blew up: <tag>" of the cell's runs that are no
+        evidence of convergence (read without marking the cell as used)."""
+        out = {s: f"loss blew up ({text})" for s, text in self.blowups.get((panel, curve), [])}
+        out.update({s: f"diverged at round {r}" for s, r in self.diverged.get((panel, curve), [])})
+        return out
+
+    def unusable(self, cells) -> tuple[int, int, int]:
+        """(diverged, blown up, total) run counts over ``cells`` ((panel_id, curve) pairs); a
+        seed both diverged and blown up counts as diverged."""
+        div = blow = total = 0
+        a = self.agg
+        for key in sorted(cells):
+            d = {s for s, _ in self.diverged.get(key, [])}
+            b = {s for s, _ in self.blowups.get(key, [])} - d
+            div, blow = div + len(d), blow + len(b)
+            if key in self.runs:
+                total += self.runs[key]
+            else:
+                sel = a[(a["panel_id"] == key[0]) & (a["curve"] == key[1])]
+                total += max(int(sel["n"].max()) if len(sel) else 0, len(d | b))
+        return div, blow, total
 
 
 def _same(a, b) -> bool:
@@ -328,17 +368,18 @@ def alpha_fastest(data: ClaimData) -> Result:
 
 
 def alpha_fails(data: ClaimData) -> Result:
-    """Per case α=0.1 fails: a seed diverged, or its final test loss is not below its round-1
-    loss, or its final test acc is ≥ 0.05 below the best curve's final test acc."""
+    """Per case α=0.1 fails: a seed diverged (or its loss blew up), or its final test loss is
+    not below its round-1 loss, or its final test acc is ≥ 0.05 below the best curve's final
+    test acc."""
     a01 = data.curve_where("bherd.alpha", 0.1)
     if a01 is None:
         return "n/a", "the spec has no α=0.1 curve"
 
     def check(p: Panel):
         pid = p.panel_id
-        div = data.diverged.get((pid, a01))
-        if div:
-            return True, "diverged at round " + ", ".join(str(r) for _, r in sorted(div))
+        failed = data.failed_seeds(pid, a01)  # the evidence of this claim: not "used"
+        if failed:
+            return True, ", ".join(f"seed {s} {why}" for s, why in sorted(failed.items()))
         l1, lt = data.first(pid, a01, "test_loss"), data.final(pid, a01, "test_loss")
         acc = data.final(pid, a01, "test_acc")
         if l1 is None or lt is None or acc is None:
@@ -536,15 +577,28 @@ def rounds_of(data: ClaimData) -> int:
 
 
 NOT_TESTABLE = "not testable at this profile (T={t})"
+NOT_TESTABLE_DIVERGED = "not testable: {n} of {m} runs diverged"
 TESTABLE_RULE = (
     f"Tested from T ≥ {MIN_ROUNDS} rounds; a shorter profile shows n/t (not testable), with "
-    "the numbers."
+    "the numbers. A diverged run (or one whose loss blew up) in a curve the criterion reads "
+    "makes it n/t too."
 )
+
+
+def diverged_label(div: int, blow: int, total: int) -> str:
+    """ "not testable: 2 of 6 runs diverged" (+ " (1 of them a finite loss blow-up)")."""
+    text = NOT_TESTABLE_DIVERGED.format(n=div + blow, m=total)
+    if blow:
+        text += (
+            f" ({blow} of them {'a ' if blow == 1 else ''}finite loss blow-up{'s' * (blow > 1)})"
+        )
+    return text
 
 
 def check_claims(claims: list[str], data: ClaimData | None) -> list[ClaimCheck]:
     """One :class:`ClaimCheck` per claim text; "n/a" without data or without a criterion, "n/t"
-    when the figure's curves are shorter than ``MIN_ROUNDS`` (the numbers are still given)."""
+    when a curve the criterion read has a diverged (or blown-up) run, or when the figure's
+    curves are shorter than ``MIN_ROUNDS`` (the numbers are still given)."""
     out = []
     for claim in claims:
         fn = CRITERIA.get(normalize(claim))
@@ -555,10 +609,16 @@ def check_claims(claims: list[str], data: ClaimData | None) -> list[ClaimCheck]:
         if data is None or data.agg.empty:
             out.append(ClaimCheck(claim, "n/a", "no runs", criterion))
             continue
+        data.used.clear()
         verdict, numbers = fn(data)
+        div, blow, total = data.unusable(data.used)
         t = rounds_of(data)
         label = ""
-        if verdict in ("yes", "no") and t < MIN_ROUNDS:
+        if div + blow:
+            verdict, label = "n/t", diverged_label(div, blow, total)
+            if t < MIN_ROUNDS:
+                label += f"; T={t} < {MIN_ROUNDS} rounds"
+        elif verdict in ("yes", "no") and t < MIN_ROUNDS:
             verdict, label = "n/t", NOT_TESTABLE.format(t=t)
         out.append(ClaimCheck(claim, verdict, numbers, criterion, label))
     return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -30,6 +30,8 @@ class FigureData:
     view: pd.DataFrame | None = None
     #: the baseline curve subtracted in ``view`` (None: raw values)
     baseline: str | None = None
+    #: (panel_id, curve) -> [(seed, tag text)] of finished runs whose loss blew up (finite)
+    blowups: dict[tuple[str, str], list[tuple[int, str]]] = field(default_factory=dict)
 
     @property
     def data_note(self) -> str:
@@ -54,13 +56,20 @@ class FigureData:
     def diverged_rounds(self, curve: str) -> list[int]:
         return [r for (_, c), runs in self.diverged.items() if c == curve for _, r in runs]
 
+    def blowup_count(self, curve: str) -> int:
+        return sum(len(runs) for (_, c), runs in self.blowups.items() if c == curve)
+
     def table(self, panel_id: str, curve: str, metric: str) -> pd.DataFrame:
         """Rows of one drawn curve (the ``view``: raw, or minus the baseline)."""
         a = self.agg if self.view is None else self.view
         return a[(a["panel_id"] == panel_id) & (a["curve"] == curve) & (a["metric"] == metric)]
 
     def claim_data(self, curves: list[CurveSpec]) -> ClaimData:
-        return ClaimData(self.agg, curves, self.panels, self.diverged)
+        runs: dict[tuple[str, str], int] = {}
+        for tr in self.resolution.found:
+            key = (tr.trial.panel_id, tr.trial.curve)
+            runs[key] = runs.get(key, 0) + 1
+        return ClaimData(self.agg, curves, self.panels, self.diverged, self.blowups, runs)
 
     def all_seed_counts(self) -> list[int]:
         keys = {(tr.trial.panel_id, tr.trial.curve) for tr in self.resolution.found}
@@ -78,6 +87,7 @@ def prepare(ctx: BuildContext, keys: list[str]) -> FigureData:
         store.diverged_rounds(long, res.found),
         panels_of(ctx.spec),
         store.skipped_data_note(ctx.client, ctx.spec.figure, ctx.profile) if res.missing else "",
+        blowups=store.loss_blowups(res.found),
     )
 
 
@@ -127,6 +137,9 @@ def make_result(
     for (panel, curve), runs in sorted(data.diverged.items()):
         for seed, r in runs:
             notes.append(f"{curve} [{panel}] seed {seed} diverged at round {r}")
+    for (panel, curve), runs in sorted(data.blowups.items()):
+        for seed, text in runs:
+            notes.append(f"{curve} [{panel}] seed {seed} loss blew up (finite): {text}")
     return FigureResult(
         figure_id=spec.figure,
         title=spec.title,

@@ -76,7 +76,12 @@ def curve_styles(curves: list[CurveSpec], data: FigureData) -> list[CurveStyle]:
     any divergence."""
     styles = []
     for i, c in enumerate(curves):
-        name = seed_label(c.label, data.counts(c.label), data.diverged_rounds(c.label))
+        name = seed_label(
+            c.label,
+            data.counts(c.label),
+            data.diverged_rounds(c.label),
+            data.blowup_count(c.label),
+        )
         color = c.color or ("#000000" if c.flat else palette(i))
         symbol = None if c.flat else SYMBOLS[i % len(SYMBOLS)]
         styles.append(

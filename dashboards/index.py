@@ -203,7 +203,7 @@ def write_index(results: list[FigureResult], out_dir: str | Path, tracking_uri: 
         "<!doctype html><html><head><meta charset='utf-8'><title>fedsweep figures</title>"
         f"<style>{CSS}</style></head><body><h1>fedsweep figures</h1>"
         f"<div class='meta'>updated {escape(stamp)} from <code>{escape(tracking_uri)}</code>; "
-        "n/t = not testable at this profile (too few rounds)</div>"
+        "n/t = not testable (too few rounds at this profile, or diverged runs)</div>"
         "<table><tr><th>figure</th><th>profile</th><th>status</th><th>runs</th><th>data</th>"
         f"<th>claims</th><th>built</th></tr>{summary}</table>"
         + "".join(_figure_section(e) for e in entries)

@@ -23,6 +23,9 @@ import pandas as pd
 from fedsweep.sweep.spec import SweepSpec, Trial, expand
 
 DONE = ("finished", "diverged")
+#: set on a finished run whose loss grew past ``tracking.blowup_factor`` x its first value
+#: (fedsweep/tracking/tracked_run.py): finite, but no evidence of convergence
+BLOWUP_TAG = "fedsweep.loss_blowup"  # = fedsweep.tracking.tracked_run.BLOWUP_TAG
 #: MLflow (3.17) tag filters have no IN; select runs with a hash, filter the status in Python
 HASH_FILTER = "tags.`fedsweep.config_hash` IS NOT NULL"
 LONG_COLUMNS = ["figure", "panel_id", "curve", "seed", "run_id", "round", "metric", "value"]
@@ -204,6 +207,16 @@ def diverged_rounds(long: pd.DataFrame, found: Iterable[TrialRun]) -> dict[tuple
         if tr.run.status == "diverged":
             key = (tr.trial.panel_id, tr.trial.curve)
             out.setdefault(key, []).append((tr.trial.seed, int(last.get(tr.run.run_id, 0))))
+    return out
+
+
+def loss_blowups(found: Iterable[TrialRun]) -> dict[tuple[str, str], list]:
+    """(panel_id, curve) -> [(seed, tag text)] of the runs tagged ``fedsweep.loss_blowup``."""
+    out: dict[tuple[str, str], list] = {}
+    for tr in found:
+        text = tr.run.tags.get(BLOWUP_TAG)
+        if text:
+            out.setdefault((tr.trial.panel_id, tr.trial.curve), []).append((tr.trial.seed, text))
     return out
 
 

@@ -134,8 +134,11 @@ def palette(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
 
 
-def seed_label(name: str, counts: list[int], diverged: list[int] | None = None) -> str:
-    """Legend text: "α=0.5 (n=3)", "(n=2–3)" when panels differ, plus divergence rounds."""
+def seed_label(
+    name: str, counts: list[int], diverged: list[int] | None = None, blowups: int = 0
+) -> str:
+    """Legend text: "α=0.5 (n=3)", "(n=2–3)" when panels differ, plus divergence rounds and
+    the number of runs whose loss blew up while staying finite (tag ``fedsweep.loss_blowup``)."""
     lo, hi = (min(counts), max(counts)) if counts else (0, 0)
     n = f"n={hi}" if lo == hi else f"n={lo}–{hi}"
     text = f"{name} ({n})"
@@ -146,6 +149,8 @@ def seed_label(name: str, counts: list[int], diverged: list[int] | None = None) 
         else:
             shown = ", ".join(str(r) for r in rounds[:4]) + ("…" if len(rounds) > 4 else "")
             text += f" — {len(rounds)} runs diverged, at rounds {shown}"
+    if blowups:
+        text += " — loss blew up" if blowups == 1 else f" — {blowups} runs' loss blew up"
     return text
 
 

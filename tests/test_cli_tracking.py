@@ -127,6 +127,103 @@ def test_cli_records_divergence_as_a_result(tmp_path, store):
     )
 
 
+def test_cli_flags_a_finite_loss_blowup(tmp_path, store):
+    """SVM at lr 0.3 on mnist-5k: test loss 5.65 -> 3.5e3 -> 4.4e6 in 3 rounds, all finite: the
+    run stays "finished" but is tagged fedsweep.loss_blowup; at lr 0.001 it is not."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=store)
+    tree = {
+        **TINY_RUN,
+        "data": {**TINY_RUN["data"], "partition": "case1", "num_clients": 3},
+        "train": {**TINY_RUN["train"], "rounds": 3, "batch_size": 50, "lr": 0.3},
+        "eval": {"train_metrics": False, "test_subset": 300},
+        "tracking": {**TINY_RUN["tracking"], "log_records": False},
+    }
+    res = runner.invoke(
+        app, ["run", str(write_config(tmp_path, tree)), "--tracking-uri", store, "-q"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "status=finished" in res.output and "loss blew up" in res.output
+    run = client.get_run(res.output.split("mlflow_run_id=")[1].split()[0])
+    losses = [m.value for m in client.get_metric_history(run.info.run_id, "test_loss")]
+    assert len(losses) == 3 and all(np.isfinite(losses)) and losses[-1] > 1000 * losses[0]
+    assert run.info.status == "FINISHED" and run.data.tags["fedsweep.status"] == "finished"
+    text = run.data.tags["fedsweep.loss_blowup"]
+    assert text.startswith("test_loss ") and "at round 3 > 1000 x round 1" in text
+    assert f"{losses[-1]:.3g}" in text
+    # a normal run: no tag; a factor above the blow-up, or none: no tag either
+    for sets in (
+        ["train.lr=0.001"],
+        ["tracking.blowup_factor=1e9"],
+        ["tracking.blowup_factor=null"],
+    ):
+        args = [a for s in sets for a in ("--set", s)]
+        res = runner.invoke(
+            app, ["run", str(write_config(tmp_path, tree)), "--tracking-uri", store, "-q", *args]
+        )
+        assert res.exit_code == 0, res.output
+        run = client.get_run(res.output.split("mlflow_run_id=")[1].split()[0])
+        assert run.data.tags["fedsweep.status"] == "finished", sets
+        assert "fedsweep.loss_blowup" not in run.data.tags, sets
+
+
+def test_blowup_factor_stays_out_of_the_config_hash():
+    from fedsweep.config.hashing import config_hash
+    from fedsweep.config.load import build_config
+
+    tree = {k: v for k, v in TINY_RUN.items() if k != "tracking"}
+    a = build_config(tree, {})
+    b = build_config(tree, {"tracking.blowup_factor": 10.0})
+    assert a.tracking.blowup_factor == 1000.0 and config_hash(a) == config_hash(b)
+
+
+def test_sigterm_marks_the_run_killed(tmp_path):
+    """``fedsweep run`` stopped by SIGTERM (a scheduler, ``timeout``, ``docker stop``) records
+    the MLflow run KILLED (tag fedsweep.status=killed), as Ctrl-C does, and exits 143."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from mlflow import MlflowClient
+
+    (tmp_path / "store").mkdir()
+    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    client.search_experiments()  # create the tables now: no schema race with the child
+    tree = {**TINY_RUN, "train": {**TINY_RUN["train"], "rounds": 100000}}
+    tree["tracking"] = {"experiment": "sigterm", "log_records": False}
+    cfg = write_config(tmp_path, tree)
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "RAY_USAGE_STATS_ENABLED": "0"}
+    cmd = [sys.executable, "-m", "fedsweep.cli.main", "run", str(cfg), "--tracking-uri", uri, "-q"]
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        run_id, deadline = None, time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            exp = client.get_experiment_by_name("sigterm")
+            runs = client.search_runs([exp.experiment_id]) if exp else []
+            if runs and client.get_metric_history(runs[0].info.run_id, "round_time"):
+                run_id = runs[0].info.run_id
+                break
+            time.sleep(0.5)
+        assert run_id is not None, "no round logged in 120 s"
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, out
+    assert "terminated (SIGTERM)" in out
+    run = client.get_run(run_id)
+    assert run.info.status == "KILLED" and run.data.tags["fedsweep.status"] == "killed"
+
+
 def test_cli_bad_config_fails_before_running(tmp_path, store):
     cfg = write_config(tmp_path, TINY_RUN)
     res = runner.invoke(

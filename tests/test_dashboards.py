@@ -453,3 +453,68 @@ def test_rr_criterion_and_unknown_claims():
     (short,) = C.check_claims(["RR vs no RR differ little"], make(cs, v, panel))  # T = 2
     assert short.verdict == "n/t" and short.shown == "not testable at this profile (T=2)"
     assert C.check_claims(["RR vs no RR differ little"], None)[0].verdict == "n/a"
+
+
+# ------------------------------------------------------------- diverged runs are no evidence
+RR_CURVES = [
+    curve(f"Case {i}, {o}", data__partition=f"case{i}", train__order=k)
+    for i in (1, 2)
+    for o, k in (("RR", "rr"), ("no RR", "fixed"))
+]
+ALL = [Panel("all", "", {})]
+
+
+def _rr_data(rounds: int = 12, **kw) -> C.ClaimData:
+    v = {(0, c.label, "test_acc"): [0.5] * (rounds - 1) + [0.9] for c in RR_CURVES}
+    data = make(RR_CURVES, v, ALL)
+    for key, value in kw.items():
+        setattr(data, key, value)
+    return data
+
+
+def test_claim_with_a_diverged_run_is_not_testable():
+    runs = {("all", c.label): 3 for c in RR_CURVES}  # 3 seeds per curve, 12 runs read
+    (ok,) = C.check_claims(["RR vs no RR differ little"], _rr_data(runs=runs))
+    assert ok.verdict == "yes" and ok.shown == "yes"
+    div = {("all", "Case 2, no RR"): [(1, 4)]}
+    (check,) = C.check_claims(["RR vs no RR differ little"], _rr_data(runs=runs, diverged=div))
+    assert check.verdict == "n/t" and check.shown == "not testable: 1 of 12 runs diverged"
+    assert "Case 1: acc RR 0.9000" in check.numbers  # the numbers are still shown
+    assert "diverged" in check.criterion
+    # a finite loss blow-up counts the same; a seed both diverged and blown up counts once
+    blow = {("all", "Case 1, RR"): [(0, "test_loss 3.2e+06 at round 12 > 1000 x round 1")]}
+    both = {**blow, ("all", "Case 2, no RR"): [(1, "x")]}
+    (check,) = C.check_claims(
+        ["RR vs no RR differ little"], _rr_data(runs=runs, diverged=div, blowups=both)
+    )
+    assert check.shown == "not testable: 2 of 12 runs diverged (1 of them a finite loss blow-up)"
+    # without run counts: the largest seed count n of each cell read (1 in make)
+    (check,) = C.check_claims(["RR vs no RR differ little"], _rr_data(diverged=div))
+    assert check.shown == "not testable: 1 of 4 runs diverged"
+
+
+def test_diverged_reason_takes_precedence_over_a_short_profile():
+    div = {("all", c.label): [(0, 1)] for c in RR_CURVES}
+    (check,) = C.check_claims(["RR vs no RR differ little"], _rr_data(rounds=3, diverged=div))
+    assert check.verdict == "n/t"
+    assert check.shown == "not testable: 4 of 4 runs diverged; T=3 < 10 rounds"
+
+
+def test_only_the_cells_a_claim_reads_count():
+    # α=0.3 diverged in Case 3: α=1.0 vs FedAvg does not read it; "fastest α" does
+    accs = {(None, c.label, "test_acc"): [0.5] * 11 + [0.8] for c in ALPHAS + [FEDAVG]}
+    loss = {(None, c.label, "test_loss"): [0.6] * 11 + [0.5] for c in ALPHAS + [FEDAVG]}
+    data = make(ALPHAS + [FEDAVG], {**accs, **loss})
+    data.diverged = {(CASES[2].panel_id, "α=0.3"): [(0, 5)]}
+    claims = ["alpha=1.0 matches FedAvg", "alpha 0.3-0.5 is fastest", "alpha=0.1 fails"]
+    match, fastest, _ = C.check_claims(claims, data)
+    assert match.verdict == "yes"
+    assert fastest.verdict == "n/t" and fastest.shown == "not testable: 1 of 15 runs diverged"
+    # α=0.1 failing to converge: its own divergence (or blow-up) is the claim's evidence
+    data.diverged = {(p.panel_id, "α=0.1"): [(0, 7)] for p in CASES}
+    (fails,) = C.check_claims(["alpha=0.1 fails to converge"], data)
+    assert fails.verdict == "yes" and "seed 0 diverged at round 7" in fails.numbers
+    data.diverged = {}
+    data.blowups = {(p.panel_id, "α=0.1"): [(0, "test_loss 5e+04 ...")] for p in CASES}
+    (fails,) = C.check_claims(["alpha=0.1 fails to converge"], data)
+    assert fails.verdict == "yes" and "seed 0 loss blew up" in fails.numbers

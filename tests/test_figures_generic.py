@@ -419,3 +419,53 @@ def test_set_selects_the_runs_of_a_sweep_run_with_overrides(store, specs, tmp_pa
     assert "my-alpha-study: 0 runs" in res.output
     bad = invoke(*common, "--out", str(tmp_path), "--set", "train.roundz=5")
     assert bad.exit_code == 2 and "roundz" in bad.output and "Traceback" not in bad.output
+
+
+# ------------------------------------------------------- diverged runs are no claim evidence
+def test_claims_on_diverged_and_blown_up_runs_are_not_testable(tmp_path):
+    """A real store of T=10 runs (long enough to test a claim): the FedAvg curve at lr 2.0
+    diverges (non-finite values, status diverged), the α=0.5 curve at lr 0.3 blows up but stays
+    finite (status finished, tag fedsweep.loss_blowup), α=1.0 at lr 0.05 is fine. A claim that
+    reads a curve with such runs is "n/t: n of m runs diverged", counted over the cells it read."""
+    tree = study(
+        "my-diverging-study",
+        base={**BASE, "train": {**BASE["train"], "rounds": 10}},
+        curves=[
+            {"label": "α=1.0", "set": {"bherd.alpha": 1.0}},
+            {"label": "α=0.5 (lr 0.3)", "set": {"bherd.alpha": 0.5, "train.lr": 0.3}},
+            {"label": "FedAvg (lr 2)", "set": {"selector": "none", "train.lr": 2.0}},
+        ],
+        claims=["alpha=1.0 matches FedAvg", "alpha 0.3-0.5 is fastest"],
+    )
+    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    run_trials(uri, write_spec(tmp_path, tree))
+    runs = get_client(uri).search_runs(
+        [get_client(uri).get_experiment_by_name("my-diverging-study").experiment_id],
+        filter_string="tags.`fedsweep.config_hash` IS NOT NULL",
+    )
+    by_curve: dict[float, list] = {}
+    for run in runs:
+        lr = float(run.data.params["train.lr"])
+        by_curve.setdefault(lr, []).append(run.data.tags)
+    assert sorted(by_curve) == [0.05, 0.3, 2.0] and all(len(v) == 4 for v in by_curve.values())
+    assert all(t["fedsweep.status"] == "diverged" for t in by_curve[2.0])
+    assert all(t["fedsweep.status"] == "finished" for t in by_curve[0.3])
+    assert all("fedsweep.loss_blowup" in t for t in by_curve[0.3])
+    assert all(t["fedsweep.status"] == "finished" for t in by_curve[0.05])
+    assert not any("fedsweep.loss_blowup" in t for t in by_curve[0.05])
+
+    out = tmp_path / "figs"
+    (r,) = build_figures(
+        uri, "smoke", out, spec_files=[write_spec(tmp_path, tree)], sweeps_dir=SWEEPS, png=False
+    )
+    match, fastest = r.claims
+    assert match.verdict == "n/t" and match.shown == "not testable: 4 of 8 runs diverged"
+    assert "|Δ|=" in match.numbers  # the numbers are still shown
+    assert fastest.verdict == "n/t"
+    assert fastest.shown == "not testable: 4 of 8 runs diverged (4 of them finite loss blow-ups)"
+    names = [t.name for t in lines(r.figure) if t.showlegend]
+    assert "α=0.5 (lr 0.3) (n=2) — 4 runs' loss blew up" in names
+    assert any(n.startswith("FedAvg (lr 2) (n=2) — 4 runs diverged") for n in names)
+    assert any("seed 0 loss blew up (finite): test_loss" in n for n in r.notes)
+    index = (out / "index.html").read_text()
+    assert "not testable: 4 of 8 runs diverged" in index and "loss blew up (finite)" in index

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+import signal
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +21,35 @@ from fedsweep.cli.common import (
 )
 
 SUMMARY_WIDTH = 100
+#: exit status of ``fedsweep run`` stopped by SIGTERM (128 + 15, as a shell reports a process
+#: ended by that signal): the MLflow run is recorded KILLED first, as for Ctrl-C
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler, ``timeout``, ``docker stop``) during ``fedsweep run``: a
+    KeyboardInterrupt, so the tracking layer ends the MLflow run KILLED exactly as for Ctrl-C."""
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While inside, SIGTERM raises :class:`Terminated` (once: a second SIGTERM during the
+    clean-up is ignored); the previous handler is restored on the way out. Outside the main
+    thread (no signal handlers there) this does nothing."""
+
+    def on_term(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # let the KILLED status be written
+        raise Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _load(
@@ -59,6 +91,8 @@ def summary_lines(tracked, wall: float, training: float) -> list[str]:
     if tracked.run_id:
         detail.append(f"mlflow_run_id={tracked.run_id}")
     lines.append("  " + " ".join(detail))
+    if getattr(tracked, "blowup", None):
+        lines.append(f"  loss blew up (finite, tag fedsweep.loss_blowup): {tracked.blowup}")
     if tracked.run_id:
         lines.append(f"  store={tracked.tracking_uri}")
     return lines
@@ -81,8 +115,25 @@ def run(
         ),
     ] = None,
 ) -> None:
-    """Run one FL experiment: train, evaluate every round, log everything to MLflow."""
+    """Run one FL experiment: train, evaluate every round, log everything to MLflow.
+
+    Ctrl-C or SIGTERM ends the MLflow run as KILLED (tag fedsweep.status=killed); SIGTERM exits
+    with status 143."""
     started = time.perf_counter()
+    try:
+        with sigterm_as_interrupt():
+            tracked, wall, training = _run(
+                config, set_, data_dir, tracking_uri, no_track, quiet, name, started
+            )
+    except Terminated:
+        typer.echo("fedsweep run: terminated (SIGTERM); the MLflow run is marked KILLED", err=True)
+        raise typer.Exit(EXIT_TERMINATED) from None
+    for line in summary_lines(tracked, wall, training):
+        typer.echo(line)
+
+
+def _run(config, set_, data_dir, tracking_uri, no_track, quiet, name, started):
+    """The body of ``fedsweep run``: (TrackedResult, wall time, training time)."""
     from fedsweep.cli.progress import RunProgress
 
     progress = RunProgress(enabled=not quiet, start=started)
@@ -104,8 +155,7 @@ def run(
         tracked = run_tracked(
             cfg, on_start=progress.on_start, on_round=progress.on_round, on_stage=progress.stage
         )
-    for line in summary_lines(tracked, progress.wall, progress.training):
-        typer.echo(line)
+    return tracked, progress.wall, progress.training
 
 
 def validate(config: ConfigArg, set_: SetOption = None) -> None:

@@ -122,6 +122,12 @@ class TrackingConfig(Section):
     run_name: str | None = None
     log_records: bool = Field(True, description="Per-client per-round arrays (BHerd indices).")
     tags: dict[str, str] = Field(default_factory=dict)
+    blowup_factor: float | None = Field(
+        1000.0,
+        gt=1,
+        description="Tag a finished run fedsweep.loss_blowup when its test loss rose above this "
+        "factor x its first value (finite divergence); null: never. Not in the config hash.",
+    )
 
 
 class RunConfig(Section):

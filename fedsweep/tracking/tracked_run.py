@@ -8,6 +8,7 @@ logged are not logged again (the engine is deterministic, so they would carry th
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 
 from fedsweep.config.hashing import config_hash
@@ -15,12 +16,48 @@ from fedsweep.config.schema import RunConfig
 from fedsweep.engine.run import FLRun, RunResult
 from fedsweep.tracking.run_logger import MlflowRunLogger, git_commit
 
+#: tag of a finished run whose test loss grew past ``tracking.blowup_factor`` x its first value
+BLOWUP_TAG = "fedsweep.loss_blowup"
+BLOWUP_KEY = "test_loss"
+
 
 @dataclass
 class TrackedResult:
     result: RunResult
     run_id: str | None
     tracking_uri: str | None
+    #: the ``fedsweep.loss_blowup`` text when the loss blew up (finite), else None
+    blowup: str | None = None
+
+
+class BlowupWatch:
+    """Watches a run's test loss for a *finite* divergence: a value above ``factor`` x the first
+    one (e.g. a CNN at lr 100 that ends "finished" at test loss 3.2e6, chance accuracy).
+    Non-finite values are the engine's ``diverged`` status, not this. The largest value counts
+    (not only the last): one exploded round already ruins the seed-mean curve and its AUC."""
+
+    def __init__(self, factor: float | None, key: str = BLOWUP_KEY):
+        self.factor, self.key = factor, key
+        self.first: tuple[int, float] | None = None
+        self.worst: tuple[int, float] | None = None
+
+    def add(self, t: int, metrics: dict[str, float]) -> None:
+        value = metrics.get(self.key)
+        if value is None or not math.isfinite(value):
+            return
+        if self.first is None or t < self.first[0]:
+            self.first = (t, value)
+        if self.worst is None or value > self.worst[1]:
+            self.worst = (t, value)
+
+    def text(self) -> str | None:
+        """E.g. "test_loss 3.2e+06 at round 12 > 1000 x round 1 (2.3)", None when no blow-up."""
+        if self.factor is None or self.first is None or self.worst is None:
+            return None
+        (r1, first), (rw, worst) = self.first, self.worst
+        if first <= 0 or worst <= self.factor * first:
+            return None
+        return f"{self.key} {worst:.3g} at round {rw} > {self.factor:g} x round {r1} ({first:.3g})"
 
 
 def run_tags(run: FLRun) -> dict[str, str]:
@@ -76,6 +113,10 @@ class TrackedRun:
             )
             if run_id is not None:
                 self.logged_until = self.logger.last_logged_step()
+        self.watch = BlowupWatch(config.tracking.blowup_factor)
+        if self.logger is not None and run_id is not None:  # resumed: the rounds logged before
+            for m in self.logger.client.get_metric_history(run_id, BLOWUP_KEY):
+                self.watch.add(m.step, {BLOWUP_KEY: m.value})
 
     @property
     def run_id(self) -> str | None:
@@ -85,6 +126,7 @@ class TrackedRun:
         logger = self.logger
 
         def _on_round(t, metrics, result):
+            self.watch.add(t, metrics)
             if logger is not None and t > self.logged_until:
                 logger.log_round(t, metrics)
             if on_round is not None:
@@ -100,11 +142,15 @@ class TrackedRun:
             if logger is not None:
                 logger.end("failed")
             raise
+        blowup = self.watch.text() if result.status == "finished" else None
         if logger is not None:
             if self.config.tracking.log_records:
                 logger.log_arrays(self.run.record_arrays(), "records")
+            if blowup is not None:
+                logger.set_tags({BLOWUP_TAG: blowup})
             logger.end(result.status)
-        return TrackedResult(result, self.run_id, logger.tracking_uri if logger else None)
+        uri = logger.tracking_uri if logger else None
+        return TrackedResult(result, self.run_id, uri, blowup)
 
 
 def run_tracked(
