@@ -45,10 +45,69 @@ def artifact_root(tracking_uri: str) -> str | None:
     return None
 
 
-def prepare_store(tracking_uri: str) -> None:
-    """Create the folder of a local sqlite database (MLflow creates the file and schema)."""
+class TrackingUriError(ValueError):
+    """A tracking URI fedsweep cannot use (unknown scheme, unwritable or refused store)."""
+
+
+#: the URI schemes MLflow 3.17 has a tracking store for (``postgresql+psycopg2`` etc. included)
+TRACKING_SCHEMES = (
+    "sqlite",
+    "file",
+    "http",
+    "https",
+    "databricks",
+    "databricks-uc",
+    "uc",
+    "postgresql",
+    "mysql",
+    "mssql",
+)
+
+
+def check_tracking_uri(tracking_uri: str, *, write: bool = False) -> None:
+    """Refuse, in one sentence, a resolved tracking URI MLflow cannot open: an unknown scheme, a
+    file store (a bare path; MLflow 3.17 refuses it unless ``MLFLOW_ALLOW_FILE_STORE=true``),
+    or a local sqlite database whose folder cannot be created (or, with ``write``, written)."""
+    scheme = tracking_uri.partition("://")[0].split("+")[0].lower() if "://" in tracking_uri else ""
+    if scheme not in TRACKING_SCHEMES:
+        raise TrackingUriError(
+            f"tracking URI {tracking_uri!r}: unknown scheme {scheme or '(none)'!r} (allowed: "
+            f"{', '.join(TRACKING_SCHEMES)}; e.g. sqlite:///{default_store_dir() / DB_NAME})"
+        )
+    if scheme == "file" and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() not in (
+        "true",
+        "1",
+    ):
+        raise TrackingUriError(
+            f"tracking URI {tracking_uri!r} is a file store (a bare path or file://), which "
+            "MLflow 3.17 refuses; use a database, e.g. "
+            f"sqlite:///{Path(tracking_uri.partition('://')[2]) / DB_NAME}"
+        )
     if tracking_uri.startswith("sqlite:///"):
-        Path(tracking_uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+        db = Path(tracking_uri[len("sqlite:///") :])
+        try:
+            db.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise TrackingUriError(
+                f"tracking URI {tracking_uri!r}: cannot create the folder {db.parent} of the "
+                f"sqlite database ({err.strerror or err})"
+            ) from None
+        if db.exists() and not db.is_file():
+            raise TrackingUriError(
+                f"tracking URI {tracking_uri!r}: {db} is not a file (a folder?); name the "
+                f"database file, e.g. sqlite:///{db / DB_NAME}"
+            )
+        if write and not os.access(db if db.exists() else db.parent, os.W_OK):
+            raise TrackingUriError(
+                f"tracking URI {tracking_uri!r}: {db if db.exists() else db.parent} is not "
+                "writable; choose a store you can write to (--tracking-uri)"
+            )
+
+
+def prepare_store(tracking_uri: str) -> None:
+    """Check the URI and create the folder of a local sqlite database (MLflow creates the file
+    and schema); a URI MLflow cannot open raises :class:`TrackingUriError`."""
+    check_tracking_uri(tracking_uri)
 
 
 def get_client(tracking_uri: str):
