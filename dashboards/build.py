@@ -49,8 +49,13 @@ def load_specs(sweeps_dir: str | Path, wanted: list[str] | None) -> dict[str, Sw
     was asked for (by file stem) or if no figures were asked for."""
     specs: dict[str, SweepSpec] = {}
     errors: dict[str, SpecError] = {}
-    if not Path(sweeps_dir).is_dir():
-        return specs
+    folder = Path(sweeps_dir)
+    if not folder.is_dir():
+        what = "is a file, not a folder" if folder.exists() else "does not exist"
+        raise FigureSelectionError(
+            f"--sweeps-dir {folder}: {what} (allowed: a folder of sweep specs, e.g. sweeps/; "
+            "or draw spec files with --spec PATH)"
+        )
     for path in spec_paths(sweeps_dir):
         try:
             spec = load_spec(path)

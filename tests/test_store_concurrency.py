@@ -44,7 +44,9 @@ def test_concurrent_runs_on_a_fresh_sqlite_store_all_finish(tmp_path):
     finally:
         for proc in procs:
             proc.kill()
-    failed = [(p.returncode, o[-2000:]) for p, o in zip(procs, outputs, strict=True) if p.returncode]
+    failed = [
+        (p.returncode, o[-2000:]) for p, o in zip(procs, outputs, strict=True) if p.returncode
+    ]
     assert not failed, failed
 
     client = MlflowClient(tracking_uri=uri)

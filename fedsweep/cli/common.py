@@ -42,10 +42,11 @@ def clean_errors() -> Iterator[None]:
     from fedsweep.config.load import ConfigError
     from fedsweep.data.datasets import DatasetNotFoundError
     from fedsweep.sweep.spec import SpecError
+    from fedsweep.tracking.store import TrackingUriError
 
     try:
         yield
-    except (UsageError, ConfigError, SpecError) as err:
+    except (UsageError, ConfigError, SpecError, TrackingUriError) as err:
         fail(str(err), EXIT_USAGE)
     except DatasetNotFoundError as err:
         fail(str(err), EXIT_DATA)

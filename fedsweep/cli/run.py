@@ -66,6 +66,20 @@ def _load(
     return load_config(config, sets)
 
 
+def _check_runnable(cfg) -> None:
+    """What only the machine decides, before any data or MLflow: the device exists, the
+    tracking store can be written. Raises ConfigError / TrackingUriError (one sentence)."""
+    from fedsweep.config.load import ConfigError
+    from fedsweep.engine.device import device_problem
+    from fedsweep.tracking.store import check_tracking_uri, resolve_tracking_uri
+
+    problem = device_problem(cfg.device)
+    if problem:
+        raise ConfigError(problem)
+    if cfg.tracking.enabled:
+        check_tracking_uri(resolve_tracking_uri(cfg.tracking.uri), write=True)
+
+
 def _num(value: float) -> str:
     """4 decimals, or 4 significant digits for huge values (a diverging loss), or nan/inf."""
     if not math.isfinite(value) or abs(value) < 1e4:
@@ -146,6 +160,7 @@ def _run(config, set_, data_dir, tracking_uri, no_track, quiet, name, started):
         from fedsweep.config.load import parse_overrides
         from fedsweep.tracking.naming import run_name
 
+        _check_runnable(cfg)
         cfg.name = name or cfg.tracking.run_name or run_name(cfg, parse_overrides(set_))
         cfg.tracking.run_name = cfg.name
         progress.rounds = cfg.train.rounds

@@ -15,6 +15,7 @@ from fedsweep.cli.common import (
     ProfileOption,
     SetOption,
     TrackingUriOption,
+    UsageError,
     clean_errors,
     fail,
 )
@@ -75,6 +76,11 @@ def sweep(
 
     figures: list[str] = []
     with clean_errors():
+        if max_concurrent is not None and max_concurrent < 1:
+            raise UsageError(
+                f"--max-concurrent: got {max_concurrent} (allowed: 1 or more; leave it out to "
+                "run as many trials at once as the resources allow)"
+            )
         overrides = parse_overrides(set_)
         if specs:
             for path in specs:  # validate every named spec before anything runs

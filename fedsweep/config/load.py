@@ -6,10 +6,10 @@ import difflib
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
-from fedsweep.config.schema import RunConfig
+from fedsweep.config.schema import RunConfig, feasibility_errors, numeric_bounds
+from fedsweep.config.yamlio import YamlFileError, loads, read_yaml
 
 
 class ConfigError(ValueError):
@@ -25,7 +25,10 @@ def parse_overrides(items: list[str] | None) -> dict[str, Any]:
             raise ConfigError(
                 f"override {item!r} is not of the form key=value (e.g. train.lr=0.01)"
             )
-        out[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+        try:
+            out[key.strip()] = loads(raw, f"override {item!r}") if raw.strip() else None
+        except YamlFileError as err:
+            raise ConfigError(str(err)) from None
     return out
 
 
@@ -136,6 +139,8 @@ def format_validation_error(err: ValidationError, source: str) -> str:
             best = closest(value, [str(v) for v in allowed_values(field) or ()])
             if best is not None:
                 msg += f" (did you mean {best!r}?)"
+        if e["type"] == "finite_number" and schema_field(field) is not None:
+            msg += f" (allowed: a finite number{numeric_bounds(schema_field(field))})"
         if field in ("algorithm", "selector") and isinstance(value, str):
             best = closest(value, _registry_names(field))
             if best is not None and best != value:
@@ -157,16 +162,28 @@ def build_config(
     for key, value in (overrides or {}).items():
         set_dotted(tree, key, value)
     try:
-        return RunConfig.model_validate(tree)
+        config = RunConfig.model_validate(tree)
     except ValidationError as err:
         raise ConfigError(format_validation_error(err, source)) from None
+    problems = feasibility_errors(config)
+    if problems:
+        raise ConfigError("\n".join([f"invalid config ({source}):", *problems]))
+    return config
 
 
 def load_config(path: str | Path, overrides: list[str] | dict[str, Any] | None = None) -> RunConfig:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
-    tree = yaml.safe_load(path.read_text()) or {}
+    try:
+        tree = read_yaml(path, "config file")
+    except YamlFileError as err:
+        raise ConfigError(str(err)) from None
+    if tree is None:
+        raise ConfigError(
+            f"config file {path} is empty; it would run every default (full MNIST, 500 rounds): "
+            "write the sections you mean (see configs/)"
+        )
     if not isinstance(tree, dict):
         raise ConfigError(f"{path}: top level must be a mapping of config sections")
     if isinstance(overrides, list):

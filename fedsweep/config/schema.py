@@ -9,9 +9,11 @@ its hyper-parameters (``bherd``, ``grab``, ``fedprox``, ``fednova``, ``scaffold`
 
 from __future__ import annotations
 
-from typing import Literal
+import types
+import typing
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from fedsweep.algorithms.registry import ALGORITHMS, SELECTORS, valid_compositions
 
@@ -19,8 +21,47 @@ DATASETS = ("mnist", "mnist-5k", "fashion-mnist", "cifar10", "cifar100")
 PARTITIONS = ("case1", "case2", "case3", "dirichlet", "shards", "iid")
 
 
+def _numeric_kind(annotation: Any) -> str | None:
+    """ "an integer" / "a number" for an ``int`` / ``float`` field (``X | None`` included)."""
+    options = typing.get_args(annotation) if _is_union(annotation) else (annotation,)
+    if int in options:
+        return "an integer"
+    if float in options:
+        return "a number"
+    return None
+
+
+def _is_union(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType)
+
+
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # allow_inf_nan=False: `.inf`, `1e400` (overflows to inf) and `.nan` are refused everywhere
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        """``true``/``false`` are not numbers: pydantic would read ``rounds: true`` as 1."""
+        if isinstance(value, bool) and info.field_name is not None:
+            field = cls.model_fields[info.field_name]
+            kind = _numeric_kind(field.annotation)
+            if kind is not None:
+                raise ValueError(
+                    f"a boolean is not {kind} (allowed: {kind}{numeric_bounds(field)})"
+                )
+        return value
+
+
+def numeric_bounds(field) -> str:
+    """`` >= 1``, `` > 0 and <= 1``: the numeric constraints of a field, for messages."""
+    parts = []
+    for meta in field.metadata:
+        for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+            bound = getattr(meta, attr, None)
+            if bound is not None:
+                parts.append(f"{sign} {bound}")
+    return " " + " and ".join(parts) if parts else ""
 
 
 class DataConfig(Section):
@@ -168,3 +209,78 @@ class RunConfig(Section):
             )
         selector.check_config(self)
         return self
+
+
+# ----------------------------------------------------------------------------- feasibility
+#: training-set sizes known without loading the data (``data.train_subset`` takes a prefix)
+TRAIN_SIZES = {
+    "mnist": 60000,
+    "mnist-5k": 4000,
+    "fashion-mnist": 60000,
+    "cifar10": 50000,
+    "cifar100": 50000,
+}
+#: training samples per class (0, 1, ...) of the full training sets
+CLASS_COUNTS = {
+    "mnist": (5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949),
+    "mnist-5k": (400,) * 10,
+    "fashion-mnist": (6000,) * 10,
+    "cifar10": (5000,) * 10,
+    "cifar100": (500,) * 100,
+}
+#: data sets of one-channel (grayscale) images
+GRAYSCALE = ("mnist", "mnist-5k", "fashion-mnist")
+#: models that take any number of input channels
+ANY_CHANNELS = ("svm", "cnn", "mlp", "cnn-mcmahan")
+
+
+def max_clients(data: DataConfig) -> tuple[int, str]:
+    """The most clients the partition can give at least one training sample each, and why
+    (``fedsweep.data.partitions``: every scheme needs ``N <= |D|``; ``shards`` cuts ``s N``
+    shards of ``floor(|D| / (s N))`` samples; ``case2`` with ``N > L`` deals class ``t`` over
+    the clients ``t, t + L, ...``, so it needs ``N <= L c_t + t`` for every class count ``c_t``).
+    """
+    total = TRAIN_SIZES[data.dataset]
+    name = data.dataset
+    if data.train_subset is not None and data.train_subset < total:
+        total, name = data.train_subset, f"{data.dataset} (data.train_subset)"
+    limit, why = total, f"{name} has {total} training samples and every client needs at least one"
+    if data.partition == "shards":
+        s = data.shards_per_client
+        limit = total // s
+        why = (
+            f"shards cuts num_clients x data.shards_per_client ({s}) shards of at least one "
+            f"sample from the {total} training samples of {name}"
+        )
+    elif data.partition == "case2" and data.train_subset is None:
+        counts = CLASS_COUNTS[data.dataset]
+        n_labels = len(counts)
+        by_class = min(n_labels * c + t for t, c in enumerate(counts))
+        if by_class < limit:
+            t = min(range(n_labels), key=lambda k: n_labels * counts[k] + k)
+            limit = by_class
+            why = (
+                f"case2 deals class {t}'s {counts[t]} samples of {name} over every "
+                f"{n_labels}th client, and each needs at least one"
+            )
+    return limit, why
+
+
+def feasibility_errors(config: RunConfig) -> list[str]:
+    """Checks across fields that need no data: the partition gives every client a sample, the
+    model takes the data set's channels. One message line per problem (empty: fine)."""
+    out = []
+    data = config.data
+    limit, why = max_clients(data)
+    if data.num_clients > limit:
+        out.append(
+            f"  field `data.num_clients`: got {data.num_clients}: {why} "
+            f"(allowed: 1..{limit} for data.partition {data.partition})"
+        )
+    if config.model.name not in ANY_CHANNELS and data.dataset in GRAYSCALE:
+        out.append(
+            f"  field `model.name`: got {config.model.name!r}: ResNet-18 needs 3-channel images, "
+            f"but {data.dataset} has 1 channel (allowed with {data.dataset}: "
+            f"{', '.join(ANY_CHANNELS)}; or data.dataset cifar10, cifar100)"
+        )
+    return out

@@ -15,6 +15,17 @@ def resolve_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
+def device_problem(name: str, field: str = "device") -> str | None:
+    """One sentence when config ``device`` cannot run on this machine (``cuda`` without a GPU),
+    else None."""
+    if name == "cuda" and not torch.cuda.is_available():
+        return (
+            f"field `{field}`: got 'cuda': no CUDA device is available on this machine "
+            "(allowed here: cpu, auto)"
+        )
+    return None
+
+
 def available_cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))

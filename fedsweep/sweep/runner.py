@@ -23,8 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fedsweep.data.datasets import DatasetNotFoundError, load_dataset, resolve_data_root
-from fedsweep.sweep.spec import SweepSpec, Trial, expand, load_spec
+from fedsweep.engine.device import device_problem
+from fedsweep.sweep.spec import SpecError, SweepSpec, Trial, expand, load_spec
 from fedsweep.tracking.store import (
+    check_tracking_uri,
     default_store_dir,
     ensure_experiment,
     get_client,
@@ -362,6 +364,15 @@ def run_sweep(
     data_root = resolve_data_root(data_dir)
     extra = {"data.root": str(data_root), **(overrides or {})}
     trials = expand(spec, profile, extra=extra)
+    uri = resolve_tracking_uri(tracking_uri)
+    check_tracking_uri(uri, write=True)  # before the data, MLflow and Ray
+    if address is None:  # a cluster's workers may have the GPU this machine lacks
+        for device in sorted({t.config.device for t in trials}):
+            problem = device_problem(device)
+            if problem:
+                raise SpecError(f"{spec_path}: {problem}")
+    if max_concurrent is not None and max_concurrent < 1:
+        raise SpecError(f"max_concurrent: got {max_concurrent} (allowed: 1 or more, or None)")
     plan = check_data(trials, spec, profile, data_root)
     data_note = plan.note
     if data_note:
@@ -382,7 +393,6 @@ def run_sweep(
         echo(f"{spec.figure} [{profile}]: no trial can run without its data; nothing to schedule")
         return report
 
-    uri = resolve_tracking_uri(tracking_uri)
     client = get_client(uri)
     experiment = spec.figure
     experiment_id = ensure_experiment(
@@ -464,8 +474,30 @@ def run_sweep(
         client, parent_run_id, experiment_id, spec, profile, trials, errored=report.errored
     )
     if not report.errored:  # everything is in MLflow; Ray's copy of the checkpoints can go
-        shutil.rmtree(storage / tune_name, ignore_errors=True)
+        remove_inside(storage / tune_name, storage, missing_ok=True)
     return report
+
+
+class UnsafeRemovalError(RuntimeError):
+    """A folder to remove that is not strictly inside the store's ray_results folder."""
+
+
+def remove_inside(path: Path, root: Path, *, missing_ok: bool = False) -> None:
+    """``shutil.rmtree(path)``, only when ``path`` resolves (symlinks followed) to a folder
+    strictly inside ``root`` (the store's ray_results); anything else raises
+    :class:`UnsafeRemovalError` and removes nothing."""
+    root_real = Path(root).resolve()
+    target = Path(path).resolve()
+    if target == root_real or root_real not in target.parents:
+        raise UnsafeRemovalError(
+            f"refusing to remove {path} (resolves to {target}): not inside {root_real}"
+        )
+    if Path(path).is_symlink():  # inside, but a link: remove the link, not what it points to
+        Path(path).unlink()
+        return
+    if not target.exists() and missing_ok:
+        return
+    shutil.rmtree(target, ignore_errors=missing_ok)
 
 
 def trial_name(trial) -> str:
@@ -535,7 +567,7 @@ def _fit(
         )
     else:
         if path.exists():  # a stale Ray experiment of the same name: start its schedule afresh
-            shutil.rmtree(path)
+            remove_inside(path, storage)
         tuner = tune.Tuner(
             trainable,
             param_space={"trial": tune.grid_search(payloads)},

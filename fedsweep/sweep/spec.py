@@ -34,20 +34,46 @@ from __future__ import annotations
 import difflib
 import itertools
 import json
+import re
 import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from fedsweep.config.hashing import HASH_EXCLUDED, config_hash  # noqa: F401  (re-exported)
 from fedsweep.config.load import ConfigError, build_config, closest, set_dotted
 from fedsweep.config.schema import DataConfig, RunConfig
+from fedsweep.config.yamlio import YamlFileError, read_yaml
 from fedsweep.tracking.naming import trial_run_name
 
 PROFILES = ("paper", "quick", "smoke")
+#: a figure id: it names the MLflow experiment and a folder under the store's ray_results (which
+#: a finished sweep removes), so it must be one plain path component
+FIGURE_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+
+
+def figure_id_problem(value: str) -> str | None:
+    """Why ``value`` is not a valid figure id, or None when it is one."""
+    if not isinstance(value, str) or not FIGURE_ID.match(value) or ".." in value:
+        return (
+            f"figure id {value!r} is not a slug: use 1-64 lowercase letters, digits, '.', '_' "
+            "or '-', starting with a letter or digit, without '..' (e.g. bherd-fig3a, "
+            "my-alpha-study)"
+        )
+    return None
+
+
+def _repeated(values) -> list:
+    """The values that occur more than once in ``values``, in first-seen order."""
+    seen, out = set(), []
+    for v in values:
+        key = json.dumps(v, sort_keys=True, default=str)
+        if key in seen and v not in out:
+            out.append(v)
+        seen.add(key)
+    return out
 
 
 class SpecError(ValueError):
@@ -168,6 +194,14 @@ class SweepSpec(_Strict):
     claims: list[str] = Field(default_factory=list)
     profiles: dict[str, ProfileSpec]
 
+    @field_validator("figure")
+    @classmethod
+    def _slug(cls, value: str) -> str:
+        problem = figure_id_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
     @model_validator(mode="after")
     def _check(self) -> SweepSpec:
         for key, values in self.panels.items():
@@ -194,8 +228,25 @@ class SweepSpec(_Strict):
             raise ValueError(f"curves.values for {self.curves.key}: empty list")
         if isinstance(self.curves, list) and not self.curves:
             raise ValueError("curves: empty list")
-        if not self.seeds:
-            raise ValueError("seeds: empty list")
+        labels = [c.label for c in self.curve_list()]
+        if _repeated(labels):
+            raise ValueError(
+                f"curves: repeated label(s) {_repeated(labels)}: each curve needs its own label "
+                "(it is part of the trial id)"
+            )
+        seed_lists = [("seeds", self.seeds)] + [
+            (f"profiles.{n}.seeds", p.seeds)
+            for n, p in self.profiles.items()
+            if p.seeds is not None
+        ]
+        for where, seeds in seed_lists:
+            if not seeds:
+                raise ValueError(f"{where}: empty list (allowed: one or more seeds, e.g. [0, 1])")
+            if _repeated(seeds):
+                raise ValueError(
+                    f"{where}: repeated seed(s) {_repeated(seeds)} in {seeds}: each seed once "
+                    "(it is part of the trial id)"
+                )
         missing = [p for p in PROFILES if p not in self.profiles]
         unknown = [p for p in self.profiles if p not in PROFILES]
         if missing or unknown:
@@ -389,9 +440,11 @@ SWEEPS_DIRS = (Path("sweeps"), Path(__file__).resolve().parents[2] / "sweeps")
 
 def _read_tree(path: Path) -> dict[str, Any]:
     try:
-        tree = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise SpecError(f"invalid sweep spec {path}: not valid YAML ({err})") from None
+        tree = read_yaml(path, "sweep spec")
+    except YamlFileError as err:
+        raise SpecError(f"invalid sweep spec: {err}") from None
+    if tree is None:
+        raise SpecError(f"sweep spec {path} is empty")
     if not isinstance(tree, dict):
         raise SpecError(f"invalid sweep spec {path}: top level must be a mapping of spec keys")
     return tree
@@ -399,8 +452,8 @@ def _read_tree(path: Path) -> dict[str, Any]:
 
 def _figure_of(path: Path) -> str | None:
     try:
-        tree = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
+        tree = read_yaml(path)
+    except YamlFileError:
         return None
     return tree.get("figure") if isinstance(tree, dict) else None
 

@@ -65,11 +65,17 @@ def fl_trial(params: dict) -> None:
     tracked.execute(on_round)
 
 
+def load_state(path: str | Path) -> dict:
+    """A checkpointed FL state, read with ``weights_only=True``: tensors, plain Python values
+    and containers only, so a tampered checkpoint cannot run code when loaded."""
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
 def _restore(checkpoint) -> tuple[dict | None, str | None]:
     if checkpoint is None:
         return None, None
     with checkpoint.as_directory() as folder:
-        state = torch.load(Path(folder) / STATE_FILE, weights_only=False)
+        state = load_state(Path(folder) / STATE_FILE)
         meta = json.loads((Path(folder) / META_FILE).read_text())
     return state, meta["mlflow_run_id"]
 

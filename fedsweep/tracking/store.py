@@ -47,6 +47,65 @@ def artifact_root(tracking_uri: str) -> str | None:
     return None
 
 
+class TrackingUriError(ValueError):
+    """A tracking URI fedsweep cannot use (unknown scheme, unwritable or refused store)."""
+
+
+#: the URI schemes MLflow 3.17 has a tracking store for (``postgresql+psycopg2`` etc. included)
+TRACKING_SCHEMES = (
+    "sqlite",
+    "file",
+    "http",
+    "https",
+    "databricks",
+    "databricks-uc",
+    "uc",
+    "postgresql",
+    "mysql",
+    "mssql",
+)
+
+
+def check_tracking_uri(tracking_uri: str, *, write: bool = False) -> None:
+    """Refuse, in one sentence, a resolved tracking URI MLflow cannot open: an unknown scheme, a
+    file store (a bare path; MLflow 3.17 refuses it unless ``MLFLOW_ALLOW_FILE_STORE=true``),
+    or a local sqlite database whose folder cannot be created (or, with ``write``, written)."""
+    scheme = tracking_uri.partition("://")[0].split("+")[0].lower() if "://" in tracking_uri else ""
+    if scheme not in TRACKING_SCHEMES:
+        raise TrackingUriError(
+            f"tracking URI {tracking_uri!r}: unknown scheme {scheme or '(none)'!r} (allowed: "
+            f"{', '.join(TRACKING_SCHEMES)}; e.g. sqlite:///{default_store_dir() / DB_NAME})"
+        )
+    if scheme == "file" and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() not in (
+        "true",
+        "1",
+    ):
+        raise TrackingUriError(
+            f"tracking URI {tracking_uri!r} is a file store (a bare path or file://), which "
+            "MLflow 3.17 refuses; use a database, e.g. "
+            f"sqlite:///{Path(tracking_uri.partition('://')[2]) / DB_NAME}"
+        )
+    if tracking_uri.startswith("sqlite:///"):
+        db = Path(tracking_uri[len("sqlite:///") :])
+        try:
+            db.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise TrackingUriError(
+                f"tracking URI {tracking_uri!r}: cannot create the folder {db.parent} of the "
+                f"sqlite database ({err.strerror or err})"
+            ) from None
+        if db.exists() and not db.is_file():
+            raise TrackingUriError(
+                f"tracking URI {tracking_uri!r}: {db} is not a file (a folder?); name the "
+                f"database file, e.g. sqlite:///{db / DB_NAME}"
+            )
+        if write and not os.access(db if db.exists() else db.parent, os.W_OK):
+            raise TrackingUriError(
+                f"tracking URI {tracking_uri!r}: {db if db.exists() else db.parent} is not "
+                "writable; choose a store you can write to (--tracking-uri)"
+            )
+
+
 #: sqlite stores whose schema this process has seen complete (see :func:`prepare_store`)
 _READY: set[str] = set()
 
@@ -69,7 +128,9 @@ def _file_lock(path: Path) -> Iterator[None]:
 
 
 def prepare_store(tracking_uri: str) -> None:
-    """Create a local sqlite store's folder, and its schema under a file lock.
+    """Check the URI (:func:`check_tracking_uri`; a URI MLflow cannot open raises
+    :class:`TrackingUriError`), then create a local sqlite store's folder, and its schema under
+    a file lock.
 
     MLflow creates the tables of a fresh sqlite database in the first process that opens it
     (``SqlAlchemyStore.__init__`` runs every schema migration when a table is missing). Two
@@ -77,10 +138,12 @@ def prepare_store(tracking_uri: str) -> None:
     or "duplicate column name: step". So the first open of a store in each process takes
     ``<db>.lock`` and opens the store (which creates or verifies the schema) while holding it;
     every later open finds the schema complete."""
-    if not tracking_uri.startswith("sqlite:///") or tracking_uri in _READY:
+    if tracking_uri in _READY:
+        return
+    check_tracking_uri(tracking_uri)  # creates a sqlite store's folder
+    if not tracking_uri.startswith("sqlite:///"):
         return
     db = Path(tracking_uri[len("sqlite:///") :])
-    db.parent.mkdir(parents=True, exist_ok=True)
     from mlflow import MlflowClient
 
     with _file_lock(db.with_name(db.name + ".lock")):
