@@ -142,6 +142,37 @@ def test_missing_mnist_raises_one_clear_error(
     assert isinstance(info.value.__cause__, URLError)
 
 
+def test_failed_download_removes_what_it_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 9: a failed download leaves no empty folders (nor partial files) behind, and keeps
+    everything that was there before. The real torchvision download runs, against a closed
+    local port (no network traffic leaves 127.0.0.1)."""
+    monkeypatch.setattr(_mnist_class(), "mirrors", ["http://127.0.0.1:9/"])
+    fresh = tmp_path / "new" / "data"
+    with pytest.raises(D.DatasetNotFoundError, match="downloading it failed"):
+        D.load_dataset("mnist", root=fresh, download=True)
+    assert list(tmp_path.iterdir()) == []  # new/, data/, MNIST/raw/ all gone
+
+    kept = tmp_path / "kept"
+    (kept / "MNIST" / "raw").mkdir(parents=True)
+    (kept / "notes.txt").write_text("mine")
+    (kept / "MNIST" / "raw" / "readme").write_text("mine too")
+
+    def partial(url, root, filename=None, md5=None, **kw):  # leaves a partial archive
+        Path(root, filename or url.rsplit("/", 1)[-1]).write_bytes(b"\x1f\x8b partial")
+        Path(root, "tmpdir").mkdir()
+        raise URLError("connection reset (test)")
+
+    import torchvision.datasets.mnist as tv_mnist
+
+    monkeypatch.setattr(tv_mnist, "download_and_extract_archive", partial)
+    with pytest.raises(D.DatasetNotFoundError):
+        D.load_dataset("mnist", root=kept, download=True)
+    left = sorted(str(p.relative_to(kept)) for p in kept.rglob("*"))
+    assert left == ["MNIST", "MNIST/raw", "MNIST/raw/readme", "notes.txt"]
+
+
 def test_missing_mnist_without_download_never_downloads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

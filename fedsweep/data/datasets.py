@@ -194,13 +194,71 @@ def _open_torchvision(name: str, root: Path, download: bool) -> tuple[Any, Any]:
     except (RuntimeError, OSError) as e:
         if not download:
             raise _not_found(name, root, download, e) from e
+    before = _snapshot(cls, root)
     try:
         return (
             cls(root=str(root), train=True, download=True),
             cls(root=str(root), train=False, download=True),
         )
     except Exception as e:  # network, checksum, permission, archive errors: one clear message
+        _remove_new(before, cls, root)
         raise _not_found(name, root, download, e) from e
+
+
+def _download_folders(cls: Any, root: Path) -> list[Path]:
+    """The folders a torchvision download of ``cls`` writes into: ``root`` (CIFAR's archive)
+    and the set's own folder (``<root>/MNIST``, ``<root>/cifar-10-batches-py``)."""
+    own = root / (cls.__name__ if hasattr(cls, "resources") else cls.base_folder)
+    return [root, own]
+
+
+def _first_existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _snapshot(cls: Any, root: Path) -> dict:
+    """What exists before a download: the nearest existing ancestor of ``root`` and every
+    path under the download folders (a handful of files), so a failed download can remove
+    exactly what it created."""
+    paths: set[Path] = set()
+    for folder in _download_folders(cls, root):
+        if folder.is_dir():
+            paths.add(folder)
+            paths.update(folder.iterdir() if folder == root else folder.rglob("*"))
+    return {"anchor": _first_existing(root), "paths": paths}
+
+
+def _remove_new(before: dict, cls: Any, root: Path) -> None:
+    """Undo a failed download: remove files and folders that did not exist before it (partial
+    archives, empty ``raw`` folders, the data folder itself and its new parents). Best effort:
+    a path that cannot be removed is left."""
+    import shutil
+
+    old = before["paths"]
+    for folder in reversed(_download_folders(cls, root)):
+        if not folder.is_dir():
+            continue
+        if folder not in old and folder != root:
+            shutil.rmtree(folder, ignore_errors=True)
+            continue
+        entries = folder.iterdir() if folder == root else folder.rglob("*")
+        for path in sorted(entries, key=lambda p: len(p.parts), reverse=True):
+            if path in old or not path.exists():
+                continue
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+    anchor = before["anchor"]
+    path = root
+    while path != anchor and anchor in path.parents:  # folders created up to the old anchor
+        try:
+            path.rmdir()  # only when empty
+        except OSError:
+            break
+        path = path.parent
 
 
 def _images(data: Any) -> torch.Tensor:
