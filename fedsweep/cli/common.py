@@ -41,12 +41,22 @@ def clean_errors() -> Iterator[None]:
     """Turn the known bad-input errors into one red message and exit code 2 (3 for data)."""
     from fedsweep.config.load import ConfigError
     from fedsweep.data.datasets import DatasetNotFoundError
+    from fedsweep.sweep.runner import RayUnavailableError, ResumeMismatchError, SweepBusyError
     from fedsweep.sweep.spec import SpecError
     from fedsweep.tracking.store import TrackingUriError
 
+    known = (
+        UsageError,
+        ConfigError,
+        SpecError,
+        TrackingUriError,
+        SweepBusyError,
+        ResumeMismatchError,
+        RayUnavailableError,
+    )
     try:
         yield
-    except (UsageError, ConfigError, SpecError, TrackingUriError) as err:
+    except known as err:
         fail(str(err), EXIT_USAGE)
     except DatasetNotFoundError as err:
         fail(str(err), EXIT_DATA)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -55,6 +56,14 @@ def sweep(
     sweeps_dir: Annotated[
         Path, typer.Option(metavar="DIR", help="Where specs live (for the default).")
     ] = Path("sweeps"),
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="When another driver is sweeping the same spec and profile into the same "
+            "store, wait for it to end, then run what is left (default: refuse, naming it).",
+        ),
+    ] = False,
     verbose: Annotated[
         bool,
         typer.Option(
@@ -70,7 +79,10 @@ def sweep(
     Trials whose config already has a finished run are skipped, so re-running a finished sweep
     schedules nothing. The console shows one progress line (sweep i of n, trials done /
     running / failed / skipped / total, ETA), one summary line per sweep and a table at the
-    end; Ray's own output goes to a log file under <store>/ray_results/logs/ (path printed)."""
+    end; Ray's own output goes to a log file under <store>/ray_results/logs/ (path printed).
+
+    Ctrl-C or SIGTERM stops the trials (checkpoints kept), marks the parent and unfinished runs
+    KILLED and exits 130 (143 for SIGTERM); --resume continues from the checkpoints."""
     from fedsweep.config.load import parse_overrides
     from fedsweep.sweep.spec import SpecError, load_spec, spec_paths
 
@@ -103,10 +115,44 @@ def sweep(
         tracking_uri=tracking_uri,
         data_dir=data_dir,
         overrides=overrides,
+        wait=wait,
     )
-    with clean_errors():  # outside the console's capture: a bad-input message is shown
-        failed = _run_all(specs, figures, profile, verbose, run_args)
+    terminated: list[int] = []
+    try:
+        with clean_errors(), sigterm_as_sigint(terminated):  # messages outside the capture
+            failed = _run_all(specs, figures, profile, verbose, run_args)
+    except KeyboardInterrupt as err:
+        how = "SIGTERM" if terminated else "Ctrl-C"
+        detail = f"{err}; " if str(err) else ""
+        again = " ".join(["fedsweep sweep", *map(str, specs), "--profile", profile, "--resume"])
+        typer.echo(
+            f"interrupted ({how}): {detail}the sweep's parent run and its unfinished trials are "
+            f"marked KILLED. Continue with: {again} (and the same --set options)",
+            err=True,
+        )
+        raise typer.Exit(128 + (signal.SIGTERM if terminated else signal.SIGINT)) from None
     raise typer.Exit(1 if failed else 0)
+
+
+@contextmanager
+def sigterm_as_sigint(seen: list[int]):
+    """While inside, SIGTERM (a scheduler, ``timeout``, ``docker stop``) acts as Ctrl-C: during
+    the trials Ray Tune stops them gracefully (checkpoints saved), elsewhere it raises
+    KeyboardInterrupt; either way the sweep's runs end KILLED. ``seen`` records it."""
+
+    def on_term(signum, frame):
+        seen.append(signum)
+        signal.raise_signal(signal.SIGINT)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _run_all(specs, figures, profile: str, verbose: bool, run_args: dict) -> bool:

@@ -15,10 +15,14 @@ Order of work (everything that can fail does so before Ray starts):
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import math
 import os
 import shutil
+import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +58,8 @@ class SweepReport:
     unavailable: int = 0
     #: trials not scheduled because another trial of the sweep has the same config
     shared: int = 0
+    #: trials stopped unfinished (Ctrl-C / SIGTERM during the sweep; ``--resume`` continues)
+    interrupted: int = 0
     errors: list[str] = field(default_factory=list)
 
     def line(self, wall: float | None = None) -> str:
@@ -300,14 +306,19 @@ def parent_tags(spec: SweepSpec, spec_path: Path, profile: str, plan: DataPlan) 
 
 
 def open_parent_run(
-    client, experiment_id: str, spec: SweepSpec, profile: str, state_path: Path, tags: dict
+    client, experiment_id: str, spec: SweepSpec, profile: str, state: dict | None, tags: dict
 ) -> str:
-    """The parent run of (figure, profile): an interrupted sweep's (its state file), else the
-    one an earlier sweep created in the figure's experiment, else a new one. Re-running a sweep
-    (e.g. after adding a curve) attaches the new children to the same parent."""
-    parent_run_id = None
-    if state_path.is_file():  # an interrupted sweep: keep its parent run (no duplicate runs)
-        parent_run_id = json.loads(state_path.read_text())["parent_run_id"]
+    """The parent run of (figure, profile): an interrupted sweep's (its state file, when the
+    run still exists in this store's experiment), else the one an earlier sweep created in the
+    figure's experiment, else a new one. Re-running a sweep (e.g. after adding a curve)
+    attaches the new children to the same parent."""
+    parent_run_id = state.get("parent_run_id") if state else None
+    if parent_run_id is not None:  # an interrupted sweep: keep its parent run (no duplicates)
+        try:
+            if client.get_run(parent_run_id).info.experiment_id != experiment_id:
+                parent_run_id = None
+        except Exception:  # deleted, or never in this store
+            parent_run_id = None
     if parent_run_id is None:
         parent_run_id = find_parent_run(client, experiment_id, spec.figure, profile)
     if parent_run_id is None:
@@ -352,8 +363,12 @@ def run_sweep(
     verbose: int = 1,
     echo=print,
     listener=None,
+    wait: bool = False,
 ) -> SweepReport:
     """Run one sweep spec under ``profile``. ``fail_at`` (trial_id -> round) injects crashes.
+
+    One driver per (spec, profile, store) at a time: another one running raises
+    :class:`SweepBusyError`, or with ``wait`` this one waits for it to end.
 
     ``verbose`` is Ray Tune's verbosity (0: silent, 1: its tables); ``echo`` receives the
     driver's own lines; ``listener`` (e.g. ``fedsweep.cli.sweep_console.SweepConsole``) gets
@@ -400,9 +415,58 @@ def run_sweep(
     )
     storage = Path(storage_dir).resolve() if storage_dir else default_store_dir() / "ray_results"
     storage.mkdir(parents=True, exist_ok=True)
-    tune_name = f"{spec.figure}-{profile}"
+    tune_name = ray_experiment_name(spec.figure, profile, uri, spec_path)
     state_path = storage / tune_name / STATE_FILE
+    with driver_lock(storage / f"{tune_name}.driver", spec.figure, profile, uri, wait, echo):
+        return _run_locked(
+            spec,
+            spec_path,
+            profile,
+            trials,
+            plan,
+            report,
+            client,
+            uri,
+            experiment_id,
+            storage,
+            tune_name,
+            state_path,
+            overrides or {},
+            resume=resume,
+            address=address,
+            max_concurrent=max_concurrent,
+            fail_at=fail_at or {},
+            verbose=verbose,
+            echo=echo,
+            listener=listener,
+        )
 
+
+def _run_locked(
+    spec: SweepSpec,
+    spec_path: Path,
+    profile: str,
+    trials: list[Trial],
+    plan: DataPlan,
+    report: SweepReport,
+    client,
+    uri: str,
+    experiment_id: str,
+    storage: Path,
+    tune_name: str,
+    state_path: Path,
+    overrides: dict,
+    *,
+    resume: bool,
+    address,
+    max_concurrent,
+    fail_at: dict,
+    verbose,
+    echo,
+    listener,
+) -> SweepReport:
+    """The part of :func:`run_sweep` that runs while holding the sweep's driver lock."""
+    experiment = spec.figure
     done = finished_hashes(client, {t.config_hash for t in trials})
     report.skipped = sum(t.config_hash in done for t in trials)
     # Trials with equal configs share one run (e.g. a pooled centralized baseline drawn in
@@ -413,16 +477,11 @@ def run_sweep(
             unique.setdefault(t.config_hash, t)
     pending = list(unique.values())
     report.shared = len(trials) - report.skipped - len(pending)
-    parent_run_id = open_parent_run(
-        client,
-        experiment_id,
-        spec,
-        profile,
-        state_path,
-        parent_tags(spec, spec_path, profile, plan),
-    )
-    report.parent_run_id = parent_run_id
+    tags = parent_tags(spec, spec_path, profile, plan)
+    state = read_state(state_path, uri, echo)
     if not pending:
+        parent_run_id = open_parent_run(client, experiment_id, spec, profile, state, tags)
+        report.parent_run_id = parent_run_id
         close_parent_run(client, parent_run_id, experiment_id, spec, profile, trials, errored=0)
         echo(
             f"{spec.figure} [{profile}]: all {len(trials)} runnable trials already have a "
@@ -430,52 +489,248 @@ def run_sweep(
         )
         return report
 
-    if state_path.is_file() and not resume:
+    from ray import tune
+
+    path = storage / tune_name
+    restore = resume and state is not None and tune.Tuner.can_restore(str(path))
+    if restore:
+        check_resume_plan(state, pending, overrides, spec.figure, profile)
+        echo(f"resuming {path}")
+    elif resume:
+        echo(f"note: {tune_name}: nothing to resume in {storage}; starting the trials afresh")
+    elif state is not None:
         echo(
             f"note: {tune_name} was interrupted before; continuing its MLflow runs from "
             "round 0 (use --resume to continue from the trials' checkpoints)"
         )
-    client.update_run(parent_run_id, status="RUNNING")
-
-    fail_at = fail_at or {}
-    payloads = [
-        trial_payload(t, spec, uri, experiment, parent_run_id, fail_at.get(t.trial_id))
-        for t in pending
-    ]
-    report.scheduled = len(payloads)
-    echo(
-        f"{spec.figure} [{profile}]: {len(trials)} trials, {report.skipped} already finished, "
-        f"scheduling {len(payloads)} (parent MLflow run {parent_run_id})"
-        + (f"; {report.shared} share a run with an equal trial" if report.shared else "")
-    )
-
-    results = _fit(
-        payloads,
-        spec,
-        storage,
-        tune_name,
-        state_path,
-        parent_run_id,
-        resume,
-        address,
-        max_concurrent,
-        verbose,
-        echo,
-        report,
-        listener,
-    )
-    for res in results:
-        if res.error is not None:
-            report.errored += 1
-            report.errors.append(f"{res.config['trial']['trial_id']}: {res.error}")
-        else:
-            report.finished += 1
+    # Ray first: the parent run is opened only once Ray is up and can run the trials
+    init_ray(address)
+    check_resources(spec, spec_path)
+    parent_run_id = open_parent_run(client, experiment_id, spec, profile, state, tags)
+    report.parent_run_id = parent_run_id
+    try:
+        client.update_run(parent_run_id, status="RUNNING")
+        client.set_tag(parent_run_id, "fedsweep.status", "running")
+        payloads = [
+            trial_payload(t, spec, uri, experiment, parent_run_id, fail_at.get(t.trial_id))
+            for t in pending
+        ]
+        report.scheduled = len(payloads)
+        echo(
+            f"{spec.figure} [{profile}]: {len(trials)} trials, {report.skipped} already "
+            f"finished, scheduling {len(payloads)} (parent MLflow run {parent_run_id})"
+            + (f"; {report.shared} share a run with an equal trial" if report.shared else "")
+        )
+        new_state = {
+            "parent_run_id": parent_run_id,
+            "tracking_uri": uri,
+            "spec": str(spec_path),
+            "profile": profile,
+            "overrides": {k: v for k, v in overrides.items() if k != "data.root"},
+            "hashes": sorted({t.config_hash for t in pending}),
+        }
+        if restore:  # the restored trials are the old plan's: keep its record
+            new_state["hashes"] = state.get("hashes", new_state["hashes"])
+            new_state["overrides"] = state.get("overrides", new_state["overrides"])
+        results = _fit(
+            payloads,
+            spec,
+            storage,
+            tune_name,
+            state_path,
+            new_state,
+            restore,
+            max_concurrent,
+            verbose,
+            report,
+            listener,
+        )
+        for res in results:
+            if res.error is not None:
+                report.errored += 1
+                which = (res.config or {}).get("trial", {}).get("trial_id", res.path)
+                report.errors.append(f"{which}: {res.error}")
+        # a trial Tune stopped on Ctrl-C / SIGTERM has neither an error nor a finished run
+        report.finished = len(finished_hashes(client, {t.config_hash for t in pending}))
+        report.interrupted = max(0, len(results) - report.errored - report.finished)
+        if report.interrupted:
+            raise SweepInterrupted(
+                f"{spec.figure} [{profile}]: interrupted with {report.interrupted} of "
+                f"{len(payloads)} trials unfinished; their checkpoints are kept in {path}"
+            )
+    except BaseException as err:
+        killed = isinstance(err, KeyboardInterrupt)
+        end_parent_run(client, parent_run_id, "killed" if killed else "failed")
+        raise
     close_parent_run(
         client, parent_run_id, experiment_id, spec, profile, trials, errored=report.errored
     )
     if not report.errored:  # everything is in MLflow; Ray's copy of the checkpoints can go
-        remove_inside(storage / tune_name, storage, missing_ok=True)
+        remove_inside(path, storage, missing_ok=True)
     return report
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped a sweep's trials before they finished (Ray Tune stops
+    gracefully and returns): the parent and the unfinished trials' runs are marked KILLED and
+    the checkpoints kept for ``fedsweep sweep --resume``."""
+
+
+def end_parent_run(client, parent_run_id: str, status: str) -> None:
+    """Mark the parent run (and its children still RUNNING) ``killed`` or ``failed``: no run
+    of an ended sweep stays RUNNING. Best effort: a store that fails here does not hide the
+    error that ended the sweep."""
+    mlflow_status = "KILLED" if status == "killed" else "FAILED"
+    with contextlib.suppress(Exception):
+        children = client.search_runs(
+            [client.get_run(parent_run_id).info.experiment_id],
+            filter_string=(
+                f"tags.`mlflow.parentRunId` = '{parent_run_id}' and attributes.status = 'RUNNING'"
+            ),
+            max_results=5000,
+        )
+        for child in children:
+            client.set_tag(child.info.run_id, "fedsweep.status", status)
+            client.set_terminated(child.info.run_id, mlflow_status)
+    with contextlib.suppress(Exception):
+        client.set_tag(parent_run_id, "fedsweep.status", status)
+        client.set_terminated(parent_run_id, mlflow_status)
+
+
+# ------------------------------------------------------------- one driver per sweep
+def ray_experiment_name(figure: str, profile: str, tracking_uri: str, spec_path: Path) -> str:
+    """Ray Tune's experiment folder of a sweep: ``<figure>-<profile>-<key>``, the key a hash of
+    the store's URI and the spec's path, so a sweep never resumes (or removes) the Ray state
+    of the same figure in another store."""
+    key = hashlib.sha256(f"{tracking_uri}\n{spec_path}".encode()).hexdigest()[:8]
+    return f"{figure}-{profile}-{key}"
+
+
+class SweepBusyError(RuntimeError):
+    """Another driver runs this sweep (same spec, profile and store) right now."""
+
+
+@contextlib.contextmanager
+def driver_lock(path: Path, figure: str, profile: str, uri: str, wait: bool, echo):
+    """Hold ``path`` (an exclusive ``flock``, released by the OS even on ``kill -9``) while
+    driving a sweep; the file says who holds it. A second driver of the same sweep and store
+    raises :class:`SweepBusyError` naming the running one, or with ``wait`` blocks until it
+    ends. Without ``fcntl`` (Windows) there is no lock."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = _holder_text(handle.read())
+            if not wait:
+                raise SweepBusyError(
+                    f"{figure} [{profile}] is already being swept into {uri} by {holder}; "
+                    "a second driver would run the same trials again and remove the first "
+                    "one's Ray state. Wait for it (or stop it), or pass --wait to start when "
+                    "it has ended (its finished trials are then reused)."
+                ) from None
+            echo(f"waiting for {holder} to end its sweep of {figure} [{profile}]")
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        handle.seek(0)
+        handle.truncate()
+        info = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "store": uri,
+        }
+        handle.write(json.dumps(info))
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.seek(0)
+            handle.truncate()
+            handle.flush()
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _holder_text(text: str) -> str:
+    try:
+        info = json.loads(text)
+        return f"PID {info['pid']} on {info['host']} (started {info['started']})"
+    except (ValueError, KeyError, TypeError):
+        return "another process (it has not written its PID yet)"
+
+
+# ------------------------------------------------------------------ resume and Ray state
+def read_state(state_path: Path, uri: str, echo) -> dict | None:
+    """The state file of an interrupted sweep of this store, or None (no file, an unreadable
+    one, or one written for another store: never resumed)."""
+    if not state_path.is_file():
+        return None
+    try:
+        state = json.loads(state_path.read_text())
+    except ValueError:
+        echo(f"note: ignoring the unreadable sweep state {state_path}")
+        return None
+    if state.get("tracking_uri", uri) != uri:
+        echo(f"note: ignoring {state_path}: it belongs to the store {state['tracking_uri']}")
+        return None
+    return state
+
+
+class ResumeMismatchError(ValueError):
+    """``--resume`` would continue trials whose configs differ from the sweep planned now."""
+
+
+def check_resume_plan(
+    state: dict, pending: list[Trial], overrides: dict, figure: str, profile: str
+) -> None:
+    """Refuse ``--resume`` when the restored trials are not the ones planned now (a changed
+    ``--set``, an edited spec): Ray Tune would run the configs saved with the interrupted
+    sweep. Raises :class:`ResumeMismatchError` with the difference."""
+    if "hashes" not in state:
+        return
+    saved = set(state["hashes"])
+    now = {t.config_hash for t in pending}
+    if now <= saved:
+        return
+    old_sets = state.get("overrides", {})
+    new_sets = {k: v for k, v in overrides.items() if k != "data.root"}
+    changed = [
+        f"{k}: {old_sets.get(k, '(unset)')} -> {new_sets.get(k, '(unset)')}"
+        for k in sorted(set(old_sets) | set(new_sets))
+        if old_sets.get(k) != new_sets.get(k)
+    ]
+    what = "; ".join(changed) if changed else "the spec or its profile changed"
+    raise ResumeMismatchError(
+        f"--resume: {len(now - saved)} of the {len(now)} trials planned now for {figure} "
+        f"[{profile}] are not among the interrupted sweep's (--set {what}). Resume with the "
+        "same options as before, or run without --resume to start these trials afresh "
+        "(finished runs are reused either way)."
+    )
+
+
+def check_resources(spec: SweepSpec, spec_path: Path) -> None:
+    """Fail now, not with trials PENDING forever, when no Ray node can hold one trial's
+    ``resources`` (CPUs and GPUs per trial) ; the message says what the cluster has."""
+    import ray
+
+    cpu, gpu = spec.resources.cpu, spec.resources.gpu
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    if any(n.get("CPU", 0) >= cpu and n.get("GPU", 0) >= gpu for n in nodes):
+        return
+    best = max(nodes, key=lambda n: (n.get("GPU", 0), n.get("CPU", 0)), default={})
+    total_cpu = sum(n.get("CPU", 0) for n in nodes)
+    total_gpu = sum(n.get("GPU", 0) for n in nodes)
+    raise SpecError(
+        f"{spec_path}: resources: each trial asks for cpu={cpu:g}, gpu={gpu:g}, but no Ray "
+        f"node has that much (largest node: {best.get('CPU', 0):g} CPUs, "
+        f"{best.get('GPU', 0):g} GPUs; {len(nodes)} node(s), {total_cpu:g} CPUs and "
+        f"{total_gpu:g} GPUs in all). Lower resources.cpu / resources.gpu in the spec, or "
+        "attach to a cluster that has them (--address)."
+    )
 
 
 class UnsafeRemovalError(RuntimeError):
@@ -509,6 +764,35 @@ def trial_dirname(trial) -> str:
     return f"trial_{trial.trial_id}"
 
 
+class RayUnavailableError(RuntimeError):
+    """The Ray cluster named by ``--address`` cannot be reached."""
+
+
+#: seconds an ``--address`` has to accept a connection
+RAY_CONNECT_TIMEOUT_S = 5.0
+
+
+def check_ray_address(address: str) -> None:
+    """Fail in seconds when nothing listens at a ``HOST:PORT`` / ``ray://HOST:PORT`` address
+    (``ray.init`` would retry for minutes). ``auto`` and other forms are left to Ray."""
+    hostport = address.split("://", 1)[1] if "://" in address else address
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), RAY_CONNECT_TIMEOUT_S).close()
+    except OSError as err:
+        why = (
+            f"no answer within {RAY_CONNECT_TIMEOUT_S:g} s"
+            if isinstance(err, TimeoutError)
+            else (err.strerror or str(err))
+        )
+        raise RayUnavailableError(
+            f"--address {address}: cannot reach a Ray cluster there ({why}); start one "
+            "(ray start --head) or leave --address out to run on a local Ray"
+        ) from None
+
+
 def init_ray(address: str | None) -> bool:
     """Start (or attach to) Ray unless it runs already; True when this call started it."""
     import ray
@@ -517,11 +801,38 @@ def init_ray(address: str | None) -> bool:
     if ray.is_initialized():
         return False
     kwargs = {"include_dashboard": False, "configure_logging": True, "logging_level": "WARNING"}
+    with keep_sigterm_handler():
+        _connect(ray, address, kwargs)
+    return True
+
+
+@contextlib.contextmanager
+def keep_sigterm_handler():
+    """``ray.init`` installs a C-level SIGTERM handler in the driver that aborts the process
+    (exit -6, no clean-up); put back the Python handler that was there before (``fedsweep
+    sweep`` turns SIGTERM into a graceful stop with every run marked KILLED)."""
+    import signal
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if main and previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _connect(ray, address: str | None, kwargs: dict) -> None:
     if address:
-        ray.init(address=address, **kwargs)
+        check_ray_address(address)
+        try:
+            ray.init(address=address, **kwargs)
+        except ConnectionError as err:
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise RayUnavailableError(f"--address {address}: {first}") from None
     else:
         ray.init(**kwargs)
-    return True
 
 
 def shutdown_ray() -> None:
@@ -540,27 +851,24 @@ def _fit(
     storage: Path,
     tune_name: str,
     state_path: Path,
-    parent_run_id: str,
-    resume: bool,
-    address,
+    state: dict,
+    restore: bool,
     max_concurrent,
     verbose,
-    echo,
     report: SweepReport | None = None,
     listener=None,
 ):
+    """Run (or, with ``restore``, resume) the trials with Ray Tune; Ray must be up."""
     from ray import tune
 
     from fedsweep.sweep.trial import fl_trial
     from fedsweep.sweep.tune_events import TrialEvents, listening
 
-    init_ray(address)
     trainable = tune.with_resources(
         fl_trial, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
     )
     path = storage / tune_name
-    if resume and tune.Tuner.can_restore(str(path)):
-        echo(f"resuming {path}")
+    if restore:
         # the restored run config brings back its own (stateless) TrialEvents callback
         tuner = tune.Tuner.restore(
             str(path), trainable=trainable, resume_unfinished=True, resume_errored=True
@@ -587,7 +895,7 @@ def _fit(
             ),
         )
     path.mkdir(parents=True, exist_ok=True)
-    state_path.write_text(json.dumps({"parent_run_id": parent_run_id}))
+    state_path.write_text(json.dumps(state))
     if listener is not None and report is not None:
         listener.begin(report)
     with listening(listener):

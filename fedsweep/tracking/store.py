@@ -85,6 +85,8 @@ def check_tracking_uri(tracking_uri: str, *, write: bool = False) -> None:
             "MLflow 3.17 refuses; use a database, e.g. "
             f"sqlite:///{Path(tracking_uri.partition('://')[2]) / DB_NAME}"
         )
+    if scheme in ("http", "https"):
+        probe_server(tracking_uri)
     if tracking_uri.startswith("sqlite:///"):
         db = Path(tracking_uri[len("sqlite:///") :])
         try:
@@ -104,6 +106,45 @@ def check_tracking_uri(tracking_uri: str, *, write: bool = False) -> None:
                 f"tracking URI {tracking_uri!r}: {db if db.exists() else db.parent} is not "
                 "writable; choose a store you can write to (--tracking-uri)"
             )
+
+
+#: seconds a tracking server has to answer fedsweep's first request (env overrides)
+SERVER_TIMEOUT_ENV = "FEDSWEEP_TRACKING_TIMEOUT"
+SERVER_TIMEOUT_S = 10.0
+#: tracking servers that answered in this process
+_REACHABLE: set[str] = set()
+
+
+def probe_server(tracking_uri: str) -> None:
+    """Fail in seconds, not minutes, when an http(s) tracking server does not answer: one
+    ``GET <uri>/health`` (MLflow's server answers ``OK``) with a timeout of
+    ``$FEDSWEEP_TRACKING_TIMEOUT`` (default 10 s). Any HTTP answer, even an error status (a
+    proxy, an auth wall), counts as reachable; MLflow's own retries (minutes with backoff) only
+    apply once the server has answered. Raises :class:`TrackingUriError`."""
+    if tracking_uri in _REACHABLE:
+        return
+    import urllib.error
+    import urllib.request
+
+    timeout = float(os.environ.get(SERVER_TIMEOUT_ENV) or SERVER_TIMEOUT_S)
+    url = tracking_uri.rstrip("/") + "/health"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout):
+            pass
+    except urllib.error.HTTPError:
+        pass  # it answered
+    except (urllib.error.URLError, OSError) as err:
+        reason = getattr(err, "reason", err)
+        if isinstance(reason, TimeoutError):
+            why = f"no answer within {timeout:g} s"
+        else:
+            why = getattr(reason, "strerror", None) or str(reason) or type(reason).__name__
+        raise TrackingUriError(
+            f"tracking URI {tracking_uri!r}: the tracking server does not answer ({why}); "
+            f"start it (e.g. mlflow server --host 127.0.0.1 --port 5000) or choose another "
+            f"store (--tracking-uri; {SERVER_TIMEOUT_ENV} sets the wait)"
+        ) from None
+    _REACHABLE.add(tracking_uri)
 
 
 #: sqlite stores whose schema this process has seen complete (see :func:`prepare_store`)
