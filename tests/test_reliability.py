@@ -206,3 +206,44 @@ def test_second_driver_sigterm_resume_check_and_another_store(ray_session, tmp_p
         assert steps == list(range(1, rounds + 1))  # nothing lost, nothing logged twice
     (parent,) = [r for r in runs if r.data.tags.get("fedsweep.kind") == "sweep"]
     assert parent.info.status == "FINISHED"
+
+
+def test_driver_lock_names_the_holder_and_wait_queues(tmp_path):
+    """The lock another process holds: refused with its PID, host and start time; with
+    ``wait`` the second driver starts once the first has ended (its lock freed by the OS)."""
+    from fedsweep.sweep.runner import SweepBusyError, driver_lock
+
+    lock = tmp_path / "fig-smoke-0123abcd.driver"
+    ready = tmp_path / "ready"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time, pathlib\n"
+            "from fedsweep.sweep.runner import driver_lock\n"
+            f"with driver_lock(pathlib.Path({str(lock)!r}), 'fig', 'smoke', 'sqlite:///x', "
+            "False, print):\n"
+            f"    pathlib.Path({str(ready)!r}).touch()\n"
+            "    time.sleep(3)\n",
+        ],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        deadline = time.time() + 60
+        while not ready.exists() and time.time() < deadline:
+            time.sleep(0.1)
+        assert ready.exists()
+        ready_at = time.time()
+        with pytest.raises(SweepBusyError) as info:
+            with driver_lock(lock, "fig", "smoke", "sqlite:///x", False, print):
+                pass
+        msg = str(info.value)
+        assert f"PID {holder.pid} on {socket.gethostname()} (started 20" in msg, msg
+        assert "fig [smoke]" in msg and "--wait" in msg
+        said: list[str] = []
+        with driver_lock(lock, "fig", "smoke", "sqlite:///x", True, said.append):
+            assert time.time() - ready_at > 2.5  # only once the holder's 3 s were over
+        assert said and said[0].startswith(f"waiting for PID {holder.pid}")
+    finally:
+        holder.kill()
+        holder.wait()

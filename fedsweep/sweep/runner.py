@@ -558,13 +558,13 @@ def _run_locked(
                 f"{spec.figure} [{profile}]: interrupted with {report.interrupted} of "
                 f"{len(payloads)} trials unfinished; their checkpoints are kept in {path}"
             )
+        close_parent_run(
+            client, parent_run_id, experiment_id, spec, profile, trials, errored=report.errored
+        )
     except BaseException as err:
         killed = isinstance(err, KeyboardInterrupt)
         end_parent_run(client, parent_run_id, "killed" if killed else "failed")
         raise
-    close_parent_run(
-        client, parent_run_id, experiment_id, spec, profile, trials, errored=report.errored
-    )
     if not report.errored:  # everything is in MLflow; Ray's copy of the checkpoints can go
         remove_inside(path, storage, missing_ok=True)
     return report
