@@ -87,6 +87,25 @@ def test_unreachable_ray_address_fails_in_seconds_and_opens_no_run(tmp_path, mon
         assert res.exit_code == 2, res.output
         assert f"--address {address}: cannot reach a Ray cluster" in res.output, res.output
         assert time.perf_counter() - start < 30
+    # a port that accepts but is no Ray: Ray's own retries (820 s measured) are bounded; in a
+    # fresh process, as Ray reads the bounds when it is imported
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        start = time.perf_counter()
+        res = subprocess.run(
+            [sys.executable, "-m", "fedsweep.cli.main", "sweep", str(spec), "--profile", "smoke"]
+            + ["--tracking-uri", store, "--address", address],
+            env={**os.environ, "PYTHONPATH": str(ROOT), "FEDSWEEP_STORE_DIR": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        took = time.perf_counter() - start
+    assert res.returncode == 2, res.stdout[-2000:] + res.stderr[-3000:]
+    assert f"--address {address}:" in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert took < 60, took
     _, runs = runs_of(store)
     assert runs == []  # the parent run is opened only once Ray is connected
 

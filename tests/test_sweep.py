@@ -44,6 +44,14 @@ def store(tmp_path):
     return f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
 
 
+def alive(pid: int) -> bool:
+    """A process that runs (a zombie waiting to be reaped does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def child_runs(store: str, figure: str):
     from mlflow import MlflowClient
 
@@ -155,8 +163,17 @@ def test_kill_driver_then_resume_loses_and_duplicates_nothing(tmp_path, store):
             log.flush()
             tail = (tmp_path / "driver.log").read_text()[-3000:]
             pytest.fail(f"sweep did not get under way; the driver's output ends:\n{tail}")
+        # what the driver started locally (gcs, raylet, Ray's agents...): its process group
+        group = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True)
+        started = {int(p) for p in group.stdout.split()} - {proc.pid}
         os.kill(proc.pid, signal.SIGKILL)  # the driver dies without any clean-up
         proc.wait(timeout=30)
+        # issue 9: nothing of it lives on (Ray's agents used to for ~60 s): fedsweep's watchdog
+        deadline = time.time() + 20
+        while time.time() < deadline and any(alive(p) for p in started):
+            time.sleep(0.5)
+        left = [p for p in started if alive(p)]
+        assert started and not left, f"still running 20 s after kill -9 of the driver: {left}"
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # then its local Ray processes
