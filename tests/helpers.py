@@ -126,3 +126,15 @@ def smoke_sweep(spec, store: str, tmp_path, **kw):
         echo=lambda *a: None,
         **kw,
     )
+
+
+def sweep_runs(store: str, figure: str):
+    """``(client, experiment, parent runs, child runs)`` of a figure's experiment in ``store``."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=store)
+    exp = client.get_experiment_by_name(figure)
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if r.data.tags.get("fedsweep.kind") == "sweep"]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    return client, exp, parents, children

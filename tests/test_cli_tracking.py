@@ -289,3 +289,36 @@ def test_tracking_uri_resolution(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////abs/x.db")
     assert resolve_tracking_uri() == "sqlite:////abs/x.db"
     assert resolve_tracking_uri("http://127.0.0.1:5000") == "http://127.0.0.1:5000"
+
+
+def test_sigterm_during_training_waits_for_the_round_end_or_the_grace_time():
+    """A SIGTERM during a round is raised at the round's end (never inside an MLflow write,
+    which left the sqlite store locked and the run RUNNING), or after the grace time."""
+    import signal
+    import time
+
+    from fedsweep.cli.run import TERM_GRACE_S, Terminated, sigterm_as_interrupt
+
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    with pytest.raises(Terminated):
+        with sigterm_as_interrupt():
+            signal.raise_signal(signal.SIGTERM)  # before training: at once
+    with pytest.raises(Terminated):
+        with sigterm_as_interrupt() as term:
+            term.in_loop = True
+            signal.raise_signal(signal.SIGTERM)  # mid-round: nothing raised yet
+            term.check()  # the round's end raises it
+    start = time.perf_counter()
+    with pytest.raises(Terminated):
+        with sigterm_as_interrupt() as term:
+            term.in_loop = True
+            signal.raise_signal(signal.SIGTERM)
+            while time.perf_counter() - start < 10 * TERM_GRACE_S:  # a round that never ends
+                time.sleep(0.05)
+    assert TERM_GRACE_S <= time.perf_counter() - start < 5 * TERM_GRACE_S
+    with pytest.raises(KeyboardInterrupt):
+        with sigterm_as_interrupt() as term:
+            term.in_loop = True
+            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)  # a second Ctrl-C: at once
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before

@@ -27,7 +27,7 @@ from fedsweep.tracking.store import (
     ensure_experiment,
     get_client,
 )
-from tests.helpers import small_run, small_spec, smoke_sweep, write_yaml
+from tests.helpers import small_run, small_spec, smoke_sweep, sweep_runs, write_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -252,10 +252,7 @@ def write_spec(folder: Path, alphas=(0.5, 1.0)) -> Path:
 
 
 def runs_of(client, experiment: str):
-    exp = client.get_experiment_by_name(experiment)
-    runs = client.search_runs([exp.experiment_id])
-    parents = [r for r in runs if r.data.tags.get("fedsweep.kind") == "sweep"]
-    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    _, exp, parents, children = sweep_runs(client.tracking_uri, experiment)
     return exp, parents, children
 
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from fedsweep.sweep.spec import SpecError, expand, load_spec
-from tests.helpers import small_spec, smoke_sweep, write_yaml
+from tests.helpers import small_spec, smoke_sweep, sweep_runs, write_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 ROUNDS = 4
@@ -53,13 +53,7 @@ def alive(pid: int) -> bool:
 
 
 def child_runs(store: str, figure: str):
-    from mlflow import MlflowClient
-
-    client = MlflowClient(tracking_uri=store)
-    exp = client.get_experiment_by_name(figure)
-    runs = client.search_runs([exp.experiment_id])
-    parents = [r for r in runs if r.data.tags.get("fedsweep.kind") == "sweep"]
-    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    client, _, parents, children = sweep_runs(store, figure)
     return client, parents, children
 
 

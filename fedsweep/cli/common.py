@@ -8,6 +8,7 @@ message on stderr, never a traceback: raise :class:`UsageError` (or let a ``Conf
 from __future__ import annotations
 
 import difflib
+import signal
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -131,3 +132,19 @@ DataDirOption = Annotated[
         help="Data folder in torchvision's layout (overrides data.root and $FEDSWEEP_DATA_DIR).",
     ),
 ]
+
+
+@contextmanager
+def on_sigterm(handler) -> Iterator[None]:
+    """While inside, SIGTERM (a scheduler, ``timeout``, ``docker stop``) calls
+    ``handler(signum, frame)``; the previous handler is restored on the way out. Outside the
+    main thread (no signal handlers there) this does nothing."""
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -18,6 +18,7 @@ from fedsweep.cli.common import (
     SetOption,
     TrackingUriOption,
     clean_errors,
+    on_sigterm,
 )
 
 SUMMARY_WIDTH = 100
@@ -31,25 +32,60 @@ class Terminated(KeyboardInterrupt):
     KeyboardInterrupt, so the tracking layer ends the MLflow run KILLED exactly as for Ctrl-C."""
 
 
+#: seconds a SIGTERM during training waits for the end of the round before it interrupts
+TERM_GRACE_S = 2.0
+
+
+class TermSignal:
+    """SIGTERM or Ctrl-C during ``fedsweep run`` ends the run at a safe point: during training
+    at the end of the round, after its metrics are written (an exception inside an MLflow write
+    leaves the sqlite store locked, and the KILLED status could not be written), or after
+    :data:`TERM_GRACE_S` when the round takes longer; before training, at once. SIGTERM raises
+    :class:`Terminated` (a second one is ignored), Ctrl-C KeyboardInterrupt (a second one at
+    once)."""
+
+    def __init__(self) -> None:
+        self.pending: type[BaseException] | None = None
+        self.in_loop = False
+
+    def on_signal(self, signum, frame) -> None:
+        exc = Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+        if signum == signal.SIGTERM:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # let the KILLED status be written
+        if not self.in_loop or self.pending is not None or not hasattr(signal, "setitimer"):
+            self.pending = None
+            raise exc()
+        self.pending = exc
+        signal.signal(signal.SIGALRM, self._late)
+        signal.setitimer(signal.ITIMER_REAL, TERM_GRACE_S)
+
+    def _late(self, signum, frame) -> None:
+        self.check(timer=False)
+
+    def check(self, timer: bool = True) -> None:
+        """At a round boundary (or when the grace time is over): raise what is pending."""
+        exc, self.pending = self.pending, None
+        if exc is not None:
+            if timer:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            raise exc()
+
+
 @contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """While inside, SIGTERM raises :class:`Terminated` (once: a second SIGTERM during the
-    clean-up is ignored); the previous handler is restored on the way out. Outside the main
-    thread (no signal handlers there) this does nothing."""
-
-    def on_term(signum, frame):
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # let the KILLED status be written
-        raise Terminated()
-
+def sigterm_as_interrupt() -> Iterator[TermSignal]:
+    """While inside, SIGTERM and Ctrl-C end the run at a safe point (:class:`TermSignal`; the
+    caller reports round boundaries to it); see :func:`fedsweep.cli.common.on_sigterm`."""
+    term = TermSignal()
     try:
-        previous = signal.signal(signal.SIGTERM, on_term)
+        previous_int = signal.signal(signal.SIGINT, term.on_signal)
     except ValueError:  # not the main thread
-        yield
-        return
+        previous_int = None
     try:
-        yield
+        with on_sigterm(term.on_signal):
+            yield term
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if previous_int is not None:
+            signal.signal(signal.SIGINT, previous_int)
 
 
 def _load(
@@ -135,9 +171,9 @@ def run(
     with status 143."""
     started = time.perf_counter()
     try:
-        with sigterm_as_interrupt():
+        with sigterm_as_interrupt() as term:
             tracked, wall, training = _run(
-                config, set_, data_dir, tracking_uri, no_track, quiet, name, started
+                config, set_, data_dir, tracking_uri, no_track, quiet, name, started, term
             )
     except Terminated:
         typer.echo("fedsweep run: terminated (SIGTERM); the MLflow run is marked KILLED", err=True)
@@ -146,7 +182,7 @@ def run(
         typer.echo(line)
 
 
-def _run(config, set_, data_dir, tracking_uri, no_track, quiet, name, started):
+def _run(config, set_, data_dir, tracking_uri, no_track, quiet, name, started, term=None):
     """The body of ``fedsweep run``: (TrackedResult, wall time, training time)."""
     from fedsweep.cli.progress import RunProgress
 
@@ -167,9 +203,17 @@ def _run(config, set_, data_dir, tracking_uri, no_track, quiet, name, started):
 
         from fedsweep.tracking.tracked_run import run_tracked
 
-        tracked = run_tracked(
-            cfg, on_start=progress.on_start, on_round=progress.on_round, on_stage=progress.stage
-        )
+        term = term or TermSignal()
+
+        def on_start(run, run_id):
+            progress.on_start(run, run_id)
+            term.in_loop = True
+
+        def on_round(t, metrics, result):
+            progress.on_round(t, metrics, result)
+            term.check()  # a SIGTERM during this round ends the run here
+
+        tracked = run_tracked(cfg, on_start=on_start, on_round=on_round, on_stage=progress.stage)
     return tracked, progress.wall, progress.training
 
 

@@ -19,6 +19,7 @@ from fedsweep.cli.common import (
     UsageError,
     clean_errors,
     fail,
+    on_sigterm,
 )
 
 
@@ -144,15 +145,8 @@ def sigterm_as_sigint(seen: list[int]):
         seen.append(signum)
         signal.raise_signal(signal.SIGINT)
 
-    try:
-        previous = signal.signal(signal.SIGTERM, on_term)
-    except ValueError:  # not the main thread
+    with on_sigterm(on_term):
         yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _run_all(specs, figures, profile: str, verbose: bool, run_args: dict) -> bool:
