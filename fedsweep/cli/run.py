@@ -62,6 +62,13 @@ class TermSignal:
     def _late(self, signum, frame) -> None:
         self.check(timer=False)
 
+    def done(self) -> None:
+        """Training is over: drop a pending signal and its timer."""
+        if self.pending is not None:
+            self.pending = None
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        self.in_loop = False
+
     def check(self, timer: bool = True) -> None:
         """At a round boundary (or when the grace time is over): raise what is pending."""
         exc, self.pending = self.pending, None
@@ -214,6 +221,7 @@ def _run(config, set_, data_dir, tracking_uri, no_track, quiet, name, started, t
             term.check()  # a SIGTERM during this round ends the run here
 
         tracked = run_tracked(cfg, on_start=on_start, on_round=on_round, on_stage=progress.stage)
+        term.done()  # a SIGTERM after the last round: the run has finished anyway
     return tracked, progress.wall, progress.training
 
 
