@@ -64,12 +64,22 @@ class FigureData:
         a = self.agg if self.view is None else self.view
         return a[(a["panel_id"] == panel_id) & (a["curve"] == curve) & (a["metric"] == metric)]
 
-    def claim_data(self, curves: list[CurveSpec]) -> ClaimData:
+    def claim_data(self, curves: list[CurveSpec], target: float | None = None) -> ClaimData:
+        """The claim checks' view: seed means, per-run histories, and the profile's target."""
         runs: dict[tuple[str, str], int] = {}
         for tr in self.resolution.found:
             key = (tr.trial.panel_id, tr.trial.curve)
             runs[key] = runs.get(key, 0) + 1
-        return ClaimData(self.agg, curves, self.panels, self.diverged, self.blowups, runs)
+        return ClaimData(
+            self.agg,
+            curves,
+            self.panels,
+            self.diverged,
+            self.blowups,
+            runs,
+            target=target,
+            long=self.long,
+        )
 
     def all_seed_counts(self) -> list[int]:
         keys = {(tr.trial.panel_id, tr.trial.curve) for tr in self.resolution.found}

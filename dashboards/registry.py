@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dashboards import bherd_fig2, bherd_fig3, bherd_fig4abc, bherd_fig4d, bherd_fig4e
+from dashboards import (
+    bherd_fig2,
+    bherd_fig3,
+    bherd_fig4abc,
+    bherd_fig4d,
+    bherd_fig4e,
+    intro,
+)
 from dashboards.model import BuildContext, FigureResult
 
 Builder = Callable[[BuildContext], FigureResult]
@@ -20,4 +27,10 @@ BUILDERS: dict[str, Builder] = {
     "bherd-fig4abc": bherd_fig4abc.build,
     "bherd-fig4d": bherd_fig4d.build,
     "bherd-fig4e": bherd_fig4e.build,
+    "intro-fedavg": intro.build_fedavg,
+    "intro-epochs": intro.build_epochs,
+    "intro-cohort": intro.build_cohort,
+    "intro-fedopt": intro.build_fedopt,
+    "intro-sampling": intro.build_generic,
+    "intro-selection": intro.build_generic,
 }

@@ -12,7 +12,7 @@ import torch
 
 from fedsweep.algorithms.base import RoundContext
 from fedsweep.algorithms.fednova import FedNova, normaliser
-from fedsweep.algorithms.registry import valid_compositions
+from fedsweep.compose import valid_compositions
 from fedsweep.config.load import ConfigError, build_config
 from fedsweep.engine.run import FLRun
 from fedsweep.selectors.bherd import keep_count
@@ -544,13 +544,19 @@ def test_valid_compositions_and_new_sections():
     for sel, alg in [("bherd", "fednova"), ("bherd", "scaffold"), ("grab", "fedavg")]:
         build_config({"algorithm": alg, "selector": sel})
     cfg = build_config({})
-    assert (cfg.fedprox.mu, cfg.fednova.momentum, cfg.fednova.mu, cfg.fednova.gmf) == (
+    assert (cfg.fedprox.mu, cfg.fednova.momentum, cfg.fednova.mu, cfg.server_sgd.momentum) == (
         0.01,
         0.0,
         0.0,
         0.0,
     )
-    assert (cfg.fednova.taueff, cfg.scaffold.weights, cfg.scaffold.server_lr) == ("a", "data", 1.0)
+    assert (cfg.fednova.taueff, cfg.scaffold.weights, cfg.server_sgd.lr) == ("a", "data", 1.0)
+    assert (cfg.sampler, cfg.server_optimizer, cfg.step_policy, cfg.lr_schedule) == (
+        "full",
+        "sgd",
+        "epochs",
+        "constant",
+    )
     assert (cfg.grab.variant, cfg.bherd.scaffold_ci) == ("bherd_alg4", "selected")
     assert cfg.model_dump(exclude_defaults=True) == {}  # new fields add nothing to old configs
 

@@ -137,7 +137,7 @@ def test_validate_prints_only_the_sections_that_apply_then_hash_and_ok(tmp_path)
     assert lines[-2] == f"config hash: {config_hash(load_config(cfg))}"
     shown = yaml.safe_load(res.output.split("config hash:")[0])
     sections = [k for k, v in shown.items() if isinstance(v, dict)]
-    assert sections == ["data", "model", "train", "bherd", "eval", "tracking"]
+    assert sections == ["data", "model", "train", "bherd", "server_sgd", "eval", "tracking"]
     assert shown["algorithm"] == "fedavg" and shown["bherd"]["alpha"] == 0.5
     assert "# not used by bherd-fedavg: grab, fedprox, fednova, scaffold" in res.output
     res = runner.invoke(
@@ -149,28 +149,25 @@ def test_validate_prints_only_the_sections_that_apply_then_hash_and_ok(tmp_path)
         "model",
         "train",
         "fednova",
+        "server_sgd",
         "eval",
         "tracking",
     ]
 
 
 def test_config_sections_cover_the_registry():
-    from fedsweep.algorithms.registry import (
-        ALGORITHMS,
-        GENERAL_SECTIONS,
-        METHOD_SECTIONS,
-        SELECTORS,
-        config_sections,
-    )
+    from fedsweep.compose import COMPONENT_SECTIONS, GENERAL_SECTIONS, SLOTS, config_sections
     from fedsweep.config.schema import RunConfig
 
-    assert set(METHOD_SECTIONS) == set(ALGORITHMS) | set(SELECTORS)
+    assert all(name in SLOTS[slot] for slot, name in COMPONENT_SECTIONS)
     sections = {
         k for k, f in RunConfig.model_fields.items() if hasattr(f.annotation, "model_fields")
     }
-    used = set(GENERAL_SECTIONS) | {s for v in METHOD_SECTIONS.values() for s in v}
-    assert used == sections  # every section is general or belongs to one method
-    assert config_sections("scaffold", "bherd")[-2:] == ("scaffold", "bherd")
+    used = set(GENERAL_SECTIONS) | {s for v in COMPONENT_SECTIONS.values() for s in v}
+    assert used == sections  # every section is general or belongs to a component
+    assert set(SLOTS) <= set(RunConfig.model_fields)  # every slot is a config key
+    cfg = {"algorithm": "scaffold", "selector": "bherd", "sampler": "poc"}
+    assert config_sections(cfg)[-5:] == ("scaffold", "bherd", "cohort", "poc", "server_sgd")
 
 
 # ----------------------------------------------------------------- progress and summary

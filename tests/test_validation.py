@@ -430,3 +430,129 @@ def test_trial_restore_reads_weights_only(tmp_path, monkeypatch):
 
     state, run_id = trial_mod._restore(Checkpoint())
     assert run_id == "abc" and state["round"] == 1 and seen == [True]
+
+
+def test_pruned_checkpoint_restores_from_the_newest_state(tmp_path):
+    """Ray keeps every checkpoint folder, the trial keeps the state file in the newest two only;
+    a restore of an older folder (named by a driver snapshot taken before a kill -9) takes the
+    newest state of the trial, and a trial with no state left restarts in the same MLflow run."""
+    import json
+
+    from ray import tune
+
+    import fedsweep.sweep.trial as trial_mod
+
+    run = FLRun(tiny_config(), dataset=tiny_dataset())
+    for k in range(1, 5):
+        run.step()
+        folder = tmp_path / f"checkpoint_{k:06d}"
+        folder.mkdir()
+        torch.save(run.state_dict(), folder / trial_mod.STATE_FILE)
+        (folder / trial_mod.META_FILE).write_text(json.dumps({"mlflow_run_id": "abc"}))
+        trial_mod.prune_states(tmp_path)
+    kept = sorted(f.parent.name for f in tmp_path.glob("*/" + trial_mod.STATE_FILE))
+    assert kept == ["checkpoint_000003", "checkpoint_000004"]
+    assert len(list(tmp_path.glob("checkpoint_*"))) == 4  # every folder stays
+    state, run_id = trial_mod._restore(
+        tune.Checkpoint.from_directory(tmp_path / "checkpoint_000001")
+    )
+    assert (state["round"], run_id) == (4, "abc")
+    state, _ = trial_mod._restore(tune.Checkpoint.from_directory(tmp_path / "checkpoint_000003"))
+    assert state["round"] == 3  # its own state when it still has one
+    trial_mod.prune_states(tmp_path, keep=0)
+    state, run_id = trial_mod._restore(
+        tune.Checkpoint.from_directory(tmp_path / "checkpoint_000002")
+    )
+    assert (state, run_id) == (None, "abc")
+
+
+# ------------------------------------------------- samplers, server optimizers (issue 10)
+UNI = {"sampler": "uniform"}
+
+
+@pytest.mark.parametrize(
+    "top, needles",
+    [
+        ({**UNI, "cohort": {"size": 5}}, ["`cohort.size`", "got 5", "1..3"]),
+        ({**UNI, "cohort": {"size": 0}}, ["`cohort.size`", "got 0", ">= 1"]),
+        ({**UNI, "cohort": {"fraction": 1.5}}, ["`cohort.fraction`", "got 1.5", "<= 1"]),
+        ({**UNI, "cohort": {"fraction": 0}}, ["`cohort.fraction`", "got 0", "> 0"]),
+        ({**UNI}, ["sampler 'uniform' needs the cohort", "cohort.size", "cohort.fraction"]),
+        ({"cohort": {"size": 2}}, ["`cohort.size`", "sampler 'full' trains every client"]),
+        ({"sampler": "poc", "cohort": {"size": 2}, "poc": {"d": 1}}, ["`poc.d`", "got 1", "2..3"]),
+        ({"sampler": "poc", "cohort": {"size": 2}, "poc": {"d": 4}}, ["`poc.d`", "got 4", "2..3"]),
+        ({"sampler": "divfl", "cohort": {"size": 4}}, ["`cohort.size`", "got 4", "1..3"]),
+        (
+            {**UNI, "cohort": {"size": 2}, "uniform": {"weighting": "scheme2"}},
+            ["`uniform.weighting`", "scheme2", "p_i = 1/N", "case3", "renorm"],
+        ),
+        ({"sampler": "unifrom"}, ["`sampler`", "unknown sampler", "did you mean 'uniform'"]),
+        (
+            {"algorithm": "centralized", "selector": "none", **UNI, "cohort": {"size": 2}},
+            ["cannot be composed with algorithm 'centralized'", "allowed samplers: full"],
+        ),
+        ({"server_optimizer": "adam", "fedopt": {"beta1": 1.0}}, ["`fedopt.beta1`", "< 1"]),
+        ({"server_optimizer": "yogi", "fedopt": {"beta2": -0.1}}, ["`fedopt.beta2`", ">= 0"]),
+        ({"server_optimizer": "adam", "fedopt": {"tau": 0}}, ["`fedopt.tau`", "got 0", "> 0"]),
+        ({"server_optimizer": "adagrad", "fedopt": {"lr": -1}}, ["`fedopt.lr`", "> 0"]),
+        ({"server_sgd": {"lr": 0}}, ["`server_sgd.lr`", "got 0", "> 0"]),
+        ({"server_sgd": {"momentum": 1}}, ["`server_sgd.momentum`", "< 1"]),
+        ({"server_optimizer": "adamw"}, ["unknown server_optimizer", "did you mean 'adam'"]),
+        ({"hooks": ["leash"]}, ["`hooks`", "unknown hook 'leash'"]),
+        (
+            {"lr_schedule": "step", "lr_step": {"milestones": [200, 100]}},
+            ["`lr_step.milestones`", "increasing"],
+        ),
+        (
+            {
+                "algorithm": "fednova",
+                "selector": "none",
+                "fednova": {"gmf": 0.3},
+                "server_sgd": {"momentum": 0.5},
+            },
+            ["fednova.gmf", "old name of `server_sgd.momentum`"],
+        ),
+    ],
+    ids=[
+        "m>N",
+        "m<1",
+        "C>1",
+        "C=0",
+        "no-cohort",
+        "cohort-with-full",
+        "poc-d<m",
+        "poc-d>N",
+        "divfl-m>N",
+        "scheme2-unequal-p",
+        "unknown-sampler",
+        "centralized-sampled",
+        "beta1=1",
+        "beta2<0",
+        "tau=0",
+        "fedopt-lr<0",
+        "server-lr=0",
+        "momentum=1",
+        "unknown-server",
+        "unknown-hook",
+        "milestones",
+        "gmf-conflict",
+    ],
+)
+def test_bad_pipeline_configs_are_refused(tmp_path, top, needles):
+    cfg = write_yaml(tmp_path / "c.yaml", small_run("v", "validation", **top))
+    assert_clean(invoke("validate", cfg), *needles)
+    assert_clean(invoke("run", cfg, "--no-track"), *needles)
+
+
+def test_bad_pipeline_spec_fails_before_ray_and_mlflow(tmp_path, no_ray_no_mlflow):
+    spec = small_spec("bad-cohort", base={"sampler": "poc", "cohort": {"size": 2}, "poc": {"d": 9}})
+    path = write_yaml(tmp_path / "bad-cohort.yaml", spec)
+    assert_clean(invoke("sweep", path, "--profile", "smoke"), "`poc.d`", "got 9")
+
+
+def test_scheme2_accepts_equal_client_sizes(tmp_path):
+    top = {**UNI, "cohort": {"size": 2}, "uniform": {"weighting": "scheme2"}}
+    tree = small_run("v", "validation", **top)
+    tree["data"] = {**tree["data"], "partition": "iid"}  # 300 samples on 3 clients: 100 each
+    res = invoke("validate", write_yaml(tmp_path / "c.yaml", tree))
+    assert res.exit_code == 0 and "OK" in res.output, res.output

@@ -8,35 +8,18 @@ Per client and round the engine calls ``begin_client``, then for every local ste
 ``v = local_direction(...)`` (``y <- y − η v``), then ``client_update``. If an upload selector
 (BHerd, GraB) is active, its ``Selection.delta`` reaches ``client_update`` as ``delta``: the
 method must then build its message from that vector instead of ``w − y``. After all clients,
-``aggregate`` makes the new global model.
+``aggregate`` returns the server's update direction (the pseudo-gradient ``u_t``, in the
+``Δ`` sign convention); the server optimizer turns it into the new global model (plain server
+SGD with rate 1: ``w_{t+1} = w_t − u_t``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
 import torch
 
-
-@dataclass
-class RoundContext:
-    round: int  # t, 1-based
-    lr: float  # eta
-    local_epochs: float  # E
-
-
-@dataclass
-class ClientUpdate:
-    """What a client sends to the server, plus what it reports for logging."""
-
-    client: int
-    delta: torch.Tensor  # Δ_i = w_t − y_i (or a selector's replacement for it)
-    num_samples: int  # |D_i|
-    num_steps: int  # τ_i
-    metrics: dict[str, torch.Tensor] = field(default_factory=dict)  # 0-dim, logged per client
-    records: dict[str, torch.Tensor] = field(default_factory=dict)  # per-round arrays (artifacts)
-    extras: dict[str, torch.Tensor] = field(default_factory=dict)  # method-specific message parts
+from fedsweep.engine.messages import ClientUpdate, RoundContext
 
 
 class BaseMethod:
@@ -76,7 +59,8 @@ class BaseMethod:
         return ClientUpdate(client, w - y if delta is None else delta, num_samples, num_steps)
 
     def aggregate(self, w, updates: list[ClientUpdate], weights: torch.Tensor, ctx: RoundContext):
-        """New global model from the participants' updates and their weights ``q_i``."""
+        """The server's update direction ``u_t`` from the participants' updates and their
+        weights ``q_i`` (the server optimizer applies it: ``w_{t+1} = w_t − u_t`` for SGD)."""
         raise NotImplementedError
 
     def state_dict(self) -> dict:

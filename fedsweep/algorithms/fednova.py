@@ -12,18 +12,41 @@ Client ``i``: ``τ_i`` local steps of plain SGD, optionally with local momentum 
 row for momentum and proximal together, so the config rejects that combination.
 
 Server: ``τ_eff = Σ_i q_i a_i`` (``fednova.taueff = "a"``, default) or ``Σ_i q_i τ_i``
-(``"steps"``, the JYWa quirk; N1), then ``w_{t+1} = w_t − τ_eff Σ_i q_i Δ_i / a_i``. With server
-momentum ``gmf > 0``: ``buf ← gmf·buf + (Σ_i q_i (τ_eff/a_i) Δ_i)/η``, ``w ← w − η·buf`` [R];
-``buf`` is the method's state. Equal ``τ_i`` (plain SGD) gives FedAvg (Appendix B.4).
+(``"steps"``, the JYWa quirk; N1), and the direction ``u_t = τ_eff Σ_i q_i Δ_i / a_i``: plain
+server SGD gives ``w_{t+1} = w_t − u_t``. FedNova's server momentum ``gmf`` [R] is the server
+optimizer's: ``server_optimizer: sgd`` with ``server_sgd.momentum`` (it keeps JYWa's buffer in
+gradient units, ``buf ← gmf·buf + u_t/η``, ``w ← w − η·buf``). No state across rounds. Equal
+``τ_i`` (plain SGD) gives FedAvg (Appendix B.4).
 
 With BHerd (§3.7) the client's ``Δ_i`` and ``a_i = τ_i`` come from the selector.
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
+from pydantic import Field, model_validator
 
 from fedsweep.algorithms.base import BaseMethod, ClientUpdate, weighted_sum
+from fedsweep.config.section import Section
+
+
+class FedNovaConfig(Section):
+    momentum: float = Field(0.0, ge=0, lt=1, description="Local momentum rho (§2.4).")
+    mu: float = Field(0.0, ge=0, description="Local proximal term (§2.4).")
+    taueff: Literal["a", "steps"] = Field(
+        "a", description="tau_eff = sum q_i a_i or q_i tau_i (N1)."
+    )
+
+    @model_validator(mode="after")
+    def _one_local_solver(self) -> FedNovaConfig:
+        if self.momentum != 0 and self.mu != 0:
+            raise ValueError(
+                "fednova.momentum and fednova.mu cannot both be non-zero: §2.4 defines a_i for "
+                "momentum SGD or proximal SGD, not both"
+            )
+        return self
 
 
 def normaliser(tau: int, lr: float, momentum: float = 0.0, mu: float = 0.0) -> float:
@@ -45,12 +68,8 @@ class FedNova(BaseMethod):
     def __init__(self, config) -> None:
         super().__init__(config)
         cfg = config.fednova
-        self.momentum, self.mu, self.taueff, self.gmf = cfg.momentum, cfg.mu, cfg.taueff, cfg.gmf
-        self.buf: torch.Tensor | None = None  # server momentum buffer (gmf > 0)
+        self.momentum, self.mu, self.taueff = cfg.momentum, cfg.mu, cfg.taueff
         self._mom: torch.Tensor | None = None  # local momentum buffer of the current client
-
-    def setup(self, w, num_clients) -> None:
-        self._device, self._dtype = w.device, w.dtype
 
     def begin_client(self, client, ctx) -> None:
         self._mom = None  # local momentum buffer reset every round (§1.4)
@@ -82,17 +101,4 @@ class FedNova(BaseMethod):
         coef = torch.tensor(
             [qi * tau_eff / ai for qi, ai in zip(q, a, strict=True)], dtype=torch.float64
         )
-        step = weighted_sum([u.delta for u in updates], coef)  # τ_eff Σ q_i Δ_i / a_i
-        if self.gmf == 0:
-            return w - step
-        if self.buf is None:
-            self.buf = torch.zeros_like(w)
-        self.buf.mul_(self.gmf).add_(step, alpha=1.0 / ctx.lr)  # buf = gmf buf + step/η
-        return w - ctx.lr * self.buf
-
-    def state_dict(self) -> dict:
-        return {"buf": None if self.buf is None else self.buf.detach().cpu().clone()}
-
-    def load_state_dict(self, state: dict) -> None:
-        buf = state.get("buf")
-        self.buf = None if buf is None else buf.to(self._device, self._dtype)
+        return weighted_sum([u.delta for u in updates], coef)  # u_t = τ_eff Σ q_i Δ_i / a_i

@@ -9,8 +9,14 @@ gives FedAvg exactly (Appendix B.4): ``g + 0·(y − w) = g``. Default ``μ = 0.
 from __future__ import annotations
 
 import torch
+from pydantic import Field
 
 from fedsweep.algorithms.fedavg import FedAvg
+from fedsweep.config.section import Section
+
+
+class FedProxConfig(Section):
+    mu: float = Field(0.01, ge=0, description="Proximal weight (§2.3; default W18).")
 
 
 class FedProx(FedAvg):

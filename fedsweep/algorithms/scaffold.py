@@ -11,13 +11,14 @@ Client ``i`` (receives ``w_t`` and ``c``)::
 
 Server (our ``Δ_i = −Δy_i``)::
 
-    w_{t+1} = w_t − η_g Σ_{i∈S_t} q_i Δ_i             (= w_t + η_g Σ q_i Δy_i)
+    u_t     = Σ_{i∈S_t} q_i Δ_i            server SGD: w_{t+1} = w_t − η_g u_t (= w_t + η_g Σ q_i Δy_i)
     c       = c + (|S_t|/N) Σ_{i∈S_t} q_i Δc_i
 
 ``scaffold.weights`` (C1): ``"data"`` (default) ``q_i = p_i`` renormalised over ``S_t`` for both
 sums (keeps ``c = Σ p_i c_i`` under full participation); ``"uniform"`` ``q_i = 1/|S_t|`` for
-both (the paper; the ``c`` update is then ``c += (1/N) Σ Δc_i``). ``η_g = scaffold.server_lr``
-(default 1). Round 1 (``c = c_i = 0``) equals FedAvg (Appendix B.4).
+both (the paper; the ``c`` update is then ``c += (1/N) Σ Δc_i``); the sampler's ``q_i`` under
+``"data"``. ``η_g`` is the server optimizer's rate (``server_sgd.lr``, default 1; it was
+``scaffold.server_lr``). Round 1 (``c = c_i = 0``) equals FedAvg (Appendix B.4).
 
 With BHerd (§3.8) the selector's ``delta = η (E/α) Σ_{λ∈π} v_λ`` is the client's ``Δ_i`` and
 the control variate uses it: ``c_i_new = c_i − c + delta/(τ_i η)``; with
@@ -26,9 +27,19 @@ the control variate uses it: ``c_i_new = c_i − c + delta/(τ_i η)``; with
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
+from pydantic import Field
 
 from fedsweep.algorithms.base import BaseMethod, ClientUpdate, weighted_sum
+from fedsweep.config.section import Section
+
+
+class ScaffoldConfig(Section):
+    weights: Literal["data", "uniform"] = Field(
+        "data", description="q_i of both server sums: the sampler's q_i, or 1/|S_t| (C1)."
+    )
 
 
 class Scaffold(BaseMethod):
@@ -37,7 +48,6 @@ class Scaffold(BaseMethod):
     def __init__(self, config) -> None:
         super().__init__(config)
         self.weights = config.scaffold.weights
-        self.server_lr = config.scaffold.server_lr
         self.ci_source = config.bherd.scaffold_ci  # only read when a selector passes delta
         self.c: torch.Tensor | None = None  # [d]
         self.ci: torch.Tensor | None = None  # [N, d]
@@ -68,10 +78,10 @@ class Scaffold(BaseMethod):
     def aggregate(self, w, updates, weights, ctx):
         if self.weights == "uniform":
             weights = torch.full((len(updates),), 1.0 / len(updates), dtype=torch.float64)
-        w_new = w - self.server_lr * weighted_sum([u.delta for u in updates], weights)
+        direction = weighted_sum([u.delta for u in updates], weights)  # u_t = Σ q_i Δ_i
         dc = weighted_sum([u.extras["dc"] for u in updates], weights)  # Σ q_i Δc_i
         self.c.add_(dc, alpha=len(updates) / self.num_clients)  # c += (|S_t|/N) Σ q_i Δc_i
-        return w_new
+        return direction
 
     def state_dict(self) -> dict:
         return {"c": self.c.detach().cpu().clone(), "ci": self.ci.detach().cpu().clone()}

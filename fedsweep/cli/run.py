@@ -232,18 +232,17 @@ def validate(config: ConfigArg, set_: SetOption = None) -> None:
     printed (plus the general ones: data, model, train, eval, tracking)."""
     import yaml
 
-    from fedsweep.algorithms.registry import config_sections
+    from fedsweep.compose import config_sections, method_label
     from fedsweep.sweep.spec import config_hash
 
     with clean_errors():
         cfg = _load(config, set_, None, None)
     tree = cfg.model_dump(mode="json")
-    sections = config_sections(cfg.algorithm, cfg.selector)
+    sections = config_sections(cfg)
     shown = {k: v for k, v in tree.items() if not isinstance(v, dict) or k in sections}
     hidden = [k for k, v in tree.items() if isinstance(v, dict) and k not in sections]
     typer.echo(yaml.safe_dump(shown, sort_keys=False).rstrip())
     if hidden:
-        method = cfg.algorithm if cfg.selector == "none" else f"{cfg.selector}-{cfg.algorithm}"
-        typer.echo(f"# not used by {method}: {', '.join(hidden)}")
+        typer.echo(f"# not used by {method_label(cfg)}: {', '.join(hidden)}")
     typer.echo(f"config hash: {config_hash(cfg)}")
     typer.echo("OK")

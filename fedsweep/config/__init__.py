@@ -1,6 +1,7 @@
-"""Typed run configuration (pydantic): validated up front, before anything runs."""
+"""Typed run configuration (pydantic): validated up front, before anything runs.
 
-from fedsweep.config.load import ConfigError, load_config, parse_overrides
-from fedsweep.config.schema import RunConfig
-
-__all__ = ["ConfigError", "RunConfig", "load_config", "parse_overrides"]
+``fedsweep.config.schema`` (the ``RunConfig``), ``fedsweep.config.load`` (files, ``--set``
+overrides, error messages), ``fedsweep.config.hashing`` (the config hash) and
+``fedsweep.config.section`` (the base of every component's section). Nothing is imported here:
+components import ``section`` without pulling in the schema that imports them.
+"""

@@ -9,7 +9,13 @@ from typing import Any, Literal, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from fedsweep.config.schema import RunConfig, feasibility_errors, numeric_bounds
+from fedsweep.config.section import _numeric_kind
 from fedsweep.config.yamlio import YamlFileError, loads, read_yaml
+
+#: pydantic's error types of a numeric bound (ge/gt/le/lt): the message adds the allowed range
+BOUND_ERRORS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
+#: top-level keys that name a component (did-you-mean over their registries)
+SLOT_FIELDS = ("algorithm", "selector", "sampler", "server_optimizer", "step_policy", "lr_schedule")
 
 
 class ConfigError(ValueError):
@@ -119,9 +125,9 @@ def allowed_values(key: str) -> tuple | None:
 
 
 def _registry_names(field: str) -> list[str]:
-    from fedsweep.algorithms.registry import ALGORITHMS, SELECTORS
+    from fedsweep.compose import SLOTS
 
-    return list(ALGORITHMS if field == "algorithm" else SELECTORS)
+    return list(SLOTS.get(field, {}))
 
 
 def format_validation_error(err: ValidationError, source: str) -> str:
@@ -141,7 +147,11 @@ def format_validation_error(err: ValidationError, source: str) -> str:
                 msg += f" (did you mean {best!r}?)"
         if e["type"] == "finite_number" and schema_field(field) is not None:
             msg += f" (allowed: a finite number{numeric_bounds(schema_field(field))})"
-        if field in ("algorithm", "selector") and isinstance(value, str):
+        if e["type"] in BOUND_ERRORS and schema_field(field) is not None:
+            info = schema_field(field)
+            kind = _numeric_kind(info.annotation) or "a number"
+            msg += f" (allowed: {kind}{numeric_bounds(info)})"
+        if field in SLOT_FIELDS and isinstance(value, str):
             best = closest(value, _registry_names(field))
             if best is not None and best != value:
                 msg += f" (did you mean {best!r}?)"

@@ -1,67 +1,37 @@
 """The run configuration. Every field is typed; unknown keys are errors.
 
 Sections mirror the architecture: ``data`` (data set and partition), ``model``, ``train`` (the
-local-SGD schedule of docs/algorithms.md §1), the base ``algorithm`` and the upload
-``selector`` (two independent axes, checked for compatibility here), one section per method for
-its hyper-parameters (``bherd``, ``grab``, ``fedprox``, ``fednova``, ``scaffold``), ``eval`` and
-``tracking``. Every default keeps the behaviour of configs written before the field existed.
+local-SGD schedule of docs/algorithms.md §1), ``eval`` and ``tracking`` are general. Each slot of
+the round names its component (``algorithm``, ``selector``, ``sampler``, ``server_optimizer``,
+``step_policy``, ``lr_schedule``, ``hooks``), and each component's own section (``bherd``,
+``poc``, ``fedopt``, ...) is defined next to its code; which compose, and which sections each
+reads, is ``fedsweep.compose``. Every default keeps the behaviour of configs written before the
+field existed.
 """
 
 from __future__ import annotations
 
-import types
-import typing
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from fedsweep.algorithms.registry import ALGORITHMS, SELECTORS, valid_compositions
+from fedsweep.algorithms.fednova import FedNovaConfig
+from fedsweep.algorithms.fedprox import FedProxConfig
+from fedsweep.algorithms.scaffold import ScaffoldConfig
+from fedsweep.compose import SLOTS, composition_errors
+from fedsweep.config.section import Section, numeric_bounds  # noqa: F401  (re-exported)
+from fedsweep.engine.schedules import FixedStepsConfig, StepLRConfig
+from fedsweep.samplers.base import CohortConfig
+from fedsweep.samplers.divfl import DivFLConfig
+from fedsweep.samplers.poc import PocConfig
+from fedsweep.samplers.uniform import UniformConfig
+from fedsweep.selectors.bherd import BHerdConfig
+from fedsweep.selectors.grab import GraBConfig
+from fedsweep.server_optimizers.adaptive import FedOptConfig
+from fedsweep.server_optimizers.sgd import ServerSGDConfig
 
 DATASETS = ("mnist", "mnist-5k", "fashion-mnist", "cifar10", "cifar100")
 PARTITIONS = ("case1", "case2", "case3", "dirichlet", "shards", "iid")
-
-
-def _numeric_kind(annotation: Any) -> str | None:
-    """ "an integer" / "a number" for an ``int`` / ``float`` field (``X | None`` included)."""
-    options = typing.get_args(annotation) if _is_union(annotation) else (annotation,)
-    if int in options:
-        return "an integer"
-    if float in options:
-        return "a number"
-    return None
-
-
-def _is_union(annotation: Any) -> bool:
-    return typing.get_origin(annotation) in (typing.Union, types.UnionType)
-
-
-class Section(BaseModel):
-    # allow_inf_nan=False: `.inf`, `1e400` (overflows to inf) and `.nan` are refused everywhere
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        """``true``/``false`` are not numbers: pydantic would read ``rounds: true`` as 1."""
-        if isinstance(value, bool) and info.field_name is not None:
-            field = cls.model_fields[info.field_name]
-            kind = _numeric_kind(field.annotation)
-            if kind is not None:
-                raise ValueError(
-                    f"a boolean is not {kind} (allowed: {kind}{numeric_bounds(field)})"
-                )
-        return value
-
-
-def numeric_bounds(field) -> str:
-    """`` >= 1``, `` > 0 and <= 1``: the numeric constraints of a field, for messages."""
-    parts = []
-    for meta in field.metadata:
-        for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
-            bound = getattr(meta, attr, None)
-            if bound is not None:
-                parts.append(f"{sign} {bound}")
-    return " " + " and ".join(parts) if parts else ""
 
 
 class DataConfig(Section):
@@ -94,55 +64,12 @@ class TrainConfig(Section):
     local_epochs: float = Field(
         1.0, gt=0, description="E; fractional values take that share of an epoch."
     )
-    batch_size: int = Field(100, ge=1)
-    lr: float = Field(1e-4, gt=0)
+    batch_size: Annotated[int, Field(ge=1)] | Literal["full"] = Field(
+        100, description="B; `full`: each client's whole local set (FedSGD with E = 1)."
+    )
+    lr: float = Field(1e-4, gt=0, description="eta, the client rate (lr_schedule's base value).")
     order: Literal["fixed", "rr", "iid"] = Field("fixed", description="Minibatch schedule (§1.3).")
     dtype: Literal["float32", "float64"] = "float32"
-
-
-class BHerdConfig(Section):
-    alpha: float = Field(0.5, gt=0, le=1)
-    round: Literal["half_up", "ceil", "floor"] = "half_up"
-    scale: Literal["E_over_alpha", "one_over_alpha"] = "E_over_alpha"
-    scaffold_ci: Literal["selected", "full"] = Field(
-        "selected",
-        description="BHerd-SCAFFOLD c_i from the uploaded herd or the full trajectory (§3.8).",
-    )
-
-
-class GraBConfig(Section):
-    variant: Literal["bherd_alg4", "grab_stale_mean"] = Field(
-        "bherd_alg4", description="Literal BHerd Alg. 4, or GraB's stale-mean balancer (B13)."
-    )
-
-
-class FedProxConfig(Section):
-    mu: float = Field(0.01, ge=0, description="Proximal weight (§2.3; default W18).")
-
-
-class FedNovaConfig(Section):
-    momentum: float = Field(0.0, ge=0, lt=1, description="Local momentum rho (§2.4).")
-    mu: float = Field(0.0, ge=0, description="Local proximal term (§2.4).")
-    taueff: Literal["a", "steps"] = Field(
-        "a", description="tau_eff = sum q_i a_i or q_i tau_i (N1)."
-    )
-    gmf: float = Field(0.0, ge=0, lt=1, description="Server momentum (§2.4).")
-
-    @model_validator(mode="after")
-    def _one_local_solver(self) -> FedNovaConfig:
-        if self.momentum != 0 and self.mu != 0:
-            raise ValueError(
-                "fednova.momentum and fednova.mu cannot both be non-zero: §2.4 defines a_i for "
-                "momentum SGD or proximal SGD, not both"
-            )
-        return self
-
-
-class ScaffoldConfig(Section):
-    weights: Literal["data", "uniform"] = Field(
-        "data", description="q_i of both server sums: p_i renormalised, or 1/|S_t| (C1)."
-    )
-    server_lr: float = Field(1.0, gt=0, description="eta_g (§2.5).")
 
 
 class EvalConfig(Section):
@@ -171,11 +98,25 @@ class TrackingConfig(Section):
     )
 
 
+#: keys renamed when the server step became its own component: (section, old key) -> the base
+#: method it applied to and its key in ``server_sgd``. Configs written with the old keys still
+#: load; ``fedsweep.config.hashing`` maps them back, so finished runs keep their hash.
+RENAMED = {
+    ("fednova", "gmf"): ("fednova", "momentum"),
+    ("scaffold", "server_lr"): ("scaffold", "lr"),
+}
+
+
 class RunConfig(Section):
     name: str = "run"
     seed: int = Field(0, ge=0)
-    algorithm: str = "fedavg"
-    selector: str = "none"
+    algorithm: str = Field("fedavg", description="The base method.")
+    selector: str = Field("none", description="The upload selector (which gradients are sent).")
+    sampler: str = Field("full", description="The client sampler (which clients train, §7).")
+    server_optimizer: str = Field("sgd", description="Applies the base method's direction.")
+    step_policy: str = Field("epochs", description="Local steps per client and round.")
+    lr_schedule: str = Field("constant", description="The client learning rate per round.")
+    hooks: list[str] = Field(default_factory=list, description="Post-aggregation hooks, in order.")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: int | None = Field(None, ge=1, description="torch threads; default: all CPUs.")
     data: DataConfig = Field(default_factory=DataConfig)
@@ -186,28 +127,73 @@ class RunConfig(Section):
     fedprox: FedProxConfig = Field(default_factory=FedProxConfig)
     fednova: FedNovaConfig = Field(default_factory=FedNovaConfig)
     scaffold: ScaffoldConfig = Field(default_factory=ScaffoldConfig)
+    cohort: CohortConfig = Field(default_factory=CohortConfig)
+    uniform: UniformConfig = Field(default_factory=UniformConfig)
+    poc: PocConfig = Field(default_factory=PocConfig)
+    divfl: DivFLConfig = Field(default_factory=DivFLConfig)
+    server_sgd: ServerSGDConfig = Field(default_factory=ServerSGDConfig)
+    fedopt: FedOptConfig = Field(default_factory=FedOptConfig)
+    fixed_steps: FixedStepsConfig = Field(default_factory=FixedStepsConfig)
+    lr_step: StepLRConfig = Field(default_factory=StepLRConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
 
-    @field_validator("algorithm", "selector")
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_keys(cls, data: Any) -> Any:
+        """``fednova.gmf`` -> ``server_sgd.momentum`` and ``scaffold.server_lr`` ->
+        ``server_sgd.lr`` for the base method they belonged to (with another base method they
+        had no effect and are dropped)."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        algorithm = data.get("algorithm", "fedavg")
+        for (section, old), (owner, new) in RENAMED.items():
+            block = data.get(section)
+            if not isinstance(block, dict) or old not in block:
+                continue
+            block = dict(block)
+            value = block.pop(old)
+            data[section] = block
+            if algorithm != owner:
+                continue
+            sgd = data.get("server_sgd")
+            sgd = dict(sgd) if isinstance(sgd, dict) else {}
+            if new in sgd and sgd[new] != value:
+                raise ValueError(
+                    f"field `{section}.{old}` (the old name of `server_sgd.{new}`): got "
+                    f"{value!r}, but server_sgd.{new} is {sgd[new]!r}; give it once, as "
+                    f"server_sgd.{new}"
+                )
+            sgd[new] = value
+            data["server_sgd"] = sgd
+        return data
+
+    @field_validator(
+        "algorithm", "selector", "sampler", "server_optimizer", "step_policy", "lr_schedule"
+    )
     @classmethod
     def _registered(cls, value: str, info) -> str:
-        """``algorithm`` / ``selector`` must name an entry of its registry."""
-        registry = ALGORITHMS if info.field_name == "algorithm" else SELECTORS
+        """Each slot names an entry of its registry (``fedsweep.compose``)."""
+        registry = SLOTS[info.field_name]
         if value not in registry:
             raise ValueError(f"unknown {info.field_name} {value!r}; allowed: {', '.join(registry)}")
         return value
 
+    @field_validator("hooks")
+    @classmethod
+    def _registered_hooks(cls, value: list[str]) -> list[str]:
+        allowed = ", ".join(SLOTS["hooks"]) or "none yet"
+        for name in value:
+            if name not in SLOTS["hooks"]:
+                raise ValueError(f"unknown hook {name!r}; allowed: {allowed}")
+        return value
+
     @model_validator(mode="after")
     def _valid_composition(self) -> RunConfig:
-        selector = SELECTORS[self.selector]
-        if self.selector != "none" and self.algorithm not in selector.bases:
-            combos = "; ".join(valid_compositions())
-            raise ValueError(
-                f"selector {self.selector!r} cannot be composed with algorithm "
-                f"{self.algorithm!r}; valid combinations: {combos}"
-            )
-        selector.check_config(self)
+        problems = composition_errors(self)
+        if problems:
+            raise ValueError("\n  ".join(problems))
         return self
 
 

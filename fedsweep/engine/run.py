@@ -1,46 +1,43 @@
-"""One FL run: set-up (data, partition, model, clients, method, selector) and the round loop.
+"""One FL run: set-up (data, partition, model, clients, components) and the loop over rounds.
 
-The round is docs/algorithms.md §1.4. The engine calls the base method's hooks (``begin_client``,
-``local_direction``, ``client_update``, ``aggregate``) and the selector's (``begin_client``,
-``record``, ``finish_client``, ``finish_round``); it knows nothing about any particular
-algorithm. The selector's per-client result comes before the base method's message, so the base
-method builds its message from the selected vector (``client_update(..., delta=sel.delta)``).
-Per-round numbers stay tensors until one host transfer per round.
+``FLRun`` builds what the round needs from a validated ``RunConfig``: the data and partition,
+the model as a flat vector, the clients with their batch schedules, and one component per slot
+of the round (``fedsweep.compose.build_components``). The round itself is
+``engine.round.federated_round``; the loop over rounds is ``run_federated``, which hands every
+round's metrics to a list of observers (``engine.observers``). Nothing here knows a particular
+algorithm. Per-round numbers stay tensors until one host transfer per round.
 """
 
 from __future__ import annotations
 
 import time
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from fedsweep.algorithms.base import ClientUpdate, RoundContext
-from fedsweep.algorithms.registry import ALGORITHMS, SELECTORS
+from fedsweep.compose import SAMPLERS, build_components, build_method
 from fedsweep.config.schema import RunConfig
 from fedsweep.data.datasets import TensorDataset, load_dataset
 from fedsweep.data.partitions import make_partition, partition_hash
-from fedsweep.engine.batches import BatchSchedule, local_steps
+from fedsweep.engine.batches import BatchSchedule
 from fedsweep.engine.device import resolve_device, set_threads
+from fedsweep.engine.evaluation import Evaluator
 from fedsweep.engine.functional import FunctionalModel
+from fedsweep.engine.local import Client, LocalTrainer
+from fedsweep.engine.messages import ClientTask, ClientUpdate, RoundContext
+from fedsweep.engine.observers import as_observers
+from fedsweep.engine.oracle import ClientOracle
+from fedsweep.engine.round import federated_round
+from fedsweep.engine.schedules import client_batch_size
 from fedsweep.engine.seeding import numpy_rng, torch_generator, torch_seed
 from fedsweep.models.registry import build_model
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
+#: the per-round record of the sampled clients (only when the sampler is not ``full``)
+COHORT_RECORD = "cohort"
 
-
-@dataclass
-class Client:
-    index: int
-    indices: torch.Tensor  # global training indices (on the run's device)
-    num_steps: int  # τ_i
-    schedule: BatchSchedule
-
-    @property
-    def num_samples(self) -> int:
-        return len(self.indices)
+__all__ = ["Client", "FLRun", "RunResult", "run_federated", "to_floats"]
 
 
 @dataclass
@@ -83,19 +80,48 @@ class FLRun:
             self.y_test = self.y_test[: config.eval.test_subset]
 
         stage(f"partitioning, building the model ({config.model.name})")
-        self.method = ALGORITHMS[config.algorithm](config)
-        self.selector = SELECTORS[config.selector](config)
+        self.method = build_method(config)
         self.parts = self._partition()
         self.partition_hash = partition_hash(self.parts)
         self.model = self._build_model()
         self.fm = FunctionalModel(self.model)
         self.w = self.fm.flatten()
         self.clients = self._make_clients()
-        sizes = torch.tensor([c.num_samples for c in self.clients], dtype=torch.float64)
-        self.p = sizes / sizes.sum()  # p_i = |D_i| / |D|
+        sizes = [c.num_samples for c in self.clients]
+        sizes_t = torch.tensor(sizes, dtype=torch.float64)
+        self.p = sizes_t / sizes_t.sum()  # p_i = |D_i| / |D|
+        problems = SAMPLERS[config.sampler].partition_errors(config, sizes)
+        if problems:
+            raise ValueError("; ".join(problems))
+        self.components = build_components(config, self.method, self.p, sizes)
+        self.selector = self.components.selector
+        for client, tau in zip(
+            self.clients, self.components.step_policy.nominal_steps(), strict=True
+        ):
+            client.num_steps = tau
         self.method.setup(self.w, len(self.clients))
+        self.components.server_opt.setup(self.w)
+        for hook in self.components.hooks:
+            hook.setup(self.w)
+        self.trainer = LocalTrainer(self.fm, self.x_train, self.y_train, self.method, self.selector)
+        self.oracle = ClientOracle(
+            self.fm,
+            self.x_train,
+            self.y_train,
+            [c.indices for c in self.clients],
+            config.eval.batch_size,
+            config.train.batch_size,
+        )
+        self.evaluator = Evaluator(
+            self.fm,
+            (self.x_test, self.y_test),
+            (self.x_train, self.y_train),
+            self.clients,
+            config.eval,
+        )
         self.round = 0
         self.records: dict[str, list[torch.Tensor]] = {}
+        self.record_rounds: dict[str, list[int]] = {}
 
     # ----------------------------------------------------------------- set-up
     def _partition(self) -> list[np.ndarray]:
@@ -138,145 +164,83 @@ class FLRun:
         for i, part in enumerate(self.parts):
             if len(part) == 0:
                 raise ValueError(f"client {i} received no data under {self.config.data.partition}")
-            tau = local_steps(len(part), train.local_epochs, train.batch_size)
-            if int(train.local_epochs * len(part) // train.batch_size) == 0:
-                warnings.warn(f"client {i}: E|D_i|/B < 1, using tau_i = 1 (§1.2)", stacklevel=2)
             schedule = BatchSchedule(
                 len(part),
-                train.batch_size,
+                client_batch_size(train.batch_size, len(part)),
                 train.order,
                 torch_generator(self.config.seed, "client_order", i),
             )
             indices = torch.as_tensor(part, dtype=torch.long, device=self.device)
-            clients.append(Client(i, indices, tau, schedule))
+            clients.append(Client(i, indices, 0, schedule))  # num_steps: the step policy's
         return clients
 
     # ------------------------------------------------------------------ round
-    def participants(self) -> list[Client]:
-        """``S_t``: all clients (client samplers plug in here)."""
-        return self.clients
-
     def local_train(self, client: Client, ctx: RoundContext) -> ClientUpdate:
-        """Client ``i``'s ``τ_i`` local steps from the broadcast ``w`` (§1.4)."""
-        w, lr = self.w, ctx.lr
-        method, selector = self.method, self.selector
-        record = selector.records_gradients
-        rows = client.indices[client.schedule.take(client.num_steps).to(self.device)]
-        y = w.clone()
-        loss_sum = torch.zeros((), dtype=self.dtype, device=self.device)
-        selector.begin_client(client.index, client.num_steps, self.fm.dim, self.dtype, self.device)
-        method.begin_client(client.index, ctx)
-        for step in range(client.num_steps):
-            batch = rows[step]
-            g, loss = self.fm.gradient(
-                y, self.x_train.index_select(0, batch), self.y_train.index_select(0, batch)
-            )
-            v = method.local_direction(client.index, g, y, w)
-            if record:
-                selector.record(step, g, v)
-            y.sub_(v, alpha=lr)
-            loss_sum += loss
-        sel = selector.finish_client(client.index, ctx, method)
-        update = method.client_update(
-            client.index,
-            w,
-            y,
-            client.num_samples,
-            client.num_steps,
-            ctx,
-            delta=None if sel is None else sel.delta,
-        )
-        update.metrics["local_loss"] = loss_sum / client.num_steps
-        if sel is not None:
-            update.metrics.update(sel.metrics)
-            update.records.update(sel.records)
-            update.extras.update(sel.extras)
-        return update
+        """Client ``client``'s round-1 number of local steps from ``w`` at ``ctx.lr``."""
+        task = ClientTask(client.index, client.num_steps, ctx.lr)
+        return self.trainer.train(client, task, self.w, ctx)
 
     def step(self) -> dict[str, torch.Tensor]:
         """One communication round; returns this round's metrics as 0-dim tensors."""
         self.round += 1
-        train = self.config.train
-        ctx = RoundContext(self.round, train.lr, train.local_epochs)
-        chosen = self.participants()
-        q = self.p[[c.index for c in chosen]]
-        q = q / q.sum()
-        updates = [self.local_train(c, ctx) for c in chosen]
-        self.selector.finish_round(updates, q, ctx)
-        self.w = self.method.aggregate(self.w, updates, q, ctx)
+        t, cfg = self.round, self.config
+        rng = numpy_rng(cfg.seed, "selection", t)  # this round's own cohort stream (§1.6)
+        out = federated_round(
+            t,
+            self.w,
+            self.components,
+            self.clients,
+            self.trainer,
+            self.oracle,
+            rng,
+            cfg.train.local_epochs,
+        )
+        self.w = out.w
         metrics: dict[str, torch.Tensor] = {}
-        for u in updates:
+        for u in out.updates:
             for name, value in u.metrics.items():
                 metrics[f"client/{u.client}/{name}"] = value
             for name, value in u.records.items():
-                self.records.setdefault(f"{name}_client{u.client}", []).append(value.cpu())
-        last = self.round == train.rounds
-        if self.round % self.config.eval.every == 0 or last:
-            metrics.update(self.evaluate())
+                self._record(f"{name}_client{u.client}", value)
+        metrics.update(out.cohort.metrics)
+        for hook in self.components.hooks:
+            metrics.update(hook.metrics)
+        if cfg.sampler != "full":
+            draws = out.cohort.draws if out.cohort.draws is not None else out.cohort.clients
+            self._record(COHORT_RECORD, torch.tensor(draws, dtype=torch.long))
+        if self.evaluator.due(t, cfg.train.rounds):
+            metrics.update(self.evaluator.evaluate(self.w))
         return metrics
 
-    @torch.no_grad()
+    def _record(self, name: str, value: torch.Tensor) -> None:
+        self.records.setdefault(name, []).append(value.cpu())
+        self.record_rounds.setdefault(name, []).append(self.round)
+
     def evaluate(self) -> dict[str, torch.Tensor]:
-        """Global-model metrics of §1.5: test loss/accuracy; train loss/accuracy over the union
-        of the clients' data (``F(w) = Σ p_i F_i(w)``, penalty included) and per-client ``F_i``."""
-        ev = self.config.eval
-        self.model.eval()
-        w, fm = self.w, self.fm
-        penalty = fm.penalty_value(w)
-        out: dict[str, torch.Tensor] = {}
-        loss_sum, correct = fm.evaluate(w, self.x_test, self.y_test, ev.batch_size)
-        out["test_loss"] = loss_sum / len(self.y_test) + penalty
-        out["test_acc"] = correct.to(torch.float64) / len(self.y_test)
-        if ev.train_metrics:
-            total_loss = torch.zeros((), dtype=torch.float64, device=w.device)
-            total_correct = torch.zeros((), dtype=torch.long, device=w.device)
-            for c in self.clients:
-                ls, cr = fm.evaluate(w, self.x_train, self.y_train, ev.batch_size, c.indices)
-                out[f"client/{c.index}/train_loss"] = ls / c.num_samples + penalty
-                total_loss += ls.to(torch.float64)
-                total_correct += cr
-            n = sum(c.num_samples for c in self.clients)
-            out["train_loss"] = total_loss / n + penalty
-            out["train_acc"] = total_correct.to(torch.float64) / n
-        self.model.train()
-        return out
+        return self.evaluator.evaluate(self.w)
 
     # -------------------------------------------------------------- the loop
-    def run(self, on_round=None) -> RunResult:
-        """Run until ``train.rounds`` or divergence. ``on_round(t, metrics, result)`` is called
-        after every round with plain floats (one host transfer per round)."""
-        result = RunResult("finished", self.round, {})
-        self.model.train()
-        while self.round < self.config.train.rounds:
-            start = time.perf_counter()
-            tensors = self.step()
-            finite = torch.isfinite(self.w).all()
-            metrics = to_floats(tensors)
-            metrics["round_time"] = time.perf_counter() - start
-            result.rounds = self.round
-            result.final.update(metrics)
-            if not bool(finite) or not all(np.isfinite(v) for v in metrics.values()):
-                result.status = "diverged"
-            if on_round is not None:
-                on_round(self.round, metrics, result)
-            if result.status == "diverged":
-                break
-        return result
+    def run(self, on_round=None, observers=()) -> RunResult:
+        """Run until ``train.rounds`` or divergence; ``on_round(t, metrics, result)`` (plain
+        floats, after every round) is the first observer."""
+        return run_federated(self, [on_round, *observers])
 
     # ------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
-        """Everything needed to continue this run exactly: round, global model, buffers, method
-        and selector state, every client's batch cursor/permutation/RNG, and the records."""
-        return {
+        """Everything needed to continue this run exactly: round, global model, buffers, every
+        component's state, every client's batch cursor/permutation/RNG, and the records."""
+        state = {
             "round": self.round,
             "partition_hash": self.partition_hash,
             "w": self.w.detach().cpu().clone(),
             "buffers": {k: v.detach().cpu().clone() for k, v in self.fm.buffers.items()},
-            "method": self.method.state_dict(),
-            "selector": self.selector.state_dict(),
             "schedules": [c.schedule.state_dict() for c in self.clients],
             "records": {k: [t.clone() for t in v] for k, v in self.records.items()},
+            "record_rounds": {k: list(v) for k, v in self.record_rounds.items()},
         }
+        for key, part in self.components.parts().items():
+            state[key] = part.state_dict()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         if state["partition_hash"] != self.partition_hash:
@@ -288,15 +252,71 @@ class FLRun:
         self.w = state["w"].to(self.device, self.dtype)
         for name, value in state["buffers"].items():
             self.fm.buffers[name].copy_(value)
-        self.method.load_state_dict(state["method"])
-        self.selector.load_state_dict(state["selector"])
+        state = _upgrade(state)
+        for key, part in self.components.parts().items():
+            part.load_state_dict(state.get(key, {}))
         for client, sched in zip(self.clients, state["schedules"], strict=True):
             client.schedule.load_state_dict(sched)
         self.records = {k: [t.clone() for t in v] for k, v in state["records"].items()}
+        self.record_rounds = {
+            k: list(state.get("record_rounds", {}).get(k, range(1, len(v) + 1)))
+            for k, v in self.records.items()
+        }
 
     def record_arrays(self) -> dict[str, np.ndarray]:
-        """Per-round records stacked over rounds, e.g. ``selected_client0`` of shape [T, τ_0]."""
-        return {k: torch.stack(v).numpy() for k, v in self.records.items()}
+        """Per-round records stacked over rounds, e.g. ``selected_client0`` of shape [T, τ_0].
+        A record that skips rounds (its client was not sampled) comes with ``<name>_rounds``,
+        the rounds its rows belong to."""
+        out = {}
+        for name, values in self.records.items():
+            out[name] = torch.stack(values).numpy()
+            rounds = self.record_rounds.get(name, [])
+            if rounds != list(range(1, len(rounds) + 1)) or len(rounds) != self.round:
+                out[f"{name}_rounds"] = np.asarray(rounds, dtype=np.int64)
+        return out
+
+
+def _upgrade(state: dict) -> dict:
+    """Checkpoints written before the server optimizer was a component kept FedNova's server
+    momentum buffer (``gmf``) in the method's state: hand it to the server optimizer."""
+    if "server_opt" not in state and (state.get("method") or {}).get("buf") is not None:
+        state = {**state, "server_opt": {"buf": state["method"]["buf"]}}
+    return state
+
+
+def run_federated(run: FLRun, observers=()) -> RunResult:
+    """The loop (FedJAX's ``run_federated_experiment`` shape): rounds until ``train.rounds`` or a
+    non-finite model or metric, every round's metrics (plain floats, one host transfer) to each
+    observer in order; ``on_end`` after the last round, ``on_abort`` if an exception leaves."""
+    observers = as_observers(observers)
+    result = RunResult("finished", run.round, {})
+    run.model.train()
+    try:
+        while run.round < run.config.train.rounds:
+            start = time.perf_counter()
+            tensors = run.step()
+            finite = torch.isfinite(run.w).all()
+            metrics = to_floats(tensors)
+            metrics["round_time"] = time.perf_counter() - start
+            result.rounds = run.round
+            result.final.update(metrics)
+            if not bool(finite) or not all(np.isfinite(v) for v in metrics.values()):
+                result.status = "diverged"
+            for observer in observers:
+                observer.on_round(run.round, metrics, result)
+            if result.status == "diverged":
+                break
+    except KeyboardInterrupt:
+        for observer in observers:
+            observer.on_abort("killed")
+        raise
+    except Exception:
+        for observer in observers:
+            observer.on_abort("failed")
+        raise
+    for observer in observers:
+        observer.on_end(result)
+    return result
 
 
 def to_floats(tensors: dict[str, torch.Tensor]) -> dict[str, float]:

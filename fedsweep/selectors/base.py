@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import torch
 
-from fedsweep.algorithms.base import BaseMethod, ClientUpdate, RoundContext
+from fedsweep.engine.messages import ClientUpdate, RoundContext
 
 
 @dataclass
@@ -30,18 +30,22 @@ class Selection:
 
 
 class Selector:
+    """Which base methods a selector composes with, and the form of its upload for each
+    (``upload``), is the composition table's (``fedsweep.compose.SELECTOR_BASES``), not the
+    selector's: it is told its ``upload`` form at construction and never asks which method runs.
+    """
+
     name: ClassVar[str] = ""
-    #: base methods this selector has a defined composition with (checked at config validation)
-    bases: ClassVar[tuple[str, ...]] = ()
     #: whether the engine must hand every local step to ``record``
     records_gradients: ClassVar[bool] = False
 
-    def __init__(self, config) -> None:
+    def __init__(self, config, upload: str = "descent") -> None:
         self.config = config
+        self.upload = upload
 
     @classmethod
     def check_config(cls, config) -> None:
-        """Raise ``ValueError`` for a config this selector cannot run (beyond ``bases``)."""
+        """Raise ``ValueError`` for a config this selector cannot run (beyond the table)."""
 
     def begin_client(self, client: int, num_steps: int, dim: int, dtype, device) -> None:
         pass
@@ -49,7 +53,7 @@ class Selector:
     def record(self, step: int, g: torch.Tensor, v: torch.Tensor) -> None:
         pass
 
-    def finish_client(self, client: int, ctx: RoundContext, method: BaseMethod) -> Selection | None:
+    def finish_client(self, client: int, ctx: RoundContext) -> Selection | None:
         """``None``: upload the base method's own message."""
         return None
 

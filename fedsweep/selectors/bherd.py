@@ -17,16 +17,19 @@ The uploaded vector is ``Σ_{λ∈π} v_λ`` (``= g_sel``, Eq. 6, when ``v = g``
   ``v − g = c − c_i`` is constant within the round and centring removes it (Appendix B.5).
 * fednova (§3.7): ``Δ_i = η (τ_i/k_i) g_sel,i`` with normaliser ``a_i = τ_i``, so FedNova's
   ``w_t − τ_eff Σ q_i Δ_i/a_i`` is ``w_t − η τ_eff Σ_i q_i g_sel,i/k_i``, ``τ_eff = Σ q_i τ_i``.
-  Defined for plain local SGD only (``check_config``).
+  Defined for plain local SGD only (the composition table, ``fedsweep.compose``, checks it).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
+from pydantic import Field
 
-from fedsweep.algorithms.base import BaseMethod, RoundContext
+from fedsweep.config.section import Section
+from fedsweep.engine.messages import RoundContext
 from fedsweep.selectors.base import Selection, Selector
 from fedsweep.selectors.herding import herd
 
@@ -52,13 +55,25 @@ def keep_count(alpha: float, tau: int, rounding: str = "half_up") -> int:
     return min(max(k, 1), tau)
 
 
+class BHerdConfig(Section):
+    alpha: float = Field(0.5, gt=0, le=1)
+    round: Literal["half_up", "ceil", "floor"] = "half_up"
+    scale: Literal["E_over_alpha", "one_over_alpha"] = "E_over_alpha"
+    scaffold_ci: Literal["selected", "full"] = Field(
+        "selected",
+        description="BHerd-SCAFFOLD c_i from the uploaded herd or the full trajectory (§3.8).",
+    )
+
+
 class BHerd(Selector):
+    """``upload`` (from the composition table): ``"descent"`` for FedAvg and SCAFFOLD (Eq. 7,
+    §3.8), ``"normalised"`` for FedNova (§3.7)."""
+
     name = "bherd"
-    bases = ("fedavg", "fednova", "scaffold")
     records_gradients = True
 
-    def __init__(self, config) -> None:
-        super().__init__(config)
+    def __init__(self, config, upload: str = "descent") -> None:
+        super().__init__(config, upload)
         self.alpha = config.bherd.alpha
         self.rounding = config.bherd.round
         self.scale_rule = config.bherd.scale
@@ -66,15 +81,6 @@ class BHerd(Selector):
         self._vbuffer: torch.Tensor | None = None  # v, only when some v is not g
         self._v_differs = False
         self._tau = 0
-
-    @classmethod
-    def check_config(cls, config) -> None:
-        nova = config.fednova
-        if config.algorithm == "fednova" and (nova.momentum != 0 or nova.mu != 0):
-            raise ValueError(
-                "bherd-fednova is defined for plain local SGD (docs/algorithms.md §3.7): "
-                "set fednova.momentum = 0 and fednova.mu = 0"
-            )
 
     @staticmethod
     def _fit(buf, num_steps, dim, dtype, device):
@@ -106,7 +112,7 @@ class BHerd(Selector):
             return ctx.local_epochs / self.alpha
         return 1.0 / self.alpha
 
-    def finish_client(self, client: int, ctx: RoundContext, method: BaseMethod) -> Selection:
+    def finish_client(self, client: int, ctx: RoundContext) -> Selection:
         tau = self._tau
         z = self._buffer[:tau]
         k = keep_count(self.alpha, tau, self.rounding)
@@ -114,7 +120,7 @@ class BHerd(Selector):
         used = self._vbuffer[:tau] if self._v_differs else z
         v_sel = used.index_select(0, result.order).sum(dim=0)  # Σ_{λ∈π} v_λ (= g_sel if v = g)
         extras: dict[str, torch.Tensor] = {}
-        if method.name == "fednova":  # §3.7: d_i^sel = g_sel/k_i, normaliser a_i = τ_i
+        if self.upload == "normalised":  # FedNova, §3.7: d_i^sel = g_sel/k_i, normaliser a_i = τ_i
             delta = v_sel.mul_(ctx.lr * tau / k)
             extras["a"] = torch.tensor(float(tau), dtype=torch.float64)
         else:  # fedavg (Eq. 7) and scaffold (§3.8): η (E/α) Σ_π v

@@ -25,22 +25,30 @@ drifting over long rounds; the decision stays on the device (no host sync per st
 from __future__ import annotations
 
 import warnings
+from typing import Literal
 
 import torch
+from pydantic import Field
 
-from fedsweep.algorithms.base import BaseMethod, ClientUpdate, RoundContext
+from fedsweep.config.section import Section
+from fedsweep.engine.messages import ClientUpdate, RoundContext
 from fedsweep.selectors.base import Selection, Selector
 
 VARIANTS = ("bherd_alg4", "grab_stale_mean")
 
 
+class GraBConfig(Section):
+    variant: Literal["bherd_alg4", "grab_stale_mean"] = Field(
+        "bherd_alg4", description="Literal BHerd Alg. 4, or GraB's stale-mean balancer (B13)."
+    )
+
+
 class GraB(Selector):
     name = "grab"
-    bases = ("fedavg",)
     records_gradients = True
 
-    def __init__(self, config) -> None:
-        super().__init__(config)
+    def __init__(self, config, upload: str = "descent") -> None:
+        super().__init__(config, upload)
         self.variant = config.grab.variant
         if self.variant not in VARIANTS:
             raise ValueError(f"grab.variant {self.variant!r} not in {VARIANTS}")
@@ -73,7 +81,7 @@ class GraB(Selector):
         self._n_sel.add_(sel.to(torch.float64))
         self._selected[step] = sel
 
-    def finish_client(self, client: int, ctx: RoundContext, method: BaseMethod) -> Selection:
+    def finish_client(self, client: int, ctx: RoundContext) -> Selection:
         if self.variant == "grab_stale_mean":
             self.prev_mean[client] = self._m.div_(self._tau)
         alpha_i = self._n_sel / self._tau  # α_i = n_sel / τ_i

@@ -919,7 +919,9 @@ def _fit(
                 name=tune_name,
                 storage_path=str(storage),
                 failure_config=tune.FailureConfig(max_failures=spec.max_failures),
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+                # every checkpoint folder stays; the trial prunes their state files itself
+                # (trial.prune_states: Ray's own deletion raced with a kill -9 of the driver)
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
                 verbose=verbose,
                 callbacks=[TrialEvents()],
             ),

@@ -2,7 +2,9 @@
 
 A spec is a base run config, a grid of **panels** (cartesian product of its axes), a list of
 **curves** (named override sets, or one curve per value of a key), the **seeds**, and
-per-**profile** overrides (``paper``, ``quick``, ``smoke``). A panel axis is either a dotted
+per-**profile** overrides (``paper``, ``quick``, ``smoke``; a profile may also run a subset of
+the curves, ``curves: [label, ...]``, and name the ``target_acc`` a rounds-to-target figure
+counts to). A panel axis is either a dotted
 config key with a list of values (``data.partition: [case1, case2, case3]``) or a free name with
 a list of labelled override sets (``setting: [{id: cnn-mnist, label: "CNN, MNIST", set:
 {model.name: cnn}}, ...]``), for settings that change several keys at once. ``expand`` turns
@@ -163,6 +165,12 @@ class ProfileSpec(_Strict):
     #: a data set that can be neither found, downloaded nor replaced skips its trials (with a
     #: note on the figure) instead of stopping the sweep
     skip_missing_data: bool = False
+    #: run (and draw) only these curves, by label (a smaller grid than the spec's, e.g. the
+    #: quick profile of a learning-rate grid); None: every curve
+    curves: list[str] | None = None
+    #: the test accuracy a rounds-to-target figure counts the rounds to (intro figures: McMahan's
+    #: Table 2 form); None: the figure has no target
+    target_acc: float | None = Field(None, gt=0, le=1)
 
     def fallback_for(self, dataset: str) -> str | None:
         fb = self.data_fallback
@@ -224,6 +232,16 @@ class SweepSpec(_Strict):
                     f"profiles.{name}.panel_set: unknown panel value(s) {unknown_cells}; "
                     f"allowed: {sorted(axis_values)}"
                 )
+        labels = [c.label for c in self.curve_list()]
+        for name, prof in self.profiles.items():
+            if prof.curves is None:
+                continue
+            unknown_curves = [c for c in prof.curves if c not in labels]
+            if unknown_curves or not prof.curves or _repeated(prof.curves):
+                raise ValueError(
+                    f"profiles.{name}.curves: unknown, repeated or no curve label(s) "
+                    f"{unknown_curves or prof.curves}; allowed: one or more of {labels}"
+                )
         if isinstance(self.curves, CurveGrid) and not self.curves.values:
             raise ValueError(f"curves.values for {self.curves.key}: empty list")
         if isinstance(self.curves, list) and not self.curves:
@@ -277,6 +295,12 @@ class SweepSpec(_Strict):
         if isinstance(self.curves, list):
             return self.curves
         return self.curves.curve_list()
+
+    def profile_curves(self, profile: str) -> list[CurveSpec]:
+        """The curves ``profile`` runs: its ``curves`` subset (spec order), else all."""
+        wanted = self.profiles[profile].curves
+        curves = self.curve_list()
+        return curves if wanted is None else [c for c in curves if c.label in wanted]
 
 
 @dataclass(frozen=True)
@@ -384,7 +408,7 @@ def expand(
         panel_set: dict[str, Any] = {}
         for key, value in cell.pairs:
             panel_set.update(prof.panel_set.get(f"{key}={value}", {}))
-        for curve in spec.curve_list():
+        for curve in spec.profile_curves(profile):
             for seed in seeds:
                 layers = [
                     ("panels", cell.overrides),

@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from fedsweep.config.schema import RunConfig
+from fedsweep.engine.observers import Observer
 from fedsweep.tracking.store import get_client
 from fedsweep.tracking.tracked_run import TrackedRun
 
@@ -43,26 +44,39 @@ def fl_trial(params: dict) -> None:
             config.tracking.uri, payload["parent_run_id"], payload["tags"]["fedsweep.config_hash"]
         )
     tracked = TrackedRun(config, tags=payload["tags"], run_id=run_id, state=state)
-    every = payload["checkpoint_every"]
     # fault injection (tests): crash at this round, unless this attempt was restored from a
     # checkpoint (so a retried trial gets past it)
     fail_at = payload.get("fail_at_round") if state is None else None
+    reporter = TuneReporter(tracked, payload["checkpoint_every"], fail_at, payload["trial_id"])
+    tracked.execute(observers=[reporter])
 
-    def on_round(t, metrics, result):
-        if fail_at is not None and t == fail_at:
-            raise InjectedFailure(f"injected failure at round {t} ({payload['trial_id']})")
+
+class TuneReporter(Observer):
+    """Reports every round to Ray Tune, with a checkpoint of the full FL state (and the MLflow
+    run id) every ``every`` rounds and at the last round."""
+
+    def __init__(
+        self, tracked: TrackedRun, every: int, fail_at: int | None = None, label: str = ""
+    ) -> None:
+        self.tracked, self.every, self.fail_at, self.label = tracked, every, fail_at, label
+
+    def on_round(self, t, metrics, result) -> None:
+        from ray import tune
+
+        if self.fail_at is not None and t == self.fail_at:
+            raise InjectedFailure(f"injected failure at round {t} ({self.label})")
         report = {k: metrics[k] for k in REPORTED if k in metrics}
         report["round"] = t
-        last = t == config.train.rounds or result.status != "finished"
-        if t % every == 0 or last:
+        last = t == self.tracked.config.train.rounds or result.status != "finished"
+        if t % self.every == 0 or last:
             with tempfile.TemporaryDirectory() as tmp:
-                torch.save(tracked.run.state_dict(), Path(tmp) / STATE_FILE)
-                (Path(tmp) / META_FILE).write_text(json.dumps({"mlflow_run_id": tracked.run_id}))
+                torch.save(self.tracked.run.state_dict(), Path(tmp) / STATE_FILE)
+                meta = {"mlflow_run_id": self.tracked.run_id}
+                (Path(tmp) / META_FILE).write_text(json.dumps(meta))
                 tune.report(report, checkpoint=tune.Checkpoint.from_directory(tmp))
+            prune_states(tune.get_context().get_trial_dir())
         else:
             tune.report(report)
-
-    tracked.execute(on_round)
 
 
 def load_state(path: str | Path) -> dict:
@@ -71,12 +85,40 @@ def load_state(path: str | Path) -> dict:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
+#: checkpoints of a trial that keep their FL state file; older ones keep only ``meta.json``
+KEEP_STATES = 2
+CHECKPOINT_GLOB = "checkpoint_*"
+
+
+def prune_states(trial_dir: str | Path, keep: int = KEEP_STATES) -> None:
+    """Delete the FL state file of every checkpoint of ``trial_dir`` but the newest ``keep``.
+
+    Ray keeps every checkpoint folder (``CheckpointConfig(num_to_keep=None)``): with Ray deleting
+    old checkpoints itself, a ``kill -9`` of the driver between its deletion of checkpoint k and
+    its next experiment-state snapshot (which still named k) made ``--resume`` fail that trial
+    ("Could not recover from checkpoint as it does not exist on storage anymore"; seen once in
+    the kill test under load). The folders stay (a few bytes each) and only the heavy state goes,
+    so a restore always finds the folder Ray names, and ``_restore`` then takes the newest state
+    that exists."""
+    folders = sorted(Path(trial_dir).glob(CHECKPOINT_GLOB))
+    for folder in folders[:-keep] if keep > 0 else folders:
+        (folder / STATE_FILE).unlink(missing_ok=True)
+
+
 def _restore(checkpoint) -> tuple[dict | None, str | None]:
+    """The FL state and MLflow run id of ``checkpoint``. When its state file was pruned, the
+    newest state of the same trial (a later round: the run is deterministic and rounds already
+    logged are not logged again); with none left, no state (the run restarts from round 0 in
+    the same MLflow run)."""
     if checkpoint is None:
         return None, None
     with checkpoint.as_directory() as folder:
-        state = load_state(Path(folder) / STATE_FILE)
-        meta = json.loads((Path(folder) / META_FILE).read_text())
+        folder = Path(folder)
+        meta = json.loads((folder / META_FILE).read_text())
+        candidates = [folder / STATE_FILE] + [
+            f / STATE_FILE for f in sorted(folder.parent.glob(CHECKPOINT_GLOB), reverse=True)
+        ]
+        state = next((load_state(c) for c in candidates if c.is_file()), None)
     return state, meta["mlflow_run_id"]
 
 

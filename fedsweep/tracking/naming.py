@@ -26,13 +26,27 @@ SHORT = {
     "data.num_clients": "N",
     "data.dirichlet_alpha": "Dir",
     "fedprox.mu": "μ",
-    "scaffold.server_lr": "η_g",
+    "server_sgd.lr": "η_s",
+    "server_sgd.momentum": "β_s",
+    "fedopt.lr": "η_s",
+    "fedopt.tau": "τ",
+    "cohort.size": "m",
+    "cohort.fraction": "C",
+    "poc.d": "d",
     "fednova.momentum": "ρ",
     "model.svm_lambda": "λ",
     "seed": "seed",
 }
 #: keys shown by the descriptive part of the name (method, model, data set, partition)
-DESCRIBED = ("algorithm", "selector", "model.name", "data.dataset", "data.partition")
+DESCRIBED = (
+    "algorithm",
+    "selector",
+    "sampler",
+    "server_optimizer",
+    "model.name",
+    "data.dataset",
+    "data.partition",
+)
 SEP = " · "
 
 
@@ -44,10 +58,14 @@ def method_name(config: RunConfig) -> str:
 
 
 def describe(config: RunConfig) -> str:
-    """``bherd-fedavg svm mnist case2``: method, model, data set, partition."""
-    return " ".join(
-        [method_name(config), config.model.name, config.data.dataset, config.data.partition]
-    )
+    """``bherd-fedavg svm mnist case2``: method, model, data set, partition; a sampler or server
+    optimizer other than the default follows the method (``fedavg server=adam sampler=poc``)."""
+    parts = [method_name(config)]
+    if config.server_optimizer != "sgd":
+        parts.append(f"server={config.server_optimizer}")
+    if config.sampler != "full":
+        parts.append(f"sampler={config.sampler}")
+    return " ".join([*parts, config.model.name, config.data.dataset, config.data.partition])
 
 
 def format_value(value: Any) -> str:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from fedsweep.config.hashing import config_hash
 from fedsweep.config.schema import RunConfig
-from fedsweep.engine.run import FLRun, RunResult
+from fedsweep.engine.observers import Observer
+from fedsweep.engine.run import FLRun, RunResult, run_federated
 from fedsweep.tracking.run_logger import MlflowRunLogger, git_commit
 
 #: tag of a finished run whose test loss grew past ``tracking.blowup_factor`` x its first value
@@ -30,7 +31,7 @@ class TrackedResult:
     blowup: str | None = None
 
 
-class BlowupWatch:
+class BlowupWatch(Observer):
     """Watches a run's test loss for a *finite* divergence: a value above ``factor`` x the first
     one (e.g. a CNN at lr 100 that ends "finished" at test loss 3.2e6, chance accuracy).
     Non-finite values are the engine's ``diverged`` status, not this. The largest value counts
@@ -40,6 +41,9 @@ class BlowupWatch:
         self.factor, self.key = factor, key
         self.first: tuple[int, float] | None = None
         self.worst: tuple[int, float] | None = None
+
+    def on_round(self, t, metrics, result) -> None:
+        self.add(t, metrics)
 
     def add(self, t: int, metrics: dict[str, float]) -> None:
         value = metrics.get(self.key)
@@ -77,8 +81,50 @@ def run_tags(run: FLRun) -> dict[str, str]:
         "fedsweep.threads": str(run.threads),
         "fedsweep.clients.num_samples": json.dumps([c.num_samples for c in run.clients]),
         "fedsweep.clients.num_steps": json.dumps([c.num_steps for c in run.clients]),
+        **component_tags(cfg),
         **cfg.tracking.tags,
     }
+
+
+def component_tags(cfg: RunConfig) -> dict[str, str]:
+    """The round's other slots, tagged only when not the default (older runs have none)."""
+    out = {}
+    for slot, default in (
+        ("sampler", "full"),
+        ("server_optimizer", "sgd"),
+        ("step_policy", "epochs"),
+        ("lr_schedule", "constant"),
+    ):
+        if getattr(cfg, slot) != default:
+            out[f"fedsweep.{slot}"] = getattr(cfg, slot)
+    return out
+
+
+class MlflowObserver(Observer):
+    """Logs every round not logged before (a resumed run skips the rounds it has), then the
+    records, the blow-up tag and the final status; an abort ends the run KILLED/FAILED."""
+
+    def __init__(
+        self, logger: MlflowRunLogger, run: FLRun, watch: BlowupWatch, logged_until: int
+    ) -> None:
+        self.logger, self.run, self.watch = logger, run, watch
+        self.logged_until = logged_until
+        self.blowup: str | None = None
+
+    def on_round(self, t, metrics, result) -> None:
+        if t > self.logged_until:
+            self.logger.log_round(t, metrics)
+
+    def on_end(self, result: RunResult) -> None:
+        self.blowup = self.watch.text() if result.status == "finished" else None
+        if self.run.config.tracking.log_records:
+            self.logger.log_arrays(self.run.record_arrays(), "records")
+        if self.blowup is not None:
+            self.logger.set_tags({BLOWUP_TAG: self.blowup})
+        self.logger.end(result.status)
+
+    def on_abort(self, kind: str) -> None:
+        self.logger.end(kind)
 
 
 class TrackedRun:
@@ -122,34 +168,15 @@ class TrackedRun:
     def run_id(self) -> str | None:
         return self.logger.run_id if self.logger else None
 
-    def execute(self, on_round=None) -> TrackedResult:
-        logger = self.logger
-
-        def _on_round(t, metrics, result):
-            self.watch.add(t, metrics)
-            if logger is not None and t > self.logged_until:
-                logger.log_round(t, metrics)
-            if on_round is not None:
-                on_round(t, metrics, result)
-
-        try:
-            result = self.run.run(on_round=_on_round)
-        except KeyboardInterrupt:
-            if logger is not None:
-                logger.end("killed")
-            raise
-        except Exception:
-            if logger is not None:
-                logger.end("failed")
-            raise
+    def execute(self, on_round=None, observers=()) -> TrackedResult:
+        """Train, with the blow-up watch, the MLflow logger, ``on_round`` and ``observers``
+        observing every round, in that order."""
+        chain = [self.watch]
+        if self.logger is not None:
+            chain.append(MlflowObserver(self.logger, self.run, self.watch, self.logged_until))
+        result = run_federated(self.run, [*chain, on_round, *observers])
         blowup = self.watch.text() if result.status == "finished" else None
-        if logger is not None:
-            if self.config.tracking.log_records:
-                logger.log_arrays(self.run.record_arrays(), "records")
-            if blowup is not None:
-                logger.set_tags({BLOWUP_TAG: blowup})
-            logger.end(result.status)
-        uri = logger.tracking_uri if logger else None
+        uri = self.logger.tracking_uri if self.logger else None
         return TrackedResult(result, self.run_id, uri, blowup)
 
 

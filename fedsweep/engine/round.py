@@ -1,0 +1,54 @@
+"""One communication round as a pipeline of components (docs/algorithms.md §1.4).
+
+``federated_round`` reads as the spec's loop; every step is a component passed in (built from
+the config by ``fedsweep.compose``), and the function knows no particular algorithm::
+
+    S_t, q   = sampler.sample(t, w, rng, oracle)           # §7 (default: every client, q = p)
+    tasks    = step_policy.tasks(t, S_t, lr_schedule(t))   # τ_{t,i}, η_t
+    updates  = [local training of i (base method + upload selector) for i in S_t]
+    u_t      = method.aggregate(w, updates, q)             # the server's direction
+    w        = server_opt.step(w, u_t)                     # SGD(η_s, momentum) / Adagrad / Adam / Yogi
+    w        = hook(w) for each post-aggregation hook      # FedWalk's leash next
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from fedsweep.engine.local import Client, LocalTrainer
+from fedsweep.engine.messages import ClientUpdate, Cohort, RoundContext
+
+
+@dataclass
+class RoundOutput:
+    w: torch.Tensor
+    cohort: Cohort
+    updates: list[ClientUpdate]
+
+
+def federated_round(
+    t: int,
+    w: torch.Tensor,
+    parts,
+    clients: list[Client],
+    trainer: LocalTrainer,
+    oracle,
+    rng: np.random.Generator,
+    local_epochs: float,
+) -> RoundOutput:
+    """Round ``t`` from the global model ``w``; ``parts`` is a ``compose.Components``."""
+    lr = parts.lr_schedule.lr(t)
+    ctx = RoundContext(t, lr, local_epochs)
+    cohort = parts.sampler.sample(t, w, rng, oracle)
+    tasks = parts.step_policy.tasks(t, cohort.clients, lr)
+    updates = [trainer.train(clients[task.client], task, w, ctx) for task in tasks]
+    parts.selector.finish_round(updates, cohort.weights, ctx)
+    direction = parts.method.aggregate(w, updates, cohort.weights, ctx)
+    w = parts.server_opt.step(w, direction, ctx)
+    parts.step_policy.observe(t, updates)
+    for hook in parts.hooks:
+        w = hook.after_aggregation(w, ctx, updates, oracle)
+    return RoundOutput(w, cohort, updates)

@@ -1,0 +1,1 @@
+"""Server optimizers: turn the base method's update direction into the next global model."""
