@@ -80,6 +80,26 @@ def test_sweep_runs_trials_as_child_runs_with_exact_metric_counts(ray_session, t
     assert (again.skipped, again.scheduled) == (4, 0)
     assert len(child_runs(store, "test-fig")[2]) == 4
 
+    # A trial whose run already ended but that Ray schedules again (the driver was killed between
+    # the run's last round and Tune's next snapshot, then --resume) must not run a second time.
+    from ray import tune
+
+    from fedsweep.sweep.runner import trial_payload
+    from fedsweep.sweep.trial import fl_trial
+
+    loaded = load_spec(spec)
+    trial = expand(loaded, "smoke", extra={})[0]
+    payload = trial_payload(trial, loaded, store, "test-fig", parent_id)
+    grid = tune.Tuner(
+        fl_trial,
+        param_space={"trial": payload},
+        run_config=tune.RunConfig(storage_path=str(tmp_path / "ray-direct"), verbose=0),
+    ).fit()
+    assert not grid.errors and grid[0].metrics["already_ended"] == 1
+    children = child_runs(store, "test-fig")[2]
+    assert len(children) == 4
+    assert sum(r.data.tags["fedsweep.config_hash"] == trial.config_hash for r in children) == 1
+
 
 def test_injected_crash_does_not_stop_the_others(ray_session, tmp_path, store):
     spec = write_spec(tmp_path, max_failures=0)

@@ -5,7 +5,8 @@ state (global model, method/selector state, batch cursors and RNG streams, recor
 id) every ``checkpoint_every`` rounds and at the end. On a restart (Ray retry after a crash, or
 ``fedsweep sweep --resume`` after the driver was killed) it continues from the checkpoint in the
 same MLflow run; without a checkpoint it adopts the unfinished child run of the same parent and
-config hash, so a sweep never duplicates a run.
+config hash, or, when that run already ended (the driver died before Tune recorded it), reports
+and returns without running: a sweep never duplicates a run.
 """
 
 from __future__ import annotations
@@ -40,9 +41,15 @@ def fl_trial(params: dict) -> None:
     config = RunConfig.model_validate(payload["config"])
     state, run_id = _restore(tune.get_checkpoint())
     if run_id is None:
-        run_id = adoptable_run(
+        run_id, ended = sibling_runs(
             config.tracking.uri, payload["parent_run_id"], payload["tags"]["fedsweep.config_hash"]
         )
+        if run_id is None and ended is not None:
+            # This trial's run already ended, but Ray's experiment state never saw it: the driver
+            # was killed between the run's last round and Tune's next snapshot (a short trial can
+            # start and finish between two). Running it again would duplicate the run.
+            tune.report({"round": config.train.rounds, "already_ended": 1})
+            return
     tracked = TrackedRun(config, tags=payload["tags"], run_id=run_id, state=state)
     # fault injection (tests): crash at this round, unless this attempt was restored from a
     # checkpoint (so a retried trial gets past it)
@@ -122,8 +129,11 @@ def _restore(checkpoint) -> tuple[dict | None, str | None]:
     return state, meta["mlflow_run_id"]
 
 
-def adoptable_run(tracking_uri: str, parent_run_id: str, config_hash: str) -> str | None:
-    """An unfinished child run of ``parent_run_id`` with this config hash, if one exists."""
+def sibling_runs(
+    tracking_uri: str, parent_run_id: str, config_hash: str
+) -> tuple[str | None, str | None]:
+    """The child runs of ``parent_run_id`` with this config hash: (an unfinished one to adopt,
+    one that ended: finished or diverged), each ``None`` when there is none."""
     client = get_client(tracking_uri)
     experiments = [e.experiment_id for e in client.search_experiments()]
     runs = client.search_runs(
@@ -133,7 +143,10 @@ def adoptable_run(tracking_uri: str, parent_run_id: str, config_hash: str) -> st
             f"tags.`fedsweep.config_hash` = '{config_hash}'"
         ),
     )
+    unfinished = ended = None
     for run in runs:
-        if run.data.tags.get("fedsweep.status") not in ("finished", "diverged"):
-            return run.info.run_id
-    return None
+        if run.data.tags.get("fedsweep.status") in ("finished", "diverged"):
+            ended = ended or run.info.run_id
+        else:
+            unfinished = unfinished or run.info.run_id
+    return unfinished, ended
