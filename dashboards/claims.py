@@ -603,6 +603,12 @@ def fedavg_fewer_rounds(data: ClaimData) -> Result:
     return _per_case(data, check)
 
 
+def _reached(data: ClaimData, panel_id: str, curves) -> list:
+    """``(value, rounds to target)`` for each ``(value, curve label)`` with data in the panel."""
+    reach = [(v, _reach(data, panel_id, label)) for v, label in curves]
+    return [(v, r) for v, r in reach if r is not None]
+
+
 def e_interior_fastest(data: ClaimData) -> Result:
     """Per panel, over the E curves, the fewest rounds to the target test accuracy (seed mean;
     not reached within T counts as T + 1) are strictly fewer than both the smallest E's and the
@@ -614,8 +620,7 @@ def e_interior_fastest(data: ClaimData) -> Result:
         return "n/a", "fewer than three E curves"
 
     def check(p: Panel):
-        reach = [(v, _reach(data, p.panel_id, label)) for v, label in es]
-        reach = [(v, r) for v, r in reach if r is not None]
+        reach = _reached(data, p.panel_id, es)
         if len(reach) < 3:
             return None, "fewer than three E curves with data"
         best = min(r.low for _, r in reach)
@@ -762,8 +767,7 @@ def cohort_diminishing(data: ClaimData) -> Result:
         return "n/a", "fewer than three cohort-size (cohort.size) curves"
 
     def check(p: Panel):
-        reach = [(m, _reach(data, p.panel_id, label)) for m, label in ms]
-        reach = [(m, r) for m, r in reach if r is not None]
+        reach = _reached(data, p.panel_id, ms)
         if len(reach) < 3:
             return None, "fewer than three M curves with data"
         (m1, r1), (m2, r2) = reach[0], reach[1]

@@ -281,16 +281,7 @@ def rounds_table(
                 f"{p.label}: rounds to {target_text(target)} (speed-up over FedSGD): "
                 + ", ".join(parts)
             )
-    table = go.Table(
-        header={
-            "values": [f"<b>{h}</b>" for h in header],
-            "fill_color": "#eee",
-            "align": "left",
-            "font": {"size": 14},
-            "height": TABLE_ROW_PX,
-        },
-        cells={"values": columns, "align": "left", "font": {"size": 14}, "height": TABLE_ROW_PX},
-    )
+    table = _table(header, columns)
     return table, notes
 
 
@@ -473,16 +464,7 @@ def grid_table(data: FigureData, panel: Panel, curves, chosen, rows):
     for eta_s in cols:
         values.append([cell.get((o, lr, eta_s), "") for o, lr in rows])
     header = ["Method", "η_l"] + [f"η_s={_exp(v)}" for v in cols]
-    table = go.Table(
-        header={
-            "values": [f"<b>{h}</b>" for h in header],
-            "fill_color": "#eee",
-            "align": "left",
-            "font": {"size": 14},
-            "height": TABLE_ROW_PX,
-        },
-        cells={"values": values, "align": "left", "font": {"size": 14}, "height": TABLE_ROW_PX},
-    )
+    table = _table(header, values)
     notes = [
         f"{FEDOPT_METHODS[o]}: best grid point {label} (final test acc {acc:.4f})"
         if label
@@ -512,3 +494,17 @@ def build_generic(ctx: BuildContext) -> FigureResult:
     notes = [f"{p.label}: no runs" for p in data.panels if not data.has_runs(p.panel_id)]
     notes = notes if panels > 1 else []
     return make_result(ctx, data, fig, data.claim_data(curves), notes=notes, parts=parts)
+
+
+def _table(header: list[str], columns: list[list[str]]) -> go.Table:
+    """A figure's table cell: bold header row, one list of strings per column."""
+    return go.Table(
+        header={
+            "values": [f"<b>{h}</b>" for h in header],
+            "fill_color": "#eee",
+            "align": "left",
+            "font": {"size": 14},
+            "height": TABLE_ROW_PX,
+        },
+        cells={"values": columns, "align": "left", "font": {"size": 14}, "height": TABLE_ROW_PX},
+    )

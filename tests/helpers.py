@@ -138,3 +138,18 @@ def sweep_runs(store: str, figure: str):
     parents = [r for r in runs if r.data.tags.get("fedsweep.kind") == "sweep"]
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     return client, exp, parents, children
+
+
+#: float64 arithmetic and fixed batch order: the exact invariant tests of docs/algorithms.md
+F64 = dict(train__dtype="float64", train__order="fixed")
+CASE3 = dict(data__partition="case3", data__num_clients=5, **F64)
+
+
+def run_rounds(cfg, data, rounds=None):
+    """An ``FLRun`` of ``cfg`` on ``data`` after ``rounds`` rounds (default: all of them)."""
+    from fedsweep.engine.run import FLRun
+
+    run = FLRun(cfg, dataset=data)
+    for _ in range(rounds or cfg.train.rounds):
+        run.step()
+    return run

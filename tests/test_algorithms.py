@@ -17,17 +17,7 @@ from fedsweep.config.load import ConfigError, build_config
 from fedsweep.engine.run import FLRun
 from fedsweep.selectors.bherd import keep_count
 from fedsweep.selectors.herding import centred_gram, herd
-from tests.helpers import tiny_config, tiny_dataset
-
-F64 = dict(train__dtype="float64", train__order="fixed")
-CASE3 = dict(data__partition="case3", data__num_clients=5, **F64)
-
-
-def run_rounds(cfg, data, rounds=None):
-    run = FLRun(cfg, dataset=data)
-    for _ in range(rounds or cfg.train.rounds):
-        run.step()
-    return run
+from tests.helpers import CASE3, F64, run_rounds, tiny_config, tiny_dataset
 
 
 def client_batches(cfg, data):

@@ -12,18 +12,9 @@ from fedsweep.engine.messages import RoundContext
 from fedsweep.engine.run import FLRun
 from fedsweep.server_optimizers.adaptive import FedAdagrad, FedAdam, FedYogi
 from fedsweep.server_optimizers.sgd import ServerSGD
-from tests.helpers import tiny_config, tiny_dataset
+from tests.helpers import CASE3, F64, run_rounds, tiny_config, tiny_dataset
 
-F64 = dict(train__dtype="float64", train__order="fixed")
-CASE3 = dict(data__partition="case3", data__num_clients=5, **F64)
 IID10 = dict(data__partition="iid", data__num_clients=10, **F64)
-
-
-def run_rounds(cfg, data, rounds=None):
-    run = FLRun(cfg, dataset=data)
-    for _ in range(rounds or cfg.train.rounds):
-        run.step()
-    return run
 
 
 # ------------------------------------------------------------------ server optimizers
