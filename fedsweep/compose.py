@@ -24,6 +24,7 @@ from fedsweep.algorithms.centralized import CentralizedSGD
 from fedsweep.algorithms.fedavg import FedAvg
 from fedsweep.algorithms.fednova import FedNova
 from fedsweep.algorithms.fedprox import FedProx
+from fedsweep.algorithms.fedveca import FedVecaSteps
 from fedsweep.algorithms.scaffold import Scaffold
 from fedsweep.engine.schedules import (
     ConstantLR,
@@ -55,7 +56,7 @@ SAMPLERS = {
     c.name: c for c in (FullParticipation, UniformSampler, ReplacementSampler, PowerOfChoice, DivFL)
 }
 SERVER_OPTIMIZERS = {c.name: c for c in (ServerSGD, FedAdagrad, FedAdam, FedYogi)}
-STEP_POLICIES = {c.name: c for c in (EpochSteps, FixedSteps)}
+STEP_POLICIES = {c.name: c for c in (EpochSteps, FixedSteps, FedVecaSteps)}
 LR_SCHEDULES = {c.name: c for c in (ConstantLR, StepLR)}
 HOOKS: dict[str, type[PostAggregationHook]] = {}  # FedWalk's leash next
 
@@ -98,6 +99,7 @@ COMPONENT_SECTIONS: dict[tuple[str, str], tuple[str, ...]] = {
     ("server_optimizer", "adam"): ("fedopt",),
     ("server_optimizer", "yogi"): ("fedopt",),
     ("step_policy", "fixed"): ("fixed_steps",),
+    ("step_policy", "fedveca"): ("fedveca",),
     ("lr_schedule", "step"): ("lr_step",),
 }
 
@@ -119,6 +121,19 @@ SAMPLER_BASES: dict[str, tuple[str, ...]] = {
 }
 
 
+#: step policy -> what it composes with, where it is not everything: the base methods, upload
+#: selectors and samplers it is defined for. FedVeca's estimates (§5.3) assume plain local SGD
+#: and every client uploading its whole trajectory; its β̂ compares ĝ of consecutive rounds,
+#: which needs the same clients every round (full participation).
+STEP_POLICY_RULES: dict[str, dict[str, tuple[str, ...]]] = {
+    "fedveca": {
+        "algorithm": ("fednova", "fedavg"),
+        "selector": ("none",),
+        "sampler": ("full",),
+    },
+}
+
+
 def _get(config: Any, key: str) -> Any:
     if isinstance(config, Mapping):
         value = config.get(key)
@@ -130,8 +145,11 @@ def _get(config: Any, key: str) -> Any:
 
 
 def method_label(config: Any) -> str:
-    """``bherd-fedavg``, ``fedavg``: the base method with its upload selector."""
+    """``bherd-fedavg``, ``fedavg``: the base method with its upload selector; ``fedveca``
+    (FedNova's aggregation with FedVeca's steps) or ``fedveca-fedavg``."""
     algorithm, selector = _get(config, "algorithm"), _get(config, "selector")
+    if _get(config, "step_policy") == "fedveca":
+        return "fedveca" if algorithm == "fednova" else f"fedveca-{algorithm}"
     return algorithm if selector == "none" else f"{selector}-{algorithm}"
 
 
@@ -182,6 +200,21 @@ def composition_errors(config) -> list[str]:
             f"client on the pooled data (allowed samplers: {allowed})"
         )
     out += SAMPLERS[sampler].config_errors(config)
+    for slot, allowed in STEP_POLICY_RULES.get(config.step_policy, {}).items():
+        value = getattr(config, slot)
+        if value not in allowed:
+            offered = ", ".join(SLOTS[slot])
+            out.append(
+                f"step_policy {config.step_policy!r} is not defined with {slot} {value!r} "
+                f"(allowed: {', '.join(allowed)}; {slot}s that exist: {offered})"
+            )
+    if config.step_policy == "fedveca" and config.algorithm == "fednova":
+        nova = config.fednova
+        if nova.momentum != 0 or nova.mu != 0:
+            out.append(
+                "step_policy 'fedveca' is defined for plain local SGD (docs/algorithms.md §5.1): "
+                "set fednova.momentum = 0 and fednova.mu = 0"
+            )
     return out
 
 
@@ -197,6 +230,16 @@ class Components:
     step_policy: StepPolicy
     lr_schedule: LRSchedule
     hooks: list[PostAggregationHook] = field(default_factory=list)
+
+    def step_observers(self) -> list:
+        """The local-step observers the components ask for (``engine.local.StepObserver``)."""
+        parts = (self.method, self.selector, self.step_policy, *self.hooks)
+        found = (getattr(p, "local_observer", lambda: None)() for p in parts)
+        return [o for o in found if o is not None]
+
+    def diagnostics(self) -> set[str]:
+        """Metric names that are estimates (non-finite values do not mean divergence)."""
+        return set(self.step_policy.diagnostics)
 
     def parts(self) -> dict[str, Any]:
         """The stateful parts by checkpoint key."""

@@ -153,3 +153,9 @@ def run_rounds(cfg, data, rounds=None):
     for _ in range(rounds or cfg.train.rounds):
         run.step()
     return run
+
+
+def nan_tau_rule(A, g_norm2, phi):
+    """A FedVeca ``tau_rule`` that returns NaN for every client (the non-finite guard's test:
+    ``fedveca.tau_rule: "tests.helpers:nan_tau_rule"``)."""
+    return torch.full_like(A, float("nan"), dtype=torch.float64)

@@ -17,6 +17,7 @@ from pydantic import Field, field_validator, model_validator
 
 from fedsweep.algorithms.fednova import FedNovaConfig
 from fedsweep.algorithms.fedprox import FedProxConfig
+from fedsweep.algorithms.fedveca import FedVecaConfig
 from fedsweep.algorithms.scaffold import ScaffoldConfig
 from fedsweep.compose import SLOTS, composition_errors
 from fedsweep.config.section import Section, numeric_bounds  # noqa: F401  (re-exported)
@@ -134,6 +135,7 @@ class RunConfig(Section):
     server_sgd: ServerSGDConfig = Field(default_factory=ServerSGDConfig)
     fedopt: FedOptConfig = Field(default_factory=FedOptConfig)
     fixed_steps: FixedStepsConfig = Field(default_factory=FixedStepsConfig)
+    fedveca: FedVecaConfig = Field(default_factory=FedVecaConfig)
     lr_step: StepLRConfig = Field(default_factory=StepLRConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)

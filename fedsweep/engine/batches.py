@@ -57,6 +57,14 @@ class BatchSchedule:
             remaining -= k
         return torch.cat(pieces) if len(pieces) > 1 else pieces[0]
 
+    def peek(self) -> torch.Tensor:
+        """The batch ``take(1)`` would return next, without moving the cursor or the generator
+        (a measurement such as FedVeca's extra batch at ``t = tau`` must not change training)."""
+        state = self.state_dict()
+        batch = self.take(1)[0].clone()
+        self.load_state_dict(state)
+        return batch
+
     def state_dict(self) -> dict:
         return {
             "cursor": self.cursor,

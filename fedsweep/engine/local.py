@@ -4,11 +4,21 @@ The base method supplies the local direction and builds the message; the upload 
 records every step and, if active, hands the method the vector to upload (``delta``) before the
 message is built. Tensor code only: the batch rows of all steps are gathered up front, the loss
 is accumulated as a tensor (no host transfer per step).
+
+**Step observers** watch the local trajectory without changing it (FedVeca's smoothness and
+divergence estimates, §5.3, are one): any component may contribute one
+(``local_observer()``). Per client and round the trainer calls ``begin_client`` with the task and
+the broadcast model, ``on_step`` at every step before the update (``y = w^t``, the gradient
+``g_t`` on the step's batch, the direction ``v_t`` the step applies), and ``end_client`` with the
+final model and, when the observer asks for it (``wants_next_batch``), the client's *next* batch
+(peeked: the batch cursor does not move). Observers add their measurements to the update's
+``metrics`` (logged) and ``extras`` (read by the server-side components).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -29,14 +39,36 @@ class Client:
         return len(self.indices)
 
 
+class StepObserver:
+    """Watches one client's local steps; measurements only (never changes ``y`` or ``g``)."""
+
+    #: True: ``end_client`` receives the client's next batch (``(x, y)``), else None
+    wants_next_batch: ClassVar[bool] = False
+
+    def bind(self, fm: FunctionalModel, oracle) -> None:
+        """The model function and the client oracle, once, before the first round."""
+
+    def begin_client(self, client: int, task: ClientTask, w: torch.Tensor) -> None:
+        """Before the first local step; ``w`` is the broadcast model ``w_t``."""
+
+    def on_step(
+        self, t: int, y: torch.Tensor, g: torch.Tensor, v: torch.Tensor, lr: float, batch
+    ) -> None:
+        """Step ``t`` (0-based), before ``y <- y − lr v``; ``batch`` is ``(x_t, y_t)``."""
+
+    def end_client(self, y: torch.Tensor, next_batch, update: ClientUpdate) -> None:
+        """After the last step: add measurements to ``update.metrics`` / ``update.extras``."""
+
+
 class LocalTrainer:
-    def __init__(self, fm: FunctionalModel, x, y, method, selector) -> None:
+    def __init__(self, fm: FunctionalModel, x, y, method, selector, observers=()) -> None:
         self.fm, self.x, self.y = fm, x, y
         self.method, self.selector = method, selector
+        self.observers: list[StepObserver] = list(observers)
 
     def train(self, client: Client, task: ClientTask, w: torch.Tensor, ctx: RoundContext):
         """``task.num_steps`` local steps of client ``client`` from the broadcast ``w``."""
-        fm, method, selector = self.fm, self.method, self.selector
+        fm, method, selector, observers = self.fm, self.method, self.selector, self.observers
         tau, lr = task.num_steps, task.lr
         record = selector.records_gradients
         rows = client.indices[client.schedule.take(tau).to(w.device)]
@@ -44,12 +76,17 @@ class LocalTrainer:
         loss_sum = torch.zeros((), dtype=w.dtype, device=w.device)
         selector.begin_client(client.index, tau, fm.dim, w.dtype, w.device)
         method.begin_client(client.index, ctx)
+        for obs in observers:
+            obs.begin_client(client.index, task, w)
         for step in range(tau):
             batch = rows[step]
-            g, loss = fm.gradient(y, self.x.index_select(0, batch), self.y.index_select(0, batch))
+            xb, yb = self.x.index_select(0, batch), self.y.index_select(0, batch)
+            g, loss = fm.gradient(y, xb, yb)
             v = method.local_direction(client.index, g, y, w)
             if record:
                 selector.record(step, g, v)
+            for obs in observers:
+                obs.on_step(step, y, g, v, lr, (xb, yb))
             y.sub_(v, alpha=lr)
             loss_sum += loss
         sel = selector.finish_client(client.index, ctx)
@@ -67,4 +104,11 @@ class LocalTrainer:
             update.metrics.update(sel.metrics)
             update.records.update(sel.records)
             update.extras.update(sel.extras)
+        if observers:
+            nxt = None
+            if any(obs.wants_next_batch for obs in observers):
+                batch = client.indices[client.schedule.peek().to(w.device)]
+                nxt = (self.x.index_select(0, batch), self.y.index_select(0, batch))
+            for obs in observers:
+                obs.end_client(y, nxt, update)
         return update

@@ -7,6 +7,7 @@ the config by ``fedsweep.compose``), and the function knows no particular algori
     tasks    = step_policy.tasks(t, S_t, lr_schedule(t))   # τ_{t,i}, η_t
     updates  = [local training of i (base method + upload selector) for i in S_t]
     u_t      = method.aggregate(w, updates, q)             # the server's direction
+    step_policy.observe(t, w, updates, S_t, q)              # FedVeca: τ_{t+1,i}
     w        = server_opt.step(w, u_t)                     # SGD(η_s, momentum) / Adagrad / Adam / Yogi
     w        = hook(w) for each post-aggregation hook      # FedWalk's leash next
 """
@@ -47,8 +48,8 @@ def federated_round(
     updates = [trainer.train(clients[task.client], task, w, ctx) for task in tasks]
     parts.selector.finish_round(updates, cohort.weights, ctx)
     direction = parts.method.aggregate(w, updates, cohort.weights, ctx)
+    parts.step_policy.observe(t, w, updates, cohort, lr)  # next round's τ (adaptive policies)
     w = parts.server_opt.step(w, direction, ctx)
-    parts.step_policy.observe(t, updates)
     for hook in parts.hooks:
         w = hook.after_aggregation(w, ctx, updates, oracle)
     return RoundOutput(w, cohort, updates)

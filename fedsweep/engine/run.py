@@ -103,7 +103,6 @@ class FLRun:
         self.components.server_opt.setup(self.w)
         for hook in self.components.hooks:
             hook.setup(self.w)
-        self.trainer = LocalTrainer(self.fm, self.x_train, self.y_train, self.method, self.selector)
         self.oracle = ClientOracle(
             self.fm,
             self.x_train,
@@ -112,6 +111,13 @@ class FLRun:
             config.eval.batch_size,
             config.train.batch_size,
         )
+        observers = self.components.step_observers()
+        for obs in observers:
+            obs.bind(self.fm, self.oracle)
+        self.trainer = LocalTrainer(
+            self.fm, self.x_train, self.y_train, self.method, self.selector, observers
+        )
+        self.diagnostics = self.components.diagnostics()
         self.evaluator = Evaluator(
             self.fm,
             (self.x_test, self.y_test),
@@ -203,6 +209,7 @@ class FLRun:
             for name, value in u.records.items():
                 self._record(f"{name}_client{u.client}", value)
         metrics.update(out.cohort.metrics)
+        metrics.update(self.components.step_policy.metrics)
         for hook in self.components.hooks:
             metrics.update(hook.metrics)
         if cfg.sampler != "full":
@@ -289,6 +296,7 @@ def run_federated(run: FLRun, observers=()) -> RunResult:
     non-finite model or metric, every round's metrics (plain floats, one host transfer) to each
     observer in order; ``on_end`` after the last round, ``on_abort`` if an exception leaves."""
     observers = as_observers(observers)
+    diagnostics = getattr(run, "diagnostics", set())
     result = RunResult("finished", run.round, {})
     run.model.train()
     try:
@@ -300,7 +308,10 @@ def run_federated(run: FLRun, observers=()) -> RunResult:
             metrics["round_time"] = time.perf_counter() - start
             result.rounds = run.round
             result.final.update(metrics)
-            if not bool(finite) or not all(np.isfinite(v) for v in metrics.values()):
+            # an estimate (a step policy's diagnostics) may be non-finite: it is logged and the
+            # component handles it; a non-finite model or result ends the run as diverged
+            watched = (v for k, v in metrics.items() if k.rsplit("/", 1)[-1] not in diagnostics)
+            if not bool(finite) or not all(np.isfinite(v) for v in watched):
                 result.status = "diverged"
             for observer in observers:
                 observer.on_round(run.round, metrics, result)

@@ -2,13 +2,15 @@
 schedule (at what rate). Both are components chosen by config (``step_policy``,
 ``lr_schedule``) and own their config sections.
 
-Step policies (``tasks(t, clients, lr) -> [ClientTask]``; ``observe(t, updates)`` after the round
-lets an adaptive policy such as FedVeca's set the next round's steps):
+Step policies (``tasks(t, clients, lr) -> [ClientTask]``; ``observe(t, w, updates, cohort, lr)``
+after the round lets an adaptive policy such as FedVeca's set the next round's steps, from what
+its ``local_observer()`` measured during the local steps):
 
 * ``epochs`` (default): ``τ_i = floor(E |D_i| / B)``, at least 1 (docs/algorithms.md §1.2), with
   ``B = |D_i|`` under ``train.batch_size: full`` (FedSGD: one full-batch step per epoch).
 * ``fixed``: ``τ_i = fixed_steps.steps`` for every client (``K`` local steps, the FedOpt slides'
   "K steps"; FedWalk's ``T_c``; FedVeca's fixed-τ baselines).
+* ``fedveca``: FedVeca's adaptive per-client steps (``fedsweep.algorithms.fedveca``, §5).
 
 Learning-rate schedules (``lr(t)``): ``constant`` (``train.lr``) and ``step``:
 ``η_t = train.lr · γ^{#{m ∈ milestones : t > m}}`` (FedWalk's "1e-2 until round 100, then 1e-5"
@@ -20,11 +22,13 @@ from __future__ import annotations
 import warnings
 from typing import ClassVar
 
+import torch
 from pydantic import Field, field_validator
 
 from fedsweep.config.section import Section
 from fedsweep.engine.batches import local_steps
-from fedsweep.engine.messages import ClientTask, ClientUpdate
+from fedsweep.engine.local import StepObserver
+from fedsweep.engine.messages import ClientTask, ClientUpdate, Cohort
 
 
 def client_batch_size(batch_size: int | str, num_samples: int) -> int:
@@ -40,19 +44,34 @@ class FixedStepsConfig(Section):
 class StepPolicy:
     name: ClassVar[str] = ""
 
+    def steps(self, t: int, client: int) -> int:
+        raise NotImplementedError
+
+    #: names of this policy's metrics that are estimates, not results: a non-finite value is
+    #: logged and handled by the policy, it does not mark the run diverged
+    diagnostics: ClassVar[tuple[str, ...]] = ()
+
     def __init__(self, config, sizes: list[int]) -> None:
         """``sizes``: every client's ``|D_i|``."""
         self.config = config
         self.sizes = sizes
-
-    def steps(self, t: int, client: int) -> int:
-        raise NotImplementedError
+        #: this round's metrics (0-dim tensors; per client as ``client/{i}/name``), set by
+        #: ``observe``
+        self.metrics: dict[str, torch.Tensor] = {}
 
     def tasks(self, t: int, clients: list[int], lr: float) -> list[ClientTask]:
         return [ClientTask(i, self.steps(t, i), lr) for i in clients]
 
-    def observe(self, t: int, updates: list[ClientUpdate]) -> None:
-        """After the round's aggregation (adaptive policies update their next steps here)."""
+    def local_observer(self) -> StepObserver | None:
+        """What the policy needs to see of the local steps (``engine.local.StepObserver``)."""
+        return None
+
+    def observe(
+        self, t: int, w: torch.Tensor, updates: list[ClientUpdate], cohort: Cohort, lr: float
+    ) -> None:
+        """After the round's aggregation; ``w`` is the round's broadcast model ``w_t`` and
+        ``cohort.weights`` the aggregation weights (adaptive policies set the next round's
+        steps here)."""
 
     def nominal_steps(self) -> list[int]:
         """Every client's steps in round 1 (the ``fedsweep.clients.num_steps`` tag)."""
