@@ -88,7 +88,7 @@ class FigureData:
 
 def prepare(ctx: BuildContext, keys: list[str]) -> FigureData:
     """Resolve the figure's trials to runs (by config hash) and load ``keys`` for them."""
-    res = store.resolve_runs(ctx.spec, ctx.profile, ctx.index, ctx.overrides)
+    res = store.resolve_runs(ctx.spec, ctx.profile, ctx.index, ctx.overrides, ctx.client)
     long = store.load_metrics(ctx.client, res.found, keys)
     return FigureData(
         res,

@@ -11,6 +11,7 @@ from dashboards import (
     bherd_fig4abc,
     bherd_fig4d,
     bherd_fig4e,
+    fedveca,
     intro,
 )
 from dashboards.model import BuildContext, FigureResult
@@ -33,4 +34,10 @@ BUILDERS: dict[str, Builder] = {
     "intro-fedopt": intro.build_fedopt,
     "intro-sampling": intro.build_generic,
     "intro-selection": intro.build_generic,
+    "fedveca-fig3": fedveca.build_curves,
+    "fedveca-fig4": fedveca.build_premise,
+    "fedveca-fig5": fedveca.build_curves,
+    "fedveca-fig6": fedveca.build_estimates,
+    "fedveca-fig7": fedveca.build_curves,
+    "fedveca-fig8": fedveca.build_curves,
 }

@@ -112,23 +112,61 @@ class Resolution:
         return sorted({tr.trial.seed for tr in self.found})
 
 
+def resolve_derived(
+    spec: SweepSpec,
+    profile: str,
+    trials: list[Trial],
+    index: RunIndex,
+    client,
+    *,
+    extra: dict[str, Any],
+    substitute: dict[str, str] | None = None,
+) -> list[Trial]:
+    """``trials`` with every derived trial (a ``derive:`` curve) given its real config, computed
+    from its source trial's done run as the sweep did (``fedsweep.sweep.derive.resolve``): until
+    then its config hash is a placeholder that matches no run. Without a client, or a source
+    without a run, the trial stays unresolved (counted as missing)."""
+    if client is None or not any(t.derive is not None for t in trials):
+        return trials
+    from fedsweep.sweep.derive import resolve
+
+    def run_of(config_hash: str) -> str | None:
+        run = index.get(config_hash)
+        return run.run_id if run is not None else None
+
+    done = resolve(spec, profile, trials, run_of, client, extra=extra, substitute=substitute)
+    return done.trials
+
+
 def resolve_runs(
-    spec: SweepSpec, profile: str, index: RunIndex, overrides: dict[str, Any] | None = None
+    spec: SweepSpec,
+    profile: str,
+    index: RunIndex,
+    overrides: dict[str, Any] | None = None,
+    client=None,
 ) -> Resolution:
     """Match each trial of ``expand(spec, profile)`` to a done run by config hash.
 
     A trial without a run under the configured data set is looked up again with the profile's
-    ``data_fallback`` data set; if any run is found that way, ``data_note`` says so.
+    ``data_fallback`` data set; if any run is found that way, ``data_note`` says so. Derived
+    trials are resolved from their sources' runs first (``client`` reads the sources'
+    histories; without one they count as missing).
     """
     extra = dict(overrides or {})
     primary = expand(spec, profile, extra=extra)
+    primary = resolve_derived(spec, profile, primary, index, client, extra=extra)
     prof = spec.profiles[profile]
     substitute = {
         name: fb
         for name in {t.config.data.dataset for t in primary}
         if (fb := prof.fallback_for(name)) is not None
     }
-    alt = expand(spec, profile, extra=extra, substitute=substitute) if substitute else None
+    alt = None
+    if substitute:
+        alt = expand(spec, profile, extra=extra, substitute=substitute)
+        alt = resolve_derived(
+            spec, profile, alt, index, client, extra=extra, substitute=substitute
+        )
     found: list[TrialRun] = []
     missing: list[Trial] = []
     for i, trial in enumerate(primary):

@@ -260,3 +260,56 @@ def test_bad_fedveca_configs_fail_with_the_field_and_allowed_values(overrides, n
     with pytest.raises(ConfigError) as err:
         tiny_config(**{**VECA, **overrides})
     assert needle in str(err.value)
+
+
+# ------------------------------------------------------------------------------ the specs
+FEDVECA_SPECS = [f"fedveca-fig{i}" for i in range(3, 9)]
+
+
+@pytest.mark.parametrize("figure", FEDVECA_SPECS)
+def test_fedveca_specs_expand_at_every_profile(figure):
+    from fedsweep.sweep.spec import SWEEPS_DIRS, expand, load_spec
+
+    spec = load_spec(SWEEPS_DIRS[1] / f"{figure}.yaml")
+    for profile in ("paper", "quick", "smoke"):
+        trials = expand(spec, profile)
+        veca = [t for t in trials if t.config.step_policy == "fedveca"]
+        assert veca and all(t.config.algorithm == "fednova" for t in veca)
+        assert all(t.config.train.lr == 0.01 and t.config.train.batch_size == 100 for t in veca)
+    for t in expand(spec, "paper"):  # §5.7 defaults at the paper profile
+        assert t.config.train.rounds in (100, 1) and t.config.data.dataset in ("mnist", "cifar10")
+        if t.config.step_policy == "fedveca":
+            assert t.config.fedveca.tau_max == 100 and t.config.fedveca.tau_init == 1
+    smoke = expand(spec, "smoke")
+    assert all(t.config.train.rounds <= 3 for t in smoke)
+
+
+def test_quick_profile_runs_the_svm_panels_at_paper_settings_and_fewer_cnn_seeds():
+    from fedsweep.sweep.spec import SWEEPS_DIRS, expand, load_spec
+
+    trials = expand(load_spec(SWEEPS_DIRS[1] / "fedveca-fig3.yaml"), "quick")
+    svm = [t for t in trials if t.panel_id == "setting=svm-mnist"]
+    cnn = [t for t in trials if t.panel_id != "setting=svm-mnist"]
+    assert sorted({t.seed for t in svm}) == list(range(10)) and len(svm) == 40
+    assert sorted({t.seed for t in cnn}) == [0, 1] and len(cnn) == 16
+    assert all(t.config.data.train_subset is None for t in svm)
+    assert all(t.config.fedveca.tau_max == 100 for t in svm if not t.derive)
+
+
+def test_panel_seeds_name_a_panel_of_the_spec(tmp_path):
+    from fedsweep.sweep.spec import SpecError, load_spec
+    from tests.helpers import small_spec, write_yaml
+
+    tree = small_spec("seeds-test", seeds=(0, 1, 2))
+    tree["profiles"]["smoke"] = {"panel_seeds": {"data.partition=case1": [5]}}
+    from fedsweep.sweep.spec import expand
+
+    assert {t.seed for t in expand(load_spec(write_yaml(tmp_path / "a.yaml", tree)), "smoke")} == {
+        5
+    }
+    tree["profiles"]["smoke"] = {"panel_seeds": {"data.partition=case9": [5]}}
+    with pytest.raises(SpecError, match="panel_seeds: unknown panel value"):
+        load_spec(write_yaml(tmp_path / "b.yaml", tree))
+    tree["profiles"]["smoke"] = {"panel_seeds": {"data.partition=case1": [1, 1]}}
+    with pytest.raises(SpecError, match="repeated seed"):
+        load_spec(write_yaml(tmp_path / "c.yaml", tree))

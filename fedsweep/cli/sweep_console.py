@@ -123,6 +123,7 @@ class _Row:
     failed: int
     unavailable: int
     wall: float
+    no_source: int = 0
 
 
 class SweepConsole:
@@ -169,6 +170,9 @@ class SweepConsole:
         self.counts = {"done": 0, "running": 0, "failed": 0}
         self._ended_before: set[str] = set()  # trials already over when the fit began (resume)
         self._first_event = True
+        # a sweep with derived curves runs two fits (stages): what the earlier ones ended with
+        self._fits = 0
+        self._earlier = {"done": 0, "failed": 0, "resumed": 0}
         self._fit_start = self.clock()
         self._first_start: float | None = None  # the rate (ETA) leaves out Ray's start-up
         self._last_line = 0.0
@@ -206,11 +210,25 @@ class SweepConsole:
         self._reset(index, figure)
 
     def begin(self, report) -> None:
-        """The trials are known (a :class:`~fedsweep.sweep.runner.SweepReport` before the fit)."""
+        """The trials are known (a :class:`~fedsweep.sweep.runner.SweepReport` before the fit).
+
+        Called once per fit: a sweep with derived curves calls it again before its second
+        stage, with the report so far; the first stage's trials stay counted (and its time in
+        the elapsed time and the ETA's rate), the new fit's trial list adds to them."""
+        if self._fits:
+            self._earlier = {
+                "done": self.counts["done"],
+                "failed": self.counts["failed"],
+                "resumed": self._earlier["resumed"] + len(self._ended_before),
+            }
+            self._ended_before, self._first_event = set(), True
+        else:
+            self._fit_start = self.clock()
+        self._fits += 1
         self.total = report.total
-        self.not_run = report.skipped + report.shared + report.unavailable
+        self.not_run = report.skipped + report.shared + report.unavailable + report.no_source
         self.scheduled = report.scheduled
-        self._fit_start = self._last_line = self.clock()
+        self._last_line = self.clock()
         self._gap = self.interval
         if self.live and self._progress is None:
             head = self._head()
@@ -244,9 +262,9 @@ class SweepConsole:
                 states[trial.trial_id] = new
         values = list(states.values())
         self.counts = {
-            "done": values.count(TERMINATED),
+            "done": self._earlier["done"] + values.count(TERMINATED),
             "running": values.count(RUNNING),
-            "failed": values.count(ERROR),
+            "failed": self._earlier["failed"] + values.count(ERROR),
         }
         if event == "error" and trial is not None and trial.trial_id not in self._seen_failed:
             self._seen_failed.add(trial.trial_id)
@@ -259,7 +277,7 @@ class SweepConsole:
 
     def _eta(self) -> str:
         over = self.counts["done"] + self.counts["failed"]
-        now_over = over - len(self._ended_before)
+        now_over = over - len(self._ended_before) - self._earlier["resumed"]
         left = self.scheduled - over
         if left <= 0:
             return "ETA 0 s"
@@ -316,6 +334,7 @@ class SweepConsole:
             report.errored,
             report.unavailable,
             wall,
+            report.no_source,
         )
         self.rows.append(row)
         self.print(
@@ -325,6 +344,7 @@ class SweepConsole:
     # ----------------------------------------------------------------- the end
     def table(self) -> Table:
         no_data = any(r.unavailable for r in self.rows)
+        no_source = any(r.no_source for r in self.rows)
         wall = self.clock() - self.start
         table = Table(
             title=f"fedsweep sweep --profile {self.profile}: {len(self.rows)} of "
@@ -347,6 +367,8 @@ class SweepConsole:
         ]
         if no_data:
             columns.append(("no data", str(more[2]), "right"))
+        if no_source:
+            columns.append(("no source", str(sum(r.no_source for r in self.rows)), "right"))
         columns.append(("wall time", duration(sum(r.wall for r in self.rows)), "right"))
         for name, footer, justify in columns:
             table.add_column(name, footer=footer, justify=justify)
@@ -354,6 +376,8 @@ class SweepConsole:
             cells = [r.figure, r.total, r.run, r.skipped, r.shared, r.failed]
             if no_data:
                 cells.append(r.unavailable)
+            if no_source:
+                cells.append(r.no_source)
             table.add_row(*map(str, cells), duration(r.wall), style="red" if r.failed else None)
         return table
 

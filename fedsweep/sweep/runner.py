@@ -10,7 +10,13 @@ Order of work (everything that can fail does so before Ray starts):
    figures), any other profile stops with the data error;
 4. create the MLflow store and the experiment (a fresh sqlite DB breaks when parallel trials
    create it), skip trials whose config hash already has a finished run, open a parent run;
-5. run the remaining trials with ``ray.tune.Tuner`` (or ``Tuner.restore`` with ``--resume``).
+5. run the remaining trials with ``ray.tune.Tuner`` (or ``Tuner.restore`` with ``--resume``);
+6. a spec with derived curves (``fedsweep.sweep.derive``) runs in two stages under the same
+   parent run: 1-5 are stage 0 (every ordinary trial, the same Ray experiment and state file as
+   without derived curves); stage 1 then computes each derived trial's values from its source
+   trial's finished run and runs those trials in a Ray experiment of their own
+   (``<name>-derived``, its own state file and ``--resume``). A derived trial whose source
+   failed is not run (``SweepReport.no_source``).
 """
 
 from __future__ import annotations
@@ -60,6 +66,8 @@ class SweepReport:
     shared: int = 0
     #: trials stopped unfinished (Ctrl-C / SIGTERM during the sweep; ``--resume`` continues)
     interrupted: int = 0
+    #: derived trials not run because their source trial has no finished run (it failed)
+    no_source: int = 0
     errors: list[str] = field(default_factory=list)
 
     def line(self, wall: float | None = None) -> str:
@@ -71,6 +79,8 @@ class SweepReport:
         )
         if self.unavailable:
             text += f", {self.unavailable} not run (data missing)"
+        if self.no_source:
+            text += f", {self.no_source} not run (source run missing)"
         text += f" of {self.total} trials"
         if wall is not None:
             text += f" in {duration(wall)}"
@@ -248,6 +258,10 @@ def find_parent_run(client, experiment_id: str, figure: str, profile: str) -> st
     return runs[0].info.run_id if runs else None
 
 
+#: tag of a derived trial's run: the source run id(s) its values come from, comma-separated
+DERIVED_FROM = "fedsweep.derived_from"
+
+
 def trial_payload(
     trial: Trial,
     spec: SweepSpec,
@@ -267,6 +281,8 @@ def trial_payload(
         "parent_run_id": parent_run_id,
         "checkpoint_every": spec.checkpoint_every,
         "fail_at_round": fail_at_round,
+        # a derived trial's readable provenance, logged once as a param at run creation
+        "params": {"derived_from": trial.derived_note} if trial.derived_from else {},
         "tags": {
             "mlflow.parentRunId": parent_run_id,
             "fedsweep.figure": trial.figure,
@@ -278,6 +294,7 @@ def trial_payload(
             "fedsweep.seed": str(trial.seed),
             "fedsweep.config_hash": trial.config_hash,
             "fedsweep.trial_id": trial.trial_id,
+            **({DERIVED_FROM: ",".join(trial.derived_from)} if trial.derived_from else {}),
         },
     }
 
@@ -417,22 +434,19 @@ def run_sweep(
     storage = Path(storage_dir).resolve() if storage_dir else default_store_dir() / "ray_results"
     storage.mkdir(parents=True, exist_ok=True)
     tune_name = ray_experiment_name(spec.figure, profile, uri, spec_path)
-    state_path = storage / tune_name / STATE_FILE
     with driver_lock(storage / f"{tune_name}.driver", spec.figure, profile, uri, wait, echo):
-        return _run_locked(
+        drive = _Drive(
             spec,
             spec_path,
             profile,
-            trials,
             plan,
-            report,
             client,
             uri,
             experiment_id,
             storage,
-            tune_name,
-            state_path,
             overrides or {},
+            extra,
+            tune_name,
             resume=resume,
             address=address,
             max_concurrent=max_concurrent,
@@ -441,35 +455,116 @@ def run_sweep(
             echo=echo,
             listener=listener,
         )
+        return _run_locked(drive, trials, report)
 
 
-def _run_locked(
-    spec: SweepSpec,
-    spec_path: Path,
-    profile: str,
+#: suffix of the Ray experiment (and state file) of a sweep's derived stage
+DERIVED_STAGE = "-derived"
+
+
+@dataclass
+class _Drive:
+    """What the stages of one sweep share (while its driver lock is held)."""
+
+    spec: SweepSpec
+    spec_path: Path
+    profile: str
+    plan: DataPlan
+    client: object
+    uri: str
+    experiment_id: str
+    storage: Path
+    overrides: dict  # the user's --set (recorded in the state file)
+    extra: dict  # what ``expand`` got (--set and data.root): re-expanding derived trials
+    tune_name: str  # stage 0's Ray experiment (the name of a sweep without derived curves)
+    resume: bool
+    address: str | None
+    max_concurrent: int | None
+    fail_at: dict
+    verbose: int
+    echo: object
+    listener: object
+    parent_run_id: str | None = None
+
+
+def _run_locked(drive: _Drive, trials: list[Trial], report: SweepReport) -> SweepReport:
+    """The part of :func:`run_sweep` that runs while holding the sweep's driver lock: stage 0
+    (every ordinary trial, exactly as a spec without derived curves), then stage 1 (the
+    derived trials, resolved from stage 0's runs, in a Ray experiment of their own)."""
+    base = [t for t in trials if t.derive is None]
+    derived = [t for t in trials if t.derive is not None]
+    if not derived:
+        _run_stage(drive, base, base, report, 0)
+        return report
+    _run_stage(drive, base, base, report, 0, follow=len(derived))
+    try:
+        resolved = _resolve_stage(drive, trials, report)
+    except BaseException as err:
+        if drive.parent_run_id is not None:
+            killed = isinstance(err, KeyboardInterrupt)
+            end_parent_run(drive.client, drive.parent_run_id, "killed" if killed else "failed")
+        raise
+    _run_stage(drive, resolved, base + resolved, report, 1)
+    return report
+
+
+def _resolve_stage(drive: _Drive, trials: list[Trial], report: SweepReport) -> list[Trial]:
+    """The derived trials with their values computed from their sources' finished runs; those
+    whose source has none (it failed) are counted in ``report.no_source`` and named."""
+    from fedsweep.sweep.derive import DerivationError, resolve
+
+    runs = finished_runs(drive.client, {t.config_hash for t in trials if t.derive is None})
+
+    def run_of(config_hash: str) -> str | None:
+        run = runs.get(config_hash)
+        return run.info.run_id if run is not None else None
+
+    try:
+        done = resolve(
+            drive.spec,
+            drive.profile,
+            trials,
+            run_of,
+            drive.client,
+            extra=drive.extra,
+            substitute=drive.plan.substitute,
+        )
+    except DerivationError as err:
+        raise SpecError(f"{drive.spec_path}: derived curves: {err}") from None
+    report.no_source += len(done.missing)
+    by_source: dict[str, list[str]] = {}
+    for trial, source in done.missing:
+        name = source.run_name if source is not None else f"{trial.derive.from_} (not run)"
+        by_source.setdefault(name, []).append(trial.curve)
+    for name, curves in by_source.items():
+        drive.echo(
+            f"{drive.spec.figure} [{drive.profile}]: {name} has no finished run (it failed): "
+            f"not running its derived {', '.join(curves)}"
+        )
+    return done.derived
+
+
+def _run_stage(
+    drive: _Drive,
     trials: list[Trial],
-    plan: DataPlan,
+    members: list[Trial],
     report: SweepReport,
-    client,
-    uri: str,
-    experiment_id: str,
-    storage: Path,
-    tune_name: str,
-    state_path: Path,
-    overrides: dict,
+    stage: int,
     *,
-    resume: bool,
-    address,
-    max_concurrent,
-    fail_at: dict,
-    verbose,
-    echo,
-    listener,
-) -> SweepReport:
-    """The part of :func:`run_sweep` that runs while holding the sweep's driver lock."""
-    experiment = spec.figure
+    follow: int = 0,
+) -> None:
+    """Run one stage's ``trials`` (0: the ordinary ones, 1: the derived ones) in the stage's
+    own Ray experiment and state file (``--resume`` restores each), adding its counts to
+    ``report``. ``follow``: the number of derived trials stage 1 runs after stage 0; the last
+    stage closes the parent run, recording ``members`` (every trial) as the figure's runs."""
+    spec, profile, client, echo = drive.spec, drive.profile, drive.client, drive.echo
+    storage = drive.storage
+    final = not follow
+    tune_name = drive.tune_name + (DERIVED_STAGE if stage else "")
+    state_path = storage / tune_name / STATE_FILE
     done = finished_hashes(client, {t.config_hash for t in trials})
-    report.skipped = sum(t.config_hash in done for t in trials)
+    skipped = sum(t.config_hash in done for t in trials)
+    report.skipped += skipped
     # Trials with equal configs share one run (e.g. a pooled centralized baseline drawn in
     # every Case panel): schedule each config once.
     unique: dict[str, Trial] = {}
@@ -477,27 +572,46 @@ def _run_locked(
         if t.config_hash not in done:
             unique.setdefault(t.config_hash, t)
     pending = list(unique.values())
-    report.shared = len(trials) - report.skipped - len(pending)
-    tags = parent_tags(spec, spec_path, profile, plan)
-    state = read_state(state_path, uri, echo)
+    shared = len(trials) - skipped - len(pending)
+    report.shared += shared
+    tags = parent_tags(spec, drive.spec_path, profile, drive.plan)
+    state = read_state(state_path, drive.uri, echo)
     if not pending:
-        parent_run_id = open_parent_run(client, experiment_id, spec, profile, state, tags)
+        parent_run_id = _parent(drive, state, tags)
         report.parent_run_id = parent_run_id
-        close_parent_run(client, parent_run_id, experiment_id, spec, profile, trials, errored=0)
-        echo(
-            f"{spec.figure} [{profile}]: all {len(trials)} runnable trials already have a "
-            "finished run; nothing to schedule"
-        )
-        return report
+        if final:
+            close_parent_run(
+                client,
+                parent_run_id,
+                drive.experiment_id,
+                spec,
+                profile,
+                members,
+                errored=report.errored,
+            )
+        if final and not report.scheduled:  # a derived stage says it for the whole sweep
+            echo(
+                f"{spec.figure} [{profile}]: all {len(members)} runnable trials already have a "
+                "finished run; nothing to schedule"
+            )
+        return
 
     from ray import tune
 
     path = storage / tune_name
-    restore = resume and state is not None and tune.Tuner.can_restore(str(path))
+    restore = drive.resume and state is not None and tune.Tuner.can_restore(str(path))
+    if restore and stage and not _resumable(state, pending):
+        # derived trials whose source finished only now (it had failed): Tune can restore only
+        # the trials it had; restart the stage (interrupted runs go on in their MLflow runs)
+        restore = False
+        echo(
+            f"note: {tune_name}: derived trials were added since it was interrupted (their "
+            "sources finished since); starting the derived trials afresh"
+        )
     if restore:
-        check_resume_plan(state, pending, overrides, spec.figure, profile)
+        check_resume_plan(state, pending, drive.overrides, spec.figure, profile)
         echo(f"resuming {path}")
-    elif resume:
+    elif drive.resume:
         echo(f"note: {tune_name}: nothing to resume in {storage}; starting the trials afresh")
     elif state is not None:
         echo(
@@ -505,29 +619,34 @@ def _run_locked(
             "round 0 (use --resume to continue from the trials' checkpoints)"
         )
     # Ray first: the parent run is opened only once Ray is up and can run the trials
-    init_ray(address)
-    check_resources(spec, spec_path)
-    parent_run_id = open_parent_run(client, experiment_id, spec, profile, state, tags)
+    init_ray(drive.address)
+    check_resources(spec, drive.spec_path)
+    parent_run_id = _parent(drive, state, tags)
     report.parent_run_id = parent_run_id
+    errored_before = report.errored
     try:
         client.update_run(parent_run_id, status="RUNNING")
         client.set_tag(parent_run_id, "fedsweep.status", "running")
         payloads = [
-            trial_payload(t, spec, uri, experiment, parent_run_id, fail_at.get(t.trial_id))
+            trial_payload(
+                t, spec, drive.uri, spec.figure, parent_run_id, drive.fail_at.get(t.trial_id)
+            )
             for t in pending
         ]
-        report.scheduled = len(payloads)
+        report.scheduled += len(payloads)
         echo(
-            f"{spec.figure} [{profile}]: {len(trials)} trials, {report.skipped} already "
-            f"finished, scheduling {len(payloads)} (parent MLflow run {parent_run_id})"
-            + (f"; {report.shared} share a run with an equal trial" if report.shared else "")
+            f"{spec.figure} [{profile}]: {len(trials)} {'derived ' if stage else ''}trials, "
+            f"{skipped} already finished, scheduling {len(payloads)} (parent MLflow run "
+            f"{parent_run_id})"
+            + (f"; {shared} share a run with an equal trial" if shared else "")
+            + (f"; {follow} derived trials follow" if follow else "")
         )
         new_state = {
             "parent_run_id": parent_run_id,
-            "tracking_uri": uri,
-            "spec": str(spec_path),
+            "tracking_uri": drive.uri,
+            "spec": str(drive.spec_path),
             "profile": profile,
-            "overrides": {k: v for k, v in overrides.items() if k != "data.root"},
+            "overrides": {k: v for k, v in drive.overrides.items() if k != "data.root"},
             "hashes": sorted({t.config_hash for t in pending}),
         }
         if restore:  # the restored trials are the old plan's: keep its record
@@ -541,10 +660,10 @@ def _run_locked(
             state_path,
             new_state,
             restore,
-            max_concurrent,
-            verbose,
+            drive.max_concurrent,
+            drive.verbose,
             report,
-            listener,
+            drive.listener,
         )
         for res in results:
             if res.error is not None:
@@ -554,23 +673,49 @@ def _run_locked(
         # a trial Tune stopped on Ctrl-C / SIGTERM has neither an error nor a finished run
         # (a restored Tune experiment also lists the trials that had finished before)
         planned = {t.config_hash for t in pending}
-        report.finished = len(finished_hashes(client, planned))
-        report.interrupted = max(0, len(planned) - report.finished - report.errored)
-        if report.interrupted:
+        finished = len(finished_hashes(client, planned))
+        report.finished += finished
+        errored = report.errored - errored_before
+        interrupted = max(0, len(planned) - finished - errored)
+        report.interrupted += interrupted
+        if interrupted:
             raise SweepInterrupted(
-                f"{spec.figure} [{profile}]: interrupted with {report.interrupted} of "
+                f"{spec.figure} [{profile}]: interrupted with {interrupted} of "
                 f"{len(payloads)} trials unfinished; their checkpoints are kept in {path}"
             )
-        close_parent_run(
-            client, parent_run_id, experiment_id, spec, profile, trials, errored=report.errored
-        )
+        if final:
+            close_parent_run(
+                client,
+                parent_run_id,
+                drive.experiment_id,
+                spec,
+                profile,
+                members,
+                errored=report.errored,
+            )
     except BaseException as err:
         killed = isinstance(err, KeyboardInterrupt)
         end_parent_run(client, parent_run_id, "killed" if killed else "failed")
         raise
-    if not report.errored:  # everything is in MLflow; Ray's copy of the checkpoints can go
+    if report.errored == errored_before:  # all in MLflow; Ray's copy of the checkpoints can go
         remove_inside(path, storage, missing_ok=True)
-    return report
+
+
+def _resumable(state: dict, pending: list[Trial]) -> bool:
+    """Whether Tune's saved experiment holds every pending trial (``check_resume_plan``'s
+    condition). In the derived stage a miss is no user error but a source that finished since;
+    starting the stage afresh runs only configs planned now (restoring would run the saved)."""
+    return "hashes" not in state or {t.config_hash for t in pending} <= set(state["hashes"])
+
+
+def _parent(drive: _Drive, state: dict | None, tags: dict) -> str:
+    """The sweep's parent run: the one an earlier stage of this sweep opened, else
+    :func:`open_parent_run`'s."""
+    if drive.parent_run_id is None:
+        drive.parent_run_id = open_parent_run(
+            drive.client, drive.experiment_id, drive.spec, drive.profile, state, tags
+        )
+    return drive.parent_run_id
 
 
 class SweepInterrupted(KeyboardInterrupt):

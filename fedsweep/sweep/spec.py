@@ -29,6 +29,33 @@ extension replaces the extended spec's curves, ``add_curves`` appends to them (l
 unique). An extension may itself be extended. Trials equal to the extended spec's (same
 panel, curve, seed and profile settings) have the same config hash, so a sweep of the extension
 reuses the extended figure's finished runs and schedules only what is new.
+
+Derived curves (a baseline defined by another curve's runs, e.g. FedVeca's FedAvg with the
+matching FedVeca run's mean local steps)::
+
+    curves:
+    - label: FedVeca
+      set: {algorithm: fednova, step_policy: fedveca}
+    - label: FedAvg
+      set: {algorithm: fedavg, step_policy: fixed}
+      derive:
+        from: FedVeca                       # the source curve (same panel cell and seed)
+        set: {fixed_steps.steps: mean_tau}  # config key -> derivation name
+    - label: Centralized SGD
+      set: {algorithm: centralized, step_policy: fixed}
+      derive:
+        from: FedVeca
+        set: {fixed_steps.steps: total_steps, train.rounds: 1}  # a number/bool is a literal
+
+A string in ``derive.set`` names a derivation of ``fedsweep.sweep.derive.DERIVATIONS``
+(``mean_tau``, ``total_steps``), computed from the source trial's finished run; numbers and
+booleans are set as they are. The derived layer comes after ``profiles.<p>.curve_set`` and
+before ``--set`` (a profile's ``train.rounds`` does not undo a derived ``train.rounds: 1``).
+The source must be a curve of the spec (run by every profile that runs the derived curve) and
+not itself derived. The sweep runs the source trials first, then the derived ones (two Ray
+experiments, one MLflow parent run); until then ``expand`` lists a derived trial with
+placeholder values (``Trial.unresolved``, a config hash that matches no run), so counts and
+key validation work before anything ran; ``expand(..., derived=...)`` gives the real ones.
 """
 
 from __future__ import annotations
@@ -48,6 +75,7 @@ from fedsweep.config.hashing import HASH_EXCLUDED, config_hash  # noqa: F401  (r
 from fedsweep.config.load import ConfigError, build_config, closest, set_dotted
 from fedsweep.config.schema import DataConfig, RunConfig
 from fedsweep.config.yamlio import YamlFileError, read_yaml
+from fedsweep.sweep.derive import DERIVATIONS, PLACEHOLDER, UNRESOLVED, Resolution
 from fedsweep.tracking.naming import trial_run_name
 
 PROFILES = ("paper", "quick", "smoke")
@@ -120,6 +148,30 @@ class PanelCell:
         return panel_id(self.pairs)
 
 
+class DeriveSpec(_Strict):
+    """A curve's settings computed from another curve's runs (module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    #: the source curve's label (``from`` in the YAML)
+    from_: str = Field(alias="from")
+    #: config key -> a derivation name (str) or a literal (number, bool)
+    set: dict[str, str | bool | int | float] = Field(min_length=1)
+
+    @field_validator("set")
+    @classmethod
+    def _known(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key, name in value.items():
+            if isinstance(name, str) and name not in DERIVATIONS:
+                best = closest(name, list(DERIVATIONS))
+                hint = f" (did you mean {best!r}?)" if best else ""
+                raise ValueError(
+                    f"derive.set.{key}: unknown derivation {name!r}{hint}; allowed: "
+                    f"{', '.join(DERIVATIONS)}, or a number/bool literal"
+                )
+        return value
+
+
 class CurveSpec(_Strict):
     label: str
     set: dict[str, Any] = Field(default_factory=dict)
@@ -127,6 +179,8 @@ class CurveSpec(_Strict):
     dash: Literal["solid", "dash", "dot", "dashdot"] | None = None
     #: drawn as a flat horizontal line at its final value (the papers' centralized baseline)
     flat: bool = False
+    #: settings computed from another curve's finished runs (module docstring)
+    derive: DeriveSpec | None = None
 
 
 class CurveGrid(_Strict):
@@ -157,6 +211,9 @@ class ProfileSpec(_Strict):
     #: per-panel extra overrides, keyed by one panel axis value: ``"setting=cnn-mnist"``,
     #: ``"data.partition=case2"`` (applied after ``set``, before ``curve_set``)
     panel_set: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    #: per-panel seeds, keyed like ``panel_set`` (``"setting=cnn-mnist": [0, 1]``): fewer seeds
+    #: for the costly panels of a profile, the profile's seeds for the others
+    panel_seeds: dict[str, list[int]] = Field(default_factory=dict)
     #: the scaling relative to the paper, shown in the figure subtitle
     note: str = ""
     #: data set to use when the configured one can be neither found nor downloaded: one name for
@@ -226,12 +283,13 @@ class SweepSpec(_Strict):
                 raise ValueError(f"panels.{key}: repeated value in {ids}")
         axis_values = {f"{k}={axis_value(v)}" for k, vs in self.panels.items() for v in vs}
         for name, prof in self.profiles.items():
-            unknown_cells = sorted(set(prof.panel_set) - axis_values)
-            if unknown_cells:
-                raise ValueError(
-                    f"profiles.{name}.panel_set: unknown panel value(s) {unknown_cells}; "
-                    f"allowed: {sorted(axis_values)}"
-                )
+            for field_name in ("panel_set", "panel_seeds"):
+                unknown_cells = sorted(set(getattr(prof, field_name)) - axis_values)
+                if unknown_cells:
+                    raise ValueError(
+                        f"profiles.{name}.{field_name}: unknown panel value(s) {unknown_cells}; "
+                        f"allowed: {sorted(axis_values)}"
+                    )
         labels = [c.label for c in self.curve_list()]
         for name, prof in self.profiles.items():
             if prof.curves is None:
@@ -252,10 +310,16 @@ class SweepSpec(_Strict):
                 f"curves: repeated label(s) {_repeated(labels)}: each curve needs its own label "
                 "(it is part of the trial id)"
             )
+        self._check_derived()
         seed_lists = [("seeds", self.seeds)] + [
             (f"profiles.{n}.seeds", p.seeds)
             for n, p in self.profiles.items()
             if p.seeds is not None
+        ]
+        seed_lists += [
+            (f"profiles.{n}.panel_seeds.{cell}", seeds)
+            for n, p in self.profiles.items()
+            for cell, seeds in p.panel_seeds.items()
         ]
         for where, seeds in seed_lists:
             if not seeds:
@@ -272,6 +336,33 @@ class SweepSpec(_Strict):
                 f"profiles must be exactly {PROFILES}; missing {missing}, unknown {unknown}"
             )
         return self
+
+    def _check_derived(self) -> None:
+        """Each derived curve's source is a curve of the spec, not derived itself, and run by
+        every profile that runs the derived curve (else the derived trials could never run)."""
+        curves = {c.label: c for c in self.curve_list()}
+        for curve in curves.values():
+            if curve.derive is None:
+                continue
+            where = f"curves[{curve.label!r}].derive.from"
+            source = curves.get(curve.derive.from_)
+            if source is None:
+                raise ValueError(
+                    f"{where}: {curve.derive.from_!r} is not a curve of this spec; curves: "
+                    f"{list(curves)}"
+                )
+            if source.derive is not None:
+                raise ValueError(
+                    f"{where}: {source.label!r} is itself derived (from "
+                    f"{source.derive.from_!r}); derive from a curve that runs on its own"
+                )
+            for name, prof in self.profiles.items():
+                if prof.curves is not None and curve.label in prof.curves:
+                    if source.label not in prof.curves:
+                        raise ValueError(
+                            f"profiles.{name}.curves: runs the derived curve {curve.label!r} "
+                            f"but not its source {source.label!r}; add {source.label!r}"
+                        )
 
     def panel_cells(self) -> list[PanelCell]:
         """The panel grid in order (cartesian product of the axes), with overrides and labels."""
@@ -316,6 +407,30 @@ class Trial:
     config_hash: str
     #: the panel cell's label (``"CNN, MNIST · Case 2"``), for run names
     panel_label: str = ""
+    #: a derived curve's ``derive`` (None: an ordinary trial)
+    derive: DeriveSpec | None = None
+    #: the source run id(s) the derived values come from; empty while unresolved
+    derived_from: tuple[str, ...] = ()
+    #: the derived layer's values, ((key, value), ...); placeholders while unresolved
+    derived_set: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def unresolved(self) -> bool:
+        """A derived trial whose values are placeholders: it cannot run, its hash matches no
+        run."""
+        return self.derive is not None and not self.derived_from
+
+    @property
+    def derived_note(self) -> str:
+        """``FedVeca run <id>: fixed_steps.steps = mean_tau = 37``; "" for an ordinary trial."""
+        if self.derive is None or not self.derived_from:
+            return ""
+        parts = []
+        for key, value in self.derived_set:
+            how = self.derive.set.get(key)
+            parts.append(f"{key} = {how} = {value}" if isinstance(how, str) else f"{key} = {value}")
+        runs = ", ".join(self.derived_from)
+        return f"{self.derive.from_} run {runs}: {', '.join(parts)}"
 
     @property
     def run_name(self) -> str:
@@ -353,7 +468,7 @@ def _unknown_key(loc: tuple) -> str:
         # list indexes and dict keys (profile names) stay on the same model
     if model is None:
         return "unknown key"
-    allowed = list(model.model_fields)
+    allowed = [f.alias or name for name, f in model.model_fields.items()]
     best = closest(str(loc[-1]), allowed)
     hint = f"; did you mean `{best}`?" if best else ""
     return f"unknown key{hint} (allowed: {', '.join(allowed)})"
@@ -386,11 +501,15 @@ def expand(
     source: str | None = None,
     extra: dict[str, Any] | None = None,
     substitute: dict[str, str] | None = None,
+    derived: Resolution | None = None,
 ) -> list[Trial]:
     """All trials of ``spec`` under ``profile``: panels x curves x seeds, validated.
 
     ``substitute`` maps configured data set names to the ones to run on instead (the profile's
     ``data_fallback`` after the driver found a data set missing); it is applied last.
+    ``derived`` maps a derived trial's ``(panel id, curve label, seed)`` to its derived values
+    and source run ids (``fedsweep.sweep.derive.resolve``); derived trials not in it get
+    placeholders (each derivation = 1: the keys are validated, the trial is ``unresolved``).
     """
     source = source or str(getattr(spec, "_path", spec.figure))
     if profile not in PROFILES:
@@ -406,19 +525,27 @@ def expand(
     trials = []
     for cell in spec.panel_cells():
         panel_set: dict[str, Any] = {}
+        cell_seeds = seeds
+        for key, value in reversed(cell.pairs):  # the first axis' panel_seeds win
+            cell_seeds = prof.panel_seeds.get(f"{key}={value}", cell_seeds)
         for key, value in cell.pairs:
             panel_set.update(prof.panel_set.get(f"{key}={value}", {}))
         for curve in spec.profile_curves(profile):
-            for seed in seeds:
+            for seed in cell_seeds:
+                values, runs = _derived_layer(curve, (cell.panel_id, curve.label, seed), derived)
                 layers = [
                     ("panels", cell.overrides),
                     (f"curve {curve.label!r}", curve.set),
                     (f"profiles.{profile}.set", prof.set),
                     (f"profiles.{profile}.panel_set", panel_set),
                     (f"profiles.{profile}.curve_set", prof.curve_set.get(curve.label, {})),
+                    (f"curve {curve.label!r}: derive.set", values),
                     ("--set", extra or {}),
                 ]
                 cfg = _build(spec, source, layers, seed, substitute or {})
+                digest = config_hash(cfg)  # an ordinary trial: exactly as before derived curves
+                if curve.derive is not None and not runs:
+                    digest = UNRESOLVED + digest
                 trials.append(
                     Trial(
                         spec.figure,
@@ -427,11 +554,30 @@ def expand(
                         curve.label,
                         seed,
                         cfg,
-                        config_hash(cfg),
+                        digest,
                         cell.label,
+                        derive=curve.derive,
+                        derived_from=tuple(runs),
+                        derived_set=tuple(values.items()),
                     )
                 )
     return trials
+
+
+def _derived_layer(
+    curve: CurveSpec, key: tuple[str, str, int], derived: Resolution | None
+) -> tuple[dict[str, Any], list[str]]:
+    """A trial's derived overrides and source run ids: the resolved ones, else placeholders
+    (``PLACEHOLDER`` for each derivation, literals as they are) and no run ids."""
+    if curve.derive is None:
+        return {}, []
+    if derived is not None and key in derived:
+        values, runs = derived[key]
+        return dict(values), list(runs)
+    placeholders = {
+        k: PLACEHOLDER if isinstance(v, str) else v for k, v in curve.derive.set.items()
+    }
+    return placeholders, []
 
 
 def _build(spec: SweepSpec, source: str, layers, seed: int, substitute: dict[str, str]):

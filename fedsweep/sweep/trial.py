@@ -50,7 +50,9 @@ def fl_trial(params: dict) -> None:
             # start and finish between two). Running it again would duplicate the run.
             tune.report({"round": config.train.rounds, "already_ended": 1})
             return
-    tracked = TrackedRun(config, tags=payload["tags"], run_id=run_id, state=state)
+    tracked = TrackedRun(
+        config, tags=payload["tags"], params=payload.get("params"), run_id=run_id, state=state
+    )
     # fault injection (tests): crash at this round, unless this attempt was restored from a
     # checkpoint (so a retried trial gets past it)
     fail_at = payload.get("fail_at_round") if state is None else None

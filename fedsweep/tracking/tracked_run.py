@@ -140,7 +140,10 @@ class TrackedRun:
         run_id: str | None = None,
         state: dict | None = None,
         on_stage=None,
+        params: dict[str, str] | None = None,
     ):
+        """``params``: extra params beside the config's, logged once when the run is created
+        (a derived sweep trial's provenance, ``derived_from``); a resumed run has them."""
         self.config = config
         self.run = FLRun(config, dataset=dataset, on_stage=on_stage)
         if state is not None:
@@ -159,6 +162,9 @@ class TrackedRun:
             )
             if run_id is not None:
                 self.logged_until = self.logger.last_logged_step()
+            else:
+                for key, value in (params or {}).items():
+                    self.logger.client.log_param(self.logger.run_id, key, value)
         self.watch = BlowupWatch(config.tracking.blowup_factor)
         if self.logger is not None and run_id is not None:  # resumed: the rounds logged before
             for m in self.logger.client.get_metric_history(run_id, BLOWUP_KEY):
