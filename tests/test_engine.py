@@ -228,3 +228,23 @@ def test_checkpoint_refuses_another_partition():
     b = FLRun(tiny_config(data__partition="case3"), dataset=data)
     with pytest.raises(ValueError, match="partition"):
         b.load_state_dict(a.state_dict())
+
+
+def test_iid_batches_are_drawn_in_blocks_with_the_same_numbers(monkeypatch):
+    """A long iid round is drawn block by block (memory), with the numbers of one draw."""
+    from fedsweep.engine import batches
+
+    def draw(block: int | None):
+        if block is not None:
+            monkeypatch.setattr(batches, "IID_BLOCK", block)
+        sched = batches.BatchSchedule(500, 20, "iid", torch.Generator().manual_seed(7))
+        return sched.take(37), sched.take(5)
+
+    g = torch.Generator().manual_seed(7)
+    torch.randperm(500, generator=g)  # what the schedule's constructor draws first
+    whole = torch.rand(37, 500, generator=g).argsort(dim=1)[:, :20]
+    first, second = draw(None)
+    assert torch.equal(first, whole)
+    for block in (500, 1500, 499):  # 1 row, 3 rows, and fewer keys than one row: still 1 row
+        a, b = draw(block)
+        assert torch.equal(a, first) and torch.equal(b, second)

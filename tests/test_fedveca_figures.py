@@ -412,3 +412,40 @@ def test_fig6_six_cells_one_line_per_client(built):
     w = [t for t in fig.data if t.xaxis == "x6"]
     assert len(w) == 1 and min(w[0].x) == 2  # ||w_k − w_{k−1}|| from round 2
     assert "one run: seed 0, rounds 1–12 of 12" in fig.layout.title.subtitle.text
+
+
+def test_smoke_sweep_of_every_fedveca_spec_through_ray_tune_and_the_figures(tmp_path, monkeypatch):
+    """The six specs as a user runs them: one `fedsweep sweep` (Ray Tune, real MLflow store, the
+    derived stage included), then `fedsweep figures`; a second sweep schedules nothing."""
+    from typer.testing import CliRunner
+
+    from fedsweep.cli.main import app
+
+    monkeypatch.setenv("FEDSWEEP_STORE_DIR", str(tmp_path / "store"))
+    monkeypatch.delenv("FEDSWEEP_DATA_DIR", raising=False)  # CIFAR-10 panels: skipped offline
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    specs = [str(SWEEPS / f"{f}.yaml") for f in FIGURES]
+    args = ["sweep", *specs, "--profile", "smoke", "--tracking-uri", uri]
+    args += ["--data-dir", str(tmp_path / "data")]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    client = get_client(uri)
+    runs = [r for r in client.search_runs([e.experiment_id for e in client.search_experiments()])]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    derived = [r for r in children if "fedsweep.derived_from" in r.data.tags]
+    assert derived and all(r.data.params.get("derived_from") for r in derived)
+    assert all(r.data.tags["fedsweep.status"] == "finished" for r in children)
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0 and "scheduling" not in again.output, again.output
+    out = tmp_path / "figures"
+    figs = CliRunner().invoke(
+        app,
+        ["figures", "--profile", "smoke", "--tracking-uri", uri, "--out", str(out)]
+        + [x for f in FIGURES for x in ("--figure", f)],
+    )
+    assert figs.exit_code == 0, figs.output
+    for f in FIGURES:
+        assert (out / f"{f}.html").is_file()
+        assert "reconstruction" in (out / f"{f}.html").read_text()
+    index = (out / "index.html").read_text()
+    assert all(f in index for f in FIGURES)
