@@ -40,22 +40,20 @@ class BatchSchedule:
         perm = torch.randperm(self.n, generator=self.generator)
         return perm[: self.n_batches * self.batch_size].view(self.n_batches, self.batch_size)
 
+    def _iid_block(self, steps: int) -> torch.Tensor:
+        keys = torch.rand(steps, self.n, generator=self.generator)
+        # a copy, not a view: a view would keep the block's whole n-wide key order alive
+        return keys.argsort(dim=1)[:, : self.batch_size].clone()
+
     def take(self, tau: int) -> torch.Tensor:
         """The next ``tau`` batches of local positions, shape ``[tau, batch_size]``."""
         if self.order == "iid":
             # B of n without replacement per step: the first B of a random key order. Drawn in
             # blocks of steps (the same numbers as one tau x n draw: the generator fills in
             # order), so a long round (FedVeca's centralized baseline: ~30,000 steps on 60,000
-            # samples) never holds a tau x n matrix (7 GB of keys there)
+            # samples) holds neither a tau x n matrix of keys nor of their order (7 + 14 GB there)
             rows = max(1, IID_BLOCK // self.n)
-            return torch.cat(
-                [
-                    torch.rand(min(rows, tau - start), self.n, generator=self.generator).argsort(
-                        dim=1
-                    )[:, : self.batch_size]
-                    for start in range(0, tau, rows)
-                ]
-            )
+            return torch.cat([self._iid_block(min(rows, tau - s)) for s in range(0, tau, rows)])
         pieces = []
         remaining = tau
         while remaining > 0:
