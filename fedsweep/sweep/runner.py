@@ -600,15 +600,17 @@ def _run_stage(
 
     path = storage / tune_name
     restore = drive.resume and state is not None and tune.Tuner.can_restore(str(path))
-    if restore and stage and not _resumable(state, pending):
-        # derived trials whose source finished only now (it had failed): Tune can restore only
-        # the trials it had; restart the stage (interrupted runs go on in their MLflow runs)
+    replanned = bool(restore and stage and not _resumable(state, pending))
+    if replanned:
+        # derived trials that the interrupted plan did not have (a source that had failed has
+        # finished since, or the spec's derived curves changed): Tune can restore only the
+        # trials it had; restart the stage (interrupted runs go on in their MLflow runs)
         restore = False
         echo(
-            f"note: {tune_name}: derived trials were added since it was interrupted (their "
-            "sources finished since); starting the derived trials afresh"
+            f"note: {tune_name}: the derived trials differ from the interrupted plan (a source "
+            "run finished since, or the spec changed); starting the derived trials afresh"
         )
-    if restore:
+    elif restore:
         check_resume_plan(state, pending, drive.overrides, spec.figure, profile)
         echo(f"resuming {path}")
     elif drive.resume:
