@@ -204,20 +204,22 @@ def build_premise(ctx: BuildContext) -> FigureResult:
         subplot_titles=titles,
         horizontal_spacing=0.08,
         vertical_spacing=0.12,
-        shared_xaxes=True,
     )
     shown: set[str] = set()
     t_max = int(data.agg["round"].max()) if len(data.agg) else 2
-    for r, metric in enumerate(metrics, start=1):
-        for c, panel in enumerate(panels, start=1):
+    for c, panel in enumerate(panels, start=1):  # each setting its own rounds (quick: K differs)
+        rows = data.agg[data.agg["panel_id"] == panel.panel_id]["round"]
+        last = int(rows.max()) if len(rows) else t_max
+        for r, metric in enumerate(metrics, start=1):
             if not data.has_runs(panel.panel_id):
                 generic.mark_empty(fig, r, c)
                 continue
-            premise_cell(fig, data, panel, metric, styles, shown, (r, c), band, t_max)
+            premise_cell(fig, data, panel, metric, styles, shown, (r, c), band, last)
+            fig.update_xaxes(range=[0.5, last + 0.5], row=r, col=c)
+            fig.update_xaxes(**_round_ticks(last), row=r, col=c)
+    for r, metric in enumerate(metrics, start=1):
         fig.update_yaxes(title_text=Y_TITLES.get(metric, metric), row=r, col=1)
-    fig.update_xaxes(range=[0.5, t_max + 0.5])
     fig.update_xaxes(title_text=X_TITLE, row=len(metrics))
-    round_ticks(fig, t_max)
     width = generic.CELL_WIDTH * len(panels) + generic.LEGEND_WIDTH
     blank = "round 1 blank: β̂ compares two rounds, so the premise starts at round 2"
     sub = fedveca_subtitle(ctx, data, width, blank)
@@ -225,6 +227,11 @@ def build_premise(ctx: BuildContext) -> FigureResult:
     paper_layout(fig, spec.title, sub, width=width, height=330 * len(metrics) + top + 80, top=top)
     notes = [f"{p.label}: no runs" for p in panels if not data.has_runs(p.panel_id)]
     return make_result(ctx, data, fig, data.claim_data(curves), notes=notes)
+
+
+def _round_ticks(last: int) -> dict:
+    """``round_ticks``'s tick settings for one cell: one tick per round for short runs."""
+    return {"dtick": 1, "tick0": 1} if last <= 12 else {"tickformat": "d"}
 
 
 # ------------------------------------------------------------------- fig6: one run's estimates
