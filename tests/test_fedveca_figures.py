@@ -416,7 +416,7 @@ def test_fig6_six_cells_one_line_per_client(built):
 
 def test_smoke_sweep_of_every_fedveca_spec_through_ray_tune_and_the_figures(tmp_path, monkeypatch):
     """The six specs as a user runs them: one `fedsweep sweep` (Ray Tune, real MLflow store, the
-    derived stage included), then `fedsweep figures`; a second sweep schedules nothing."""
+    derived stage included), then the figure builders; a second sweep schedules nothing."""
     from typer.testing import CliRunner
 
     from fedsweep.cli.main import app
@@ -438,14 +438,9 @@ def test_smoke_sweep_of_every_fedveca_spec_through_ray_tune_and_the_figures(tmp_
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 0 and "scheduling" not in again.output, again.output
     out = tmp_path / "figures"
-    figs = CliRunner().invoke(
-        app,
-        ["figures", "--profile", "smoke", "--tracking-uri", uri, "--out", str(out)]
-        + [x for f in FIGURES for x in ("--figure", f)],
-    )
-    assert figs.exit_code == 0, figs.output
+    results = build_figures(uri, "smoke", out, FIGURES, SWEEPS, png=False)
+    assert sorted(r.figure_id for r in results) == sorted(FIGURES)
     for f in FIGURES:
-        assert (out / f"{f}.html").is_file()
         assert "reconstruction" in (out / f"{f}.html").read_text()
     index = (out / "index.html").read_text()
     assert all(f in index for f in FIGURES)
