@@ -164,9 +164,7 @@ def resolve_runs(
     alt = None
     if substitute:
         alt = expand(spec, profile, extra=extra, substitute=substitute)
-        alt = resolve_derived(
-            spec, profile, alt, index, client, extra=extra, substitute=substitute
-        )
+        alt = resolve_derived(spec, profile, alt, index, client, extra=extra, substitute=substitute)
     found: list[TrialRun] = []
     missing: list[Trial] = []
     for i, trial in enumerate(primary):
