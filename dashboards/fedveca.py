@@ -112,16 +112,12 @@ def build_curves(ctx: BuildContext) -> FigureResult:
     metrics = ctx.metrics()
     data = generic.with_view(ctx, prepare(ctx, metrics))
     curves = ctx.spec.profile_curves(ctx.profile)
-    panels = len(data.panels)
-    if panels == 1:
-        width = 560 * len(metrics) + generic.LEGEND_WIDTH
-    else:
-        width = generic.CELL_WIDTH * panels + generic.LEGEND_WIDTH
+    width = generic.layout_width(ctx.spec, len(data.panels), metrics)
     sub = fedveca_subtitle(ctx, data, width)
     styles = generic.curve_styles(curves, data)
     fig, parts = generic.draw(ctx, data, styles, metrics, sub=sub)
     notes = [f"{p.label}: no runs" for p in data.panels if not data.has_runs(p.panel_id)]
-    notes = (notes if panels > 1 else []) + derived_notes(data)
+    notes = (notes if len(data.panels) > 1 else []) + derived_notes(data)
     return make_result(ctx, data, fig, data.claim_data(curves), notes=notes, parts=parts)
 
 

@@ -90,6 +90,16 @@ def curve_styles(curves: list[CurveSpec], data: FigureData) -> list[CurveStyle]:
     return layered(styles)
 
 
+def layout_width(spec: SweepSpec, panels: int, metrics: list[str]) -> int:
+    """The figure width (px) of the generic layout: one cell per metric for a single panel, a
+    grid column per value of the second axis for two axes, else one column per panel."""
+    if panels == 1:
+        return 560 * len(metrics) + LEGEND_WIDTH
+    if two_axes(spec) is not None:
+        return GRID_CELL[0] * len(next(iter(spec.panels.values()))) + 300
+    return CELL_WIDTH * panels + LEGEND_WIDTH
+
+
 def two_axes(spec: SweepSpec) -> tuple[str, str] | None:
     """(row axis, column axis) when the spec has exactly two panel axes."""
     keys = list(spec.panels)

@@ -481,18 +481,12 @@ def build_generic(ctx: BuildContext) -> FigureResult:
     metrics = ctx.metrics()
     data = generic.with_view(ctx, prepare(ctx, metrics))
     curves = ctx.spec.profile_curves(ctx.profile)
-    panels = len(data.panels)
-    if panels == 1:
-        width = 560 * len(metrics) + generic.LEGEND_WIDTH
-    elif generic.two_axes(ctx.spec) is not None:
-        width = generic.GRID_CELL[0] * len(next(iter(ctx.spec.panels.values()))) + 300
-    else:
-        width = generic.CELL_WIDTH * panels + generic.LEGEND_WIDTH
+    width = generic.layout_width(ctx.spec, len(data.panels), metrics)
     sub = wrap_subtitle(figure_subtitle(ctx, data), width)
     styles = generic.curve_styles(curves, data)
     fig, parts = generic.draw(ctx, data, styles, metrics, sub=sub)
     notes = [f"{p.label}: no runs" for p in data.panels if not data.has_runs(p.panel_id)]
-    notes = notes if panels > 1 else []
+    notes = notes if len(data.panels) > 1 else []
     return make_result(ctx, data, fig, data.claim_data(curves), notes=notes, parts=parts)
 
 

@@ -112,9 +112,10 @@ def small_run(name: str, experiment: str, *, rounds: int = 3, **sections) -> dic
     return tree
 
 
-def smoke_sweep(spec, store: str, tmp_path, **kw):
-    """``run_sweep`` of ``spec`` at the smoke profile into ``store``, quietly, with Ray's
-    folder under ``tmp_path``; keywords go to ``run_sweep``."""
+def smoke_sweep(spec, store: str, tmp_path, echo=None, **kw):
+    """``run_sweep`` of ``spec`` at the smoke profile into ``store``, quietly (``echo``, if
+    given, collects the driver's lines), with Ray's folder under ``tmp_path``; keywords go to
+    ``run_sweep``."""
     from fedsweep.sweep.runner import run_sweep
 
     return run_sweep(
@@ -123,7 +124,7 @@ def smoke_sweep(spec, store: str, tmp_path, **kw):
         tracking_uri=store,
         storage_dir=tmp_path / "ray",
         verbose=0,
-        echo=lambda *a: None,
+        echo=echo or (lambda *a: None),
         **kw,
     )
 

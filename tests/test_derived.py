@@ -24,7 +24,7 @@ from fedsweep.sweep.derive import (
 )
 from fedsweep.sweep.runner import DERIVED_FROM, finished_runs, trial_payload
 from fedsweep.sweep.spec import SpecError, expand, load_spec
-from tests.helpers import small_spec, sweep_runs, write_yaml
+from tests.helpers import small_spec, smoke_sweep, sweep_runs, write_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 FEDVECA = "FedVeca"
@@ -211,19 +211,6 @@ def test_existing_specs_keep_their_trials_and_hashes(figure):
 
 
 # ---------------------------------------------------------------------- real sweeps
-def smoke_sweep(spec: Path, store: str, tmp_path: Path, echo=None, **kw):
-    """``run_sweep`` at the smoke profile, quietly (``echo`` collects the driver's lines)."""
-    from fedsweep.sweep.runner import run_sweep
-
-    return run_sweep(
-        spec,
-        "smoke",
-        tracking_uri=store,
-        storage_dir=tmp_path / "ray",
-        verbose=0,
-        echo=echo or (lambda *a: None),
-        **kw,
-    )
 
 
 def trial_id(spec_path: Path, curve: str, seed: int) -> str:

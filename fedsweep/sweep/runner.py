@@ -580,15 +580,7 @@ def _run_stage(
         parent_run_id = _parent(drive, state, tags)
         report.parent_run_id = parent_run_id
         if final:
-            close_parent_run(
-                client,
-                parent_run_id,
-                drive.experiment_id,
-                spec,
-                profile,
-                members,
-                errored=report.errored,
-            )
+            _close(drive, members, report)
         if final and not report.scheduled:  # a derived stage says it for the whole sweep
             echo(
                 f"{spec.figure} [{profile}]: all {len(members)} runnable trials already have a "
@@ -686,15 +678,7 @@ def _run_stage(
                 f"{len(payloads)} trials unfinished; their checkpoints are kept in {path}"
             )
         if final:
-            close_parent_run(
-                client,
-                parent_run_id,
-                drive.experiment_id,
-                spec,
-                profile,
-                members,
-                errored=report.errored,
-            )
+            _close(drive, members, report)
     except BaseException as err:
         killed = isinstance(err, KeyboardInterrupt)
         end_parent_run(client, parent_run_id, "killed" if killed else "failed")
@@ -708,6 +692,20 @@ def _resumable(state: dict, pending: list[Trial]) -> bool:
     condition). In the derived stage a miss is no user error but a source that finished since;
     starting the stage afresh runs only configs planned now (restoring would run the saved)."""
     return "hashes" not in state or {t.config_hash for t in pending} <= set(state["hashes"])
+
+
+def _close(drive: _Drive, members: list[Trial], report: SweepReport) -> None:
+    """Close the sweep's parent run after its last stage, recording ``members`` (every trial of
+    every stage) as the figure's runs."""
+    close_parent_run(
+        drive.client,
+        drive.parent_run_id,
+        drive.experiment_id,
+        drive.spec,
+        drive.profile,
+        members,
+        errored=report.errored,
+    )
 
 
 def _parent(drive: _Drive, state: dict | None, tags: dict) -> str:
