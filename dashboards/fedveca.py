@@ -212,7 +212,7 @@ def build_premise(ctx: BuildContext) -> FigureResult:
                 continue
             premise_cell(fig, data, panel, metric, styles, shown, (r, c), band, last)
             fig.update_xaxes(range=[0.5, last + 0.5], row=r, col=c)
-            fig.update_xaxes(**_round_ticks(last), row=r, col=c)
+            round_ticks(fig, last, row=r, col=c)
     for r, metric in enumerate(metrics, start=1):
         fig.update_yaxes(title_text=Y_TITLES.get(metric, metric), row=r, col=1)
     fig.update_xaxes(title_text=X_TITLE, row=len(metrics))
@@ -223,11 +223,6 @@ def build_premise(ctx: BuildContext) -> FigureResult:
     paper_layout(fig, spec.title, sub, width=width, height=330 * len(metrics) + top + 80, top=top)
     notes = [f"{p.label}: no runs" for p in panels if not data.has_runs(p.panel_id)]
     return make_result(ctx, data, fig, data.claim_data(curves), notes=notes)
-
-
-def _round_ticks(last: int) -> dict:
-    """``round_ticks``'s tick settings for one cell: one tick per round for short runs."""
-    return {"dtick": 1, "tick0": 1} if last <= 12 else {"tickformat": "d"}
 
 
 # ------------------------------------------------------------------- fig6: one run's estimates

@@ -305,12 +305,13 @@ def paper_layout(
     return fig
 
 
-def round_ticks(fig: go.Figure, last_round: int | None) -> go.Figure:
-    """Integer ticks on the round axes (one per round for short runs)."""
+def round_ticks(fig: go.Figure, last_round: int | None, **where) -> go.Figure:
+    """Integer ticks on the round axes (one per round for short runs); ``where`` (``row``,
+    ``col``) limits them to one cell's axis."""
     if last_round is not None and last_round <= 12:
-        fig.update_xaxes(dtick=1, tick0=1)
+        fig.update_xaxes(dtick=1, tick0=1, **where)
     else:
-        fig.update_xaxes(tickformat="d")
+        fig.update_xaxes(tickformat="d", **where)
     return fig
 
 

@@ -146,22 +146,23 @@ class FedVecaEstimates(StepObserver):
             return self.g0_64
         return self.fm.gradient(self.w, *batch)[0].to(F64)
 
-    def _beta_at(self, y, g, batch) -> None:
-        dist = torch.linalg.vector_norm(y.to(F64) - self.w64)
+    def _beta_at(self, r, g, batch) -> None:
+        """``β_i`` updated with ``||g − ref|| / ||r||`` at the displacement ``r = w^t − w_k``."""
+        dist = torch.linalg.vector_norm(r)
         ratio = torch.linalg.vector_norm(g.to(F64) - self._reference(batch)) / dist
         self.beta = torch.where(dist >= MIN_DISTANCE, torch.maximum(self.beta, ratio), self.beta)
 
     def on_step(self, t, y, g, v, lr, batch) -> None:
-        if t >= 1:
-            self._beta_at(y, g, batch)
         r = y.to(F64) - self.w64  # w^t − w_k
+        if t >= 1:
+            self._beta_at(r, g, batch)
         r_next = r - lr * v.to(F64)  # w^{t+1} − w_k
         grow = (r_next.dot(r_next) - r.dot(r)) / lr
         self.delta = torch.maximum(self.delta, grow)
 
     def end_client(self, y, next_batch, update) -> None:
         g_tau = self.fm.gradient(y, *next_batch)[0]  # t = τ on one extra batch
-        self._beta_at(y, g_tau, next_batch)
+        self._beta_at(y.to(F64) - self.w64, g_tau, next_batch)
         beta = torch.clamp(self.beta, min=BETA_FLOOR)
         delta = torch.clamp(self.delta, min=0.0)
         A = self.lr * beta * beta * delta
@@ -199,10 +200,11 @@ class FedVecaSteps(StepPolicy):
         g_hat = sum(qi * u.extras["g0"].to(F64) for qi, u in zip(q, updates, strict=True))
         tau_k = (q * taus).sum()
         metrics = {"tau_k": tau_k, "tau_total": taus.sum()}
+        w64 = w.to(F64).clone()  # a copy: w_{k−1} of the next round
         if self.g_prev is not None and self.g_prev.device != g_hat.device:  # after a resume
             self.g_prev, self.w_prev = self.g_prev.to(g_hat.device), self.w_prev.to(g_hat.device)
         if self.g_prev is not None:  # one round late (§5.4): needs ĝ_{k−1} and w_{k−1}
-            w_change = torch.linalg.vector_norm(w.to(F64) - self.w_prev)
+            w_change = torch.linalg.vector_norm(w64 - self.w_prev)
             ratio = torch.linalg.vector_norm(g_hat - self.g_prev) / w_change
             if float(w_change) > MIN_DISTANCE and math.isfinite(float(ratio)):
                 self.beta_hat = max(self.beta_hat, float(ratio))
@@ -215,7 +217,7 @@ class FedVecaSteps(StepPolicy):
             for u, value in zip(updates, values.tolist(), strict=True):
                 metrics[f"client/{u.client}/tau_r1"] = torch.tensor(value, dtype=F64)
                 self.tau[u.client] = self.clamp(value, self.tau[u.client])
-        self.g_prev, self.w_prev = g_hat, w.to(F64).clone()
+        self.g_prev, self.w_prev = g_hat, w64
         self.metrics = metrics
 
     def clamp(self, value: float, previous: int) -> int:
