@@ -95,7 +95,7 @@ def prepare(ctx: BuildContext, keys: list[str]) -> FigureData:
         long,
         store.aggregate(long),
         store.diverged_rounds(long, res.found),
-        panels_of(ctx.spec),
+        panels_of(ctx.spec, ctx.profile),
         store.skipped_data_note(ctx.client, ctx.spec.figure, ctx.profile) if res.missing else "",
         blowups=store.loss_blowups(res.found),
     )

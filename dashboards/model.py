@@ -36,14 +36,14 @@ class Panel:
     values: dict[str, Any] = field(default_factory=dict)
 
 
-def panels_of(spec: SweepSpec) -> list[Panel]:
+def panels_of(spec: SweepSpec, profile: str | None = None) -> list[Panel]:
     """The spec's panels in grid order, labelled as the spec says ("Case 1", "CNN, MNIST", ...).
 
     ``values`` holds the axis values (a named axis gives its choice id) and the config overrides
     of the cell (e.g. ``data.partition``, ``model.name``)."""
     return [
         Panel(cell.panel_id, cell.label, {**cell.overrides, **dict(cell.pairs)})
-        for cell in spec.panel_cells()
+        for cell in spec.panel_cells(profile)
     ]
 
 

@@ -35,6 +35,7 @@ from fedsweep.engine.schedules import (
     StepPolicy,
 )
 from fedsweep.hooks.base import PostAggregationHook
+from fedsweep.hooks.fedwalk import FedWalk, LeashPretrain
 from fedsweep.samplers.base import Sampler
 from fedsweep.samplers.divfl import DivFL
 from fedsweep.samplers.full import FullParticipation
@@ -58,7 +59,7 @@ SAMPLERS = {
 SERVER_OPTIMIZERS = {c.name: c for c in (ServerSGD, FedAdagrad, FedAdam, FedYogi)}
 STEP_POLICIES = {c.name: c for c in (EpochSteps, FixedSteps, FedVecaSteps)}
 LR_SCHEDULES = {c.name: c for c in (ConstantLR, StepLR)}
-HOOKS: dict[str, type[PostAggregationHook]] = {}  # FedWalk's leash next
+HOOKS: dict[str, type[PostAggregationHook]] = {c.name: c for c in (FedWalk, LeashPretrain)}
 
 #: config key -> registry of the component it names (``hooks`` is a list of names)
 SLOTS: dict[str, dict[str, type]] = {
@@ -101,6 +102,8 @@ COMPONENT_SECTIONS: dict[tuple[str, str], tuple[str, ...]] = {
     ("step_policy", "fixed"): ("fixed_steps",),
     ("step_policy", "fedveca"): ("fedveca",),
     ("lr_schedule", "step"): ("lr_step",),
+    ("hooks", "fedwalk"): ("fedwalk", "leash"),
+    ("hooks", "leash_pretrain"): ("leash_pretrain", "fedwalk", "leash"),
 }
 
 # ---------------------------------------------------------------------------- compositions
@@ -134,6 +137,20 @@ STEP_POLICY_RULES: dict[str, dict[str, tuple[str, ...]]] = {
 }
 
 
+#: hook -> what it composes with: FedWalk is defined on top of the passive methods of §6.5 with
+#: their own uploads (no definition exists for an upload selector), fixed or epoch-based steps
+HOOK_RULES: dict[str, dict[str, tuple[str, ...]]] = {
+    name: {
+        "algorithm": ("fedavg", "fedprox", "fednova", "scaffold"),
+        "selector": ("none",),
+        "step_policy": ("epochs", "fixed"),
+    }
+    for name in ("fedwalk", "leash_pretrain")
+}
+#: models a separate leash head can sit on (they return features: ``FLModel.feature_dim``)
+FEATURE_MODELS = ("mlp", "cnn-mcmahan", "resnet18")
+
+
 def _get(config: Any, key: str) -> Any:
     if isinstance(config, Mapping):
         value = config.get(key)
@@ -150,6 +167,11 @@ def method_label(config: Any) -> str:
     algorithm, selector = _get(config, "algorithm"), _get(config, "selector")
     if _get(config, "step_policy") == "fedveca":
         return "fedveca" if algorithm == "fednova" else f"fedveca-{algorithm}"
+    hooks = _get(config, "hooks")
+    if "fedwalk" in hooks:  # FedWalk = FedAvg + leash; the others: scaffold-fedwalk, ...
+        return "fedwalk" if algorithm == "fedavg" else f"{algorithm}-fedwalk"
+    if "leash_pretrain" in hooks:
+        return f"pretrain-{algorithm}"
     return algorithm if selector == "none" else f"{selector}-{algorithm}"
 
 
@@ -208,6 +230,39 @@ def composition_errors(config) -> list[str]:
                 f"step_policy {config.step_policy!r} is not defined with {slot} {value!r} "
                 f"(allowed: {', '.join(allowed)}; {slot}s that exist: {offered})"
             )
+    for hook in config.hooks:
+        for slot, allowed in HOOK_RULES.get(hook, {}).items():
+            value = getattr(config, slot)
+            if value not in allowed:
+                offered = ", ".join(SLOTS[slot])
+                out.append(
+                    f"hook {hook!r} is not defined with {slot} {value!r} (allowed: "
+                    f"{', '.join(allowed)}; {slot}s that exist: {offered})"
+                )
+    if len(set(config.hooks)) != len(config.hooks):
+        out.append(f"hooks: each hook once, got {config.hooks}")
+    if {"fedwalk", "leash_pretrain"} <= set(config.hooks):
+        out.append("hooks: fedwalk and leash_pretrain are alternatives (Fig. 4), not a pair")
+    if any(HOOKS[h].needs_public_data for h in config.hooks):
+        if config.fedwalk.head == "separate" and config.model.name not in FEATURE_MODELS:
+            out.append(
+                f"field `fedwalk.head`: got 'separate', which needs a model with features, but "
+                f"model.name is {config.model.name!r} (allowed models: "
+                f"{', '.join(FEATURE_MODELS)}; or fedwalk.head 'mapped')"
+            )
+        if config.fedwalk.head == "mapped":
+            leash = config.leash
+            task = leash.task if leash.wnids is None else "custom wnids"
+            mapped = (task == "LH" and config.data.dataset == "cifar10") or (
+                leash.source == "standin" and task in ("LH", "C100-LH")
+            )  # the LH list's class order (§6.4); a stand-in's held-out FL rows keep their labels
+            if not mapped:
+                out.append(
+                    f"field `fedwalk.head`: got 'mapped', but the leash task {task!r} "
+                    f"(leash.source {leash.source!r}) has no mapping to the "
+                    f"{config.data.dataset} classes (allowed: 'mapped' with leash.task LH on "
+                    "CIFAR-10, or a stand-in of the FL data; 'separate' otherwise)"
+                )
     if config.step_policy == "fedveca" and config.algorithm == "fednova":
         nova = config.fednova
         if nova.momentum != 0 or nova.mu != 0:
@@ -239,7 +294,10 @@ class Components:
 
     def diagnostics(self) -> set[str]:
         """Metric names that are estimates (non-finite values do not mean divergence)."""
-        return set(self.step_policy.diagnostics)
+        out = set(self.step_policy.diagnostics)
+        for hook in self.hooks:
+            out.update(hook.diagnostics)
+        return out
 
     def parts(self) -> dict[str, Any]:
         """The stateful parts by checkpoint key."""

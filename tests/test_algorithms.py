@@ -262,14 +262,14 @@ def test_scaffold_state_survives_checkpoint(tmp_path):
     cfg = tiny_config(algorithm="scaffold", model__name="mlp", train__rounds=4, **CASE3)
     straight = run_rounds(cfg, data)
     first = run_rounds(cfg, data, rounds=2)
-    assert first.method.ci.abs().sum() > 0
+    assert first.method.dense_variates().abs().sum() > 0
     torch.save(first.state_dict(), tmp_path / "s.pt")
     second = FLRun(cfg, dataset=data)
     second.load_state_dict(torch.load(tmp_path / "s.pt"))
     second.step(), second.step()
     assert torch.equal(second.w, straight.w)
     assert torch.equal(second.method.c, straight.method.c)
-    assert torch.equal(second.method.ci, straight.method.ci)
+    assert torch.equal(second.method.dense_variates(), straight.method.dense_variates())
 
 
 # ------------------------------------------------------- BHerd compositions
@@ -282,7 +282,9 @@ def test_bherd_alpha1_equals_base_float64(base):
     bherd = run_rounds(tiny_config(selector="bherd", bherd__alpha=1.0, **kw), data)
     torch.testing.assert_close(bherd.w, plain.w, rtol=1e-10, atol=1e-13)
     if base == "scaffold":
-        torch.testing.assert_close(bherd.method.ci, plain.method.ci, rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(
+            bherd.method.dense_variates(), plain.method.dense_variates(), rtol=1e-10, atol=1e-12
+        )
         torch.testing.assert_close(bherd.method.c, plain.method.c, rtol=1e-10, atol=1e-12)
         assert bherd.method.c.abs().sum() > 0
     half = run_rounds(tiny_config(selector="bherd", bherd__alpha=0.5, **kw), data)

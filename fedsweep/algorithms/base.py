@@ -63,6 +63,12 @@ class BaseMethod:
         weights ``q_i`` (the server optimizer applies it: ``w_{t+1} = w_t − u_t`` for SGD)."""
         raise NotImplementedError
 
+    def buffer_weights(self, updates: list[ClientUpdate], weights: torch.Tensor) -> torch.Tensor:
+        """The weights the server averages the clients' model buffers (BatchNorm running
+        statistics, §8.4) with: the aggregation's ``q_i``, renormalised to sum to 1 (a method
+        that replaces ``q_i`` in ``aggregate`` replaces them here too)."""
+        return weights / weights.sum()
+
     def state_dict(self) -> dict:
         return {}
 

@@ -21,7 +21,9 @@ from fedsweep.algorithms.fedveca import FedVecaConfig
 from fedsweep.algorithms.scaffold import ScaffoldConfig
 from fedsweep.compose import SLOTS, composition_errors
 from fedsweep.config.section import Section, numeric_bounds  # noqa: F401  (re-exported)
+from fedsweep.data.leash import LeashConfig, leash_problems
 from fedsweep.engine.schedules import FixedStepsConfig, StepLRConfig
+from fedsweep.hooks.fedwalk import FedWalkConfig, LeashPretrainConfig
 from fedsweep.samplers.base import CohortConfig
 from fedsweep.samplers.divfl import DivFLConfig
 from fedsweep.samplers.poc import PocConfig
@@ -48,6 +50,12 @@ class DataConfig(Section):
     shards_per_client: int = Field(2, ge=1)
     train_subset: int | None = Field(
         None, ge=1, description="Use only the first n training samples (file order)."
+    )
+    holdout: int = Field(
+        0,
+        ge=0,
+        description="Hold the last n training samples out of the FL training set (taken before "
+        "train_subset): the server's public data (FedWalk's leash stand-in); no client sees them.",
     )
     normalization: Literal["auto", "imagenet"] = "auto"
 
@@ -137,6 +145,9 @@ class RunConfig(Section):
     fixed_steps: FixedStepsConfig = Field(default_factory=FixedStepsConfig)
     fedveca: FedVecaConfig = Field(default_factory=FedVecaConfig)
     lr_step: StepLRConfig = Field(default_factory=StepLRConfig)
+    fedwalk: FedWalkConfig = Field(default_factory=FedWalkConfig)
+    leash_pretrain: LeashPretrainConfig = Field(default_factory=LeashPretrainConfig)
+    leash: LeashConfig = Field(default_factory=LeashConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
 
@@ -228,8 +239,8 @@ def max_clients(data: DataConfig) -> tuple[int, str]:
     shards of ``floor(|D| / (s N))`` samples; ``case2`` with ``N > L`` deals class ``t`` over
     the clients ``t, t + L, ...``, so it needs ``N <= L c_t + t`` for every class count ``c_t``).
     """
-    total = TRAIN_SIZES[data.dataset]
-    name = data.dataset
+    total = TRAIN_SIZES[data.dataset] - data.holdout
+    name = data.dataset if not data.holdout else f"{data.dataset} (less data.holdout)"
     if data.train_subset is not None and data.train_subset < total:
         total, name = data.train_subset, f"{data.dataset} (data.train_subset)"
     limit, why = total, f"{name} has {total} training samples and every client needs at least one"
@@ -259,12 +270,21 @@ def feasibility_errors(config: RunConfig) -> list[str]:
     model takes the data set's channels. One message line per problem (empty: fine)."""
     out = []
     data = config.data
+    total = TRAIN_SIZES[data.dataset]
+    if data.holdout >= total:
+        out.append(
+            f"  field `data.holdout`: got {data.holdout}: {data.dataset} has {total} training "
+            f"samples and the clients need some (allowed: 0..{total - 1})"
+        )
+        return out
     limit, why = max_clients(data)
     if data.num_clients > limit:
         out.append(
             f"  field `data.num_clients`: got {data.num_clients}: {why} "
             f"(allowed: 1..{limit} for data.partition {data.partition})"
         )
+    if any(name in ("fedwalk", "leash_pretrain") for name in config.hooks):
+        out += leash_problems(config.leash, data)  # the leash data's folder, classes, holdout
     if config.model.name not in ANY_CHANNELS and data.dataset in GRAYSCALE:
         out.append(
             f"  field `model.name`: got {config.model.name!r}: ResNet-18 needs 3-channel images, "

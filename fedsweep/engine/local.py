@@ -23,6 +23,7 @@ from typing import ClassVar
 import torch
 
 from fedsweep.engine.batches import BatchSchedule
+from fedsweep.engine.buffers import ClientBuffers
 from fedsweep.engine.functional import FunctionalModel
 from fedsweep.engine.messages import ClientTask, ClientUpdate, RoundContext
 
@@ -65,6 +66,7 @@ class LocalTrainer:
         self.fm, self.x, self.y = fm, x, y
         self.method, self.selector = method, selector
         self.observers: list[StepObserver] = list(observers)
+        self.buffers = ClientBuffers(fm.buffers)  # BatchNorm statistics per client (§8.4)
 
     def train(self, client: Client, task: ClientTask, w: torch.Tensor, ctx: RoundContext):
         """``task.num_steps`` local steps of client ``client`` from the broadcast ``w``."""
@@ -73,6 +75,7 @@ class LocalTrainer:
         record = selector.records_gradients
         rows = client.indices[client.schedule.take(tau).to(w.device)]
         y = w.clone()
+        self.buffers.begin_client()
         loss_sum = torch.zeros((), dtype=w.dtype, device=w.device)
         selector.begin_client(client.index, tau, fm.dim, w.dtype, w.device)
         method.begin_client(client.index, ctx)
@@ -104,6 +107,7 @@ class LocalTrainer:
             update.metrics.update(sel.metrics)
             update.records.update(sel.records)
             update.extras.update(sel.extras)
+        self.buffers.end_client(update)
         if observers:
             nxt = None
             if any(obs.wants_next_batch for obs in observers):

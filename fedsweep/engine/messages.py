@@ -53,3 +53,6 @@ class ClientUpdate:
     metrics: dict[str, torch.Tensor] = field(default_factory=dict)  # 0-dim, logged per client
     records: dict[str, torch.Tensor] = field(default_factory=dict)  # per-round arrays (artifacts)
     extras: dict[str, torch.Tensor] = field(default_factory=dict)  # method-specific message parts
+    #: the client's model buffers after its local steps (BatchNorm running statistics), sent
+    #: with the update and averaged by the server (``engine.buffers``); empty for models without
+    buffers: dict[str, torch.Tensor] = field(default_factory=dict)

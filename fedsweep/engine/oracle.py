@@ -1,7 +1,7 @@
 """The client oracle: a client's loss or gradient over its whole local training set at a model.
 
 Power-of-Choice asks the candidates' losses at ``w_t``, DivFL the full local gradients (§7.2,
-§7.3); FedVeca's ``G0`` and FedWalk's ``L_k`` come next. These are measurements, not training:
+§7.3); FedVeca's ``G0`` and FedWalk's ``L_k``. These are measurements, not training:
 they run with the model in eval mode, use no random stream except the one passed in, and leave
 every client's batch cursor alone. Values stay tensors (one host transfer where a sampler needs
 numbers).
@@ -38,10 +38,14 @@ class ClientOracle:
         return _EvalMode(self.fm.module)
 
     @torch.no_grad()
-    def losses(self, clients: list[int], w: torch.Tensor) -> torch.Tensor:
-        """``F_k(w)`` over each client's full local set, penalty included; float64 ``[len]``."""
+    def losses(self, clients: list[int], w: torch.Tensor, penalty: bool = True) -> torch.Tensor:
+        """``F_k(w)`` over each client's full local set, the model's penalty included unless
+        ``penalty=False`` (FedWalk's ``L_k`` is the task loss alone); float64 ``[len]``."""
         with self._mode():
-            penalty = self.fm.penalty_value(w)
+            if penalty:
+                penalty = self.fm.penalty_value(w)
+            else:
+                penalty = torch.zeros((), dtype=w.dtype, device=w.device)
             out = []
             for k in clients:
                 idx = self.indices[k]

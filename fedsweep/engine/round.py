@@ -7,9 +7,10 @@ the config by ``fedsweep.compose``), and the function knows no particular algori
     tasks    = step_policy.tasks(t, S_t, lr_schedule(t))   # τ_{t,i}, η_t
     updates  = [local training of i (base method + upload selector) for i in S_t]
     u_t      = method.aggregate(w, updates, q)             # the server's direction
+    buffers  = Σ q_i buffers_i                             # BatchNorm statistics (§8.4)
     step_policy.observe(t, w, updates, S_t, q)              # FedVeca: τ_{t+1,i}
     w        = server_opt.step(w, u_t)                     # SGD(η_s, momentum) / Adagrad / Adam / Yogi
-    w        = hook(w) for each post-aggregation hook      # FedWalk's leash next
+    w        = hook(w) for each post-aggregation hook      # FedWalk's leash (§6)
 """
 
 from __future__ import annotations
@@ -45,9 +46,12 @@ def federated_round(
     ctx = RoundContext(t, lr, local_epochs)
     cohort = parts.sampler.sample(t, w, rng, oracle)
     tasks = parts.step_policy.tasks(t, cohort.clients, lr)
+    trainer.buffers.begin_round()
     updates = [trainer.train(clients[task.client], task, w, ctx) for task in tasks]
     parts.selector.finish_round(updates, cohort.weights, ctx)
     direction = parts.method.aggregate(w, updates, cohort.weights, ctx)
+    # BatchNorm statistics (models with buffers): averaged like the parameters (§8.4)
+    trainer.buffers.end_round(updates, parts.method.buffer_weights(updates, cohort.weights))
     parts.step_policy.observe(t, w, updates, cohort, lr)  # next round's τ (adaptive policies)
     w = parts.server_opt.step(w, direction, ctx)
     for hook in parts.hooks:

@@ -30,6 +30,7 @@ from fedsweep.engine.observers import as_observers
 from fedsweep.engine.oracle import ClientOracle
 from fedsweep.engine.round import federated_round
 from fedsweep.engine.schedules import client_batch_size
+from fedsweep.hooks.base import HookEnv
 from fedsweep.engine.seeding import numpy_rng, torch_generator, torch_seed
 from fedsweep.models.registry import build_model
 
@@ -72,6 +73,11 @@ class FLRun:
         self.y_train = data.y_train.to(self.device)
         self.x_test = data.x_test.to(self.device, self.dtype)
         self.y_test = data.y_test.to(self.device)
+        self.holdout = None  # the public rows no client sees (``data.holdout``)
+        if config.data.holdout:
+            keep = len(self.y_train) - config.data.holdout
+            self.holdout = (self.x_train[keep:], self.y_train[keep:])
+            self.x_train, self.y_train = self.x_train[:keep], self.y_train[:keep]
         if config.data.train_subset is not None:
             self.x_train = self.x_train[: config.data.train_subset]
             self.y_train = self.y_train[: config.data.train_subset]
@@ -101,8 +107,6 @@ class FLRun:
             client.num_steps = tau
         self.method.setup(self.w, len(self.clients))
         self.components.server_opt.setup(self.w)
-        for hook in self.components.hooks:
-            hook.setup(self.w)
         self.oracle = ClientOracle(
             self.fm,
             self.x_train,
@@ -111,6 +115,21 @@ class FLRun:
             config.eval.batch_size,
             config.train.batch_size,
         )
+        self.public = None
+        if any(h.needs_public_data for h in self.components.hooks):
+            stage("loading the leash data")
+            self.public = self._load_public()
+        env = HookEnv(
+            self.fm,
+            self.oracle,
+            config.seed,
+            config.eval.batch_size,
+            self.components.lr_schedule.lr(1),
+            self.public,
+        )
+        for hook in self.components.hooks:
+            hook.bind(env)
+            self.w = hook.setup(self.w)
         observers = self.components.step_observers()
         for obs in observers:
             obs.bind(self.fm, self.oracle)
@@ -163,6 +182,19 @@ class FLRun:
                 resnet_weights_path=cfg.resnet_weights_path,
             )
         return model.to(self.device, self.dtype)
+
+    def _load_public(self):
+        """The server's public (leash) data, preprocessed like the FL data, on the run's device
+        and dtype (``fedsweep.data.leash``)."""
+        from dataclasses import replace
+
+        from fedsweep.data.leash import load_leash
+
+        cfg = self.config
+        data = load_leash(
+            cfg.leash, cfg.data, self.x_train, self.y_train, self.holdout, cfg.data.normalization
+        )
+        return replace(data, x=data.x.to(self.device, self.dtype), y=data.y.to(self.device))
 
     def _make_clients(self) -> list[Client]:
         train = self.config.train

@@ -17,6 +17,8 @@ PURPOSES = {
     "selection": 3,
     "divfl_greedy": 4,
     "leash_sampler": 5,
+    "leash_head": 6,
+    "leash_eval": 7,
 }
 
 

@@ -4,26 +4,58 @@
 ``w_{t+1}`` and before evaluation and the next broadcast; sees the round's client updates (their
 metrics) and the client oracle. Hooks run in the order the config lists them. Its state is its
 ``state_dict``; it logs through ``metrics`` (0-dim tensors, merged into the round's metrics).
+
+Before round 1 the run calls ``bind(env)`` (the model function, the oracle, the server's public
+data when the hook asks for it with ``needs_public_data``, the seed) and then ``setup(w)``, which
+returns the initial global model (a pre-training hook changes it; others return ``w``). A hook may
+contribute a local-step observer (``local_observer()``, e.g. FedWalk's ``L_k``) and name metrics
+that are estimates rather than results (``diagnostics``: a non-finite value does not end the run).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 
 from fedsweep.engine.messages import ClientUpdate, RoundContext
 
 
+@dataclass
+class HookEnv:
+    """What the run gives its hooks before round 1."""
+
+    fm: Any  # engine.functional.FunctionalModel
+    oracle: Any  # engine.oracle.ClientOracle
+    seed: int
+    eval_batch: int
+    first_lr: float  # the client rate of round 1 (the lr schedule's value)
+    public: Any = None  # data.leash.LeashData, when a hook has needs_public_data
+
+
 class PostAggregationHook:
     name: ClassVar[str] = ""
+    #: True: the run loads the server's public data set (the ``leash`` section) for this hook
+    needs_public_data: ClassVar[bool] = False
+    #: metric names that are estimates (non-finite values are logged, not divergence)
+    diagnostics: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config) -> None:
         self.config = config
         self.metrics: dict[str, torch.Tensor] = {}
 
-    def setup(self, w: torch.Tensor) -> None:
-        pass
+    def bind(self, env: HookEnv) -> None:
+        self.env = env
+
+    def setup(self, w: torch.Tensor) -> torch.Tensor:
+        """Called once before round 1 (also before a resumed run loads its checkpoint); returns
+        the initial global model."""
+        return w
+
+    def local_observer(self):
+        """An ``engine.local.StepObserver`` to run on every client, or None."""
+        return None
 
     def after_aggregation(
         self, w: torch.Tensor, ctx: RoundContext, updates: list[ClientUpdate], oracle

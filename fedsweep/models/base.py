@@ -31,6 +31,11 @@ class FLModel(nn.Module):
         """Regulariser that is part of the objective (e.g. the SVM's (lambda/2)||w||^2), or None."""
         return None
 
+    #: The width of the representation the last layer reads, for models that can return it with
+    #: ``forward(x, features_only=True)`` (a server-side head on the shared backbone: FedWalk's
+    #: separate leash head, docs/algorithms.md §6.4); None: the model has no such split.
+    feature_dim: int | None = None
+
     #: A model may define ``flat_gradient(w, x, target) -> (grad, loss)``: the closed-form
     #: gradient of ``criterion + penalty`` with respect to the flat parameter vector ``w``. The
     #: engine uses it instead of autograd when present; a test must show it equals autograd.

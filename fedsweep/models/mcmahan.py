@@ -21,6 +21,7 @@ class McMahanMLP(SoftmaxClassifier):
 
     def __init__(self, in_features: int = 784, num_classes: int = 10, hidden: int = 200) -> None:
         super().__init__()
+        self.feature_dim = hidden
         self.net = nn.Sequential(
             OrderedDict(
                 [
@@ -34,9 +35,10 @@ class McMahanMLP(SoftmaxClassifier):
             )
         )
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits [n, num_classes]; any input [n, ...] with prod(...) == in_features."""
-        return self.net(x)
+    def forward(self, x: torch.Tensor, features_only: bool = False) -> torch.Tensor:
+        """Logits [n, num_classes]; any input [n, ...] with prod(...) == in_features. With
+        ``features_only``: the [n, hidden] input of the last layer."""
+        return self.net[:-1](x) if features_only else self.net(x)
 
 
 class McMahanCNN(SoftmaxClassifier):
@@ -51,6 +53,7 @@ class McMahanCNN(SoftmaxClassifier):
         if image_size < 4:
             raise ValueError(f"image_size must be >= 4, got {image_size}")
         side = image_size // 2 // 2
+        self.feature_dim = 512
         self.net = nn.Sequential(
             OrderedDict(
                 [
@@ -68,6 +71,7 @@ class McMahanCNN(SoftmaxClassifier):
             )
         )
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits [n, num_classes] for images [n, C, H, W]."""
-        return self.net(x)
+    def forward(self, x: torch.Tensor, features_only: bool = False) -> torch.Tensor:
+        """Logits [n, num_classes] for images [n, C, H, W]; with ``features_only`` the [n, 512]
+        input of the last layer."""
+        return self.net[:-1](x) if features_only else self.net(x)

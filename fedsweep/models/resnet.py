@@ -118,6 +118,7 @@ class ResNet18(SoftmaxClassifier):
         from torchvision.models import resnet18
 
         self.net = resnet18(weights=None, num_classes=num_classes)  # fc = Linear(512, C)
+        self.feature_dim = FEATURE_DIM
         self.weights = weights
         self.weights_path = weights_path
         if weights == "imagenet":

@@ -225,6 +225,9 @@ class ProfileSpec(_Strict):
     #: run (and draw) only these curves, by label (a smaller grid than the spec's, e.g. the
     #: quick profile of a learning-rate grid); None: every curve
     curves: list[str] | None = None
+    #: run (and draw) only these values of a panel axis (``{setting: [c10-dir0.1]}``: a smaller
+    #: grid for a smoke profile); axes not named keep every value
+    panels: dict[str, list[PanelValue]] | None = None
     #: the test accuracy a rounds-to-target figure counts the rounds to (intro figures: McMahan's
     #: Table 2 form); None: the figure has no target
     target_acc: float | None = Field(None, gt=0, le=1)
@@ -289,6 +292,15 @@ class SweepSpec(_Strict):
                     raise ValueError(
                         f"profiles.{name}.{field_name}: unknown panel value(s) {unknown_cells}; "
                         f"allowed: {sorted(axis_values)}"
+                    )
+        for name, prof in self.profiles.items():
+            for axis, wanted in (prof.panels or {}).items():
+                known = [str(axis_value(v)) for v in self.panels.get(axis, [])]
+                bad = [str(v) for v in wanted if str(v) not in known]
+                if axis not in self.panels or bad or not wanted:
+                    raise ValueError(
+                        f"profiles.{name}.panels.{axis}: unknown axis or value(s) {bad or wanted}; "
+                        f"allowed: axes {list(self.panels)}, values {known}"
                     )
         labels = [c.label for c in self.curve_list()]
         for name, prof in self.profiles.items():
@@ -364,11 +376,17 @@ class SweepSpec(_Strict):
                             f"but not its source {source.label!r}; add {source.label!r}"
                         )
 
-    def panel_cells(self) -> list[PanelCell]:
-        """The panel grid in order (cartesian product of the axes), with overrides and labels."""
+    def panel_cells(self, profile: str | None = None) -> list[PanelCell]:
+        """The panel grid in order (cartesian product of the axes), with overrides and labels;
+        with ``profile``, only the axis values that profile runs (``profiles.<p>.panels``)."""
         keys = list(self.panels)
+        wanted = (self.profiles[profile].panels if profile in self.profiles else None) or {}
+        axes = [
+            [v for v in self.panels[k] if k not in wanted or str(axis_value(v)) in map(str, wanted[k])]
+            for k in keys
+        ]
         cells = []
-        for values in itertools.product(*(self.panels[k] for k in keys)):
+        for values in itertools.product(*axes):
             pairs, overrides, labels = [], {}, []
             for key, value in zip(keys, values, strict=True):
                 if isinstance(value, PanelChoice):
@@ -523,7 +541,7 @@ def expand(
                 f"{label!r}; curves: {[c.label for c in spec.curve_list()]}"
             )
     trials = []
-    for cell in spec.panel_cells():
+    for cell in spec.panel_cells(profile):
         panel_set: dict[str, Any] = {}
         cell_seeds = seeds
         for key, value in reversed(cell.pairs):  # the first axis' panel_seeds win
