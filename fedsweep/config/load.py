@@ -165,9 +165,13 @@ def format_validation_error(err: ValidationError, source: str) -> str:
 
 
 def build_config(
-    tree: dict[str, Any], overrides: dict[str, Any] | None = None, source: str = "config"
+    tree: dict[str, Any],
+    overrides: dict[str, Any] | None = None,
+    source: str = "config",
+    files: bool = True,
 ) -> RunConfig:
-    """Validate a raw dict (plus dotted overrides) into a RunConfig, or raise ConfigError."""
+    """Validate a raw dict (plus dotted overrides) into a RunConfig, or raise ConfigError.
+    ``files=False``: skip the checks that look at the file system (a sweep spec's profiles)."""
     tree = dict(tree or {})
     for key, value in (overrides or {}).items():
         set_dotted(tree, key, value)
@@ -175,7 +179,7 @@ def build_config(
         config = RunConfig.model_validate(tree)
     except ValidationError as err:
         raise ConfigError(format_validation_error(err, source)) from None
-    problems = feasibility_errors(config)
+    problems = feasibility_errors(config, files=files)
     if problems:
         raise ConfigError("\n".join([f"invalid config ({source}):", *problems]))
     return config

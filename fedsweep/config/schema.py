@@ -265,9 +265,10 @@ def max_clients(data: DataConfig) -> tuple[int, str]:
     return limit, why
 
 
-def feasibility_errors(config: RunConfig) -> list[str]:
+def feasibility_errors(config: RunConfig, files: bool = True) -> list[str]:
     """Checks across fields that need no data: the partition gives every client a sample, the
-    model takes the data set's channels. One message line per problem (empty: fine)."""
+    model takes the data set's channels, the leash data exists (``files``: its folder is
+    looked at). One message line per problem (empty: fine)."""
     out = []
     data = config.data
     total = TRAIN_SIZES[data.dataset]
@@ -284,7 +285,8 @@ def feasibility_errors(config: RunConfig) -> list[str]:
             f"(allowed: 1..{limit} for data.partition {data.partition})"
         )
     if any(name in ("fedwalk", "leash_pretrain") for name in config.hooks):
-        out += leash_problems(config.leash, data)  # the leash data's folder, classes, holdout
+        # the leash data's task, holdout and (``files``) folder and classes
+        out += leash_problems(config.leash, data, files=files)
     if config.model.name not in ANY_CHANNELS and data.dataset in GRAYSCALE:
         out.append(
             f"  field `model.name`: got {config.model.name!r}: ResNet-18 needs 3-channel images, "

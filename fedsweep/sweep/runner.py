@@ -32,7 +32,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fedsweep.compose import HOOKS
 from fedsweep.data.datasets import DatasetNotFoundError, load_dataset, resolve_data_root
+from fedsweep.data.leash import leash_problems
 from fedsweep.engine.device import device_problem
 from fedsweep.sweep.spec import SpecError, SweepSpec, Trial, expand, load_spec
 from fedsweep.tracking.store import (
@@ -104,6 +106,8 @@ class DataPlan:
 
     substitute: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)  # data set -> first line of the error
+    #: trials (panel, curve, seed) left out because their leash data is missing
+    skipped_trials: set[tuple] = field(default_factory=set)
 
     @property
     def note(self) -> str:
@@ -142,6 +146,19 @@ def check_data(trials: list[Trial], spec: SweepSpec, profile: str, data_root: Pa
                 plan.skipped[name] = str(err).strip().splitlines()[0]
             else:
                 raise
+    for t in trials:  # the server's leash data (FedWalk): its folder and classes
+        if not any(HOOKS[h].needs_public_data for h in t.config.hooks):
+            continue
+        if t.config.data.dataset in plan.skipped:
+            continue
+        problems = leash_problems(t.config.leash, t.config.data)
+        if not problems:
+            continue
+        if not prof.skip_missing_data:
+            raise SpecError(f"invalid config ({spec.figure}, {t.curve}):\n" + "\n".join(problems))
+        key = f"leash data ({t.config.leash.source})"
+        plan.skipped.setdefault(key, problems[0].strip())
+        plan.skipped_trials.add((t.panel, t.curve, t.seed))
     return plan
 
 
@@ -412,7 +429,12 @@ def run_sweep(
         echo(f"note: {data_note}")
     if plan.substitute:
         trials = expand(spec, profile, extra=extra, substitute=plan.substitute)
-    runnable = [t for t in trials if t.config.data.dataset not in plan.skipped]
+    runnable = [
+        t
+        for t in trials
+        if t.config.data.dataset not in plan.skipped
+        and (t.panel, t.curve, t.seed) not in plan.skipped_trials
+    ]
     report = SweepReport(
         spec.figure,
         profile,

@@ -612,7 +612,7 @@ def _build(spec: SweepSpec, source: str, layers, seed: int, substitute: dict[str
         data["dataset"] = substitute[dataset]
     tree["seed"] = seed
     try:
-        return build_config(tree, source=source)
+        return build_config(tree, source=source, files=False)  # files: checked by the sweep
     except ConfigError as err:
         raise SpecError(str(err)) from None
 
