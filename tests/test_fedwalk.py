@@ -260,7 +260,7 @@ def test_sparse_client_state_equals_the_dense_table(data):
     assert torch.equal(sparse.method.dense_variates(), dense.method.table)
     assert 0 < len(sparse.method.ci) <= 6
     state = sparse.method.state_dict()
-    assert set(state["ci"]) == set(sparse.method.ci)  # the checkpoint holds trained clients only
+    assert set(state["ci"]["tensors"]) == set(sparse.method.ci)  # only clients that trained
 
 
 # --------------------------------------------------------------------- BatchNorm per client
@@ -309,3 +309,47 @@ def test_batchnorm_statistics_are_averaged_with_the_cohort_weights():
             torch.testing.assert_close(live.double(), want, rtol=1e-6, atol=1e-7)
         else:
             assert torch.equal(live, expected_each[0][key])
+
+
+# ------------------------------------------------------ checkpoints proportional to change
+def test_sweep_checkpoints_write_each_client_state_once_per_change(data, tmp_path):
+    """A trial's checkpoints keep SCAFFOLD's c_i in one file per (client, change): a second
+    checkpoint writes only the c_i that changed since the first, pruning drops files no kept
+    state lists, and the restored state resumes exactly."""
+    import json
+
+    from ray import tune
+
+    from fedsweep.engine.client_state import externalize
+    from fedsweep.sweep import trial as trial_mod
+
+    cfg = _cfg(algorithm="scaffold", train__rounds=4)
+    straight = run_rounds(cfg, data)
+    run = FLRun(cfg, dataset=data)
+    side = tmp_path / trial_mod.CLIENT_STATE_DIR
+    written, listed = [], []
+    for rnd in (1, 2, 3):
+        run.step()
+        before = set(p.name for p in side.iterdir()) if side.is_dir() else set()
+        state, files = externalize(run.state_dict(), side)
+        written.append(set(p.name for p in side.iterdir()) - before)
+        listed.append(files)
+        folder = tmp_path / f"checkpoint_00000{rnd}"
+        folder.mkdir()
+        torch.save(state, folder / trial_mod.STATE_FILE)
+        (folder / trial_mod.CLIENT_FILES).write_text(json.dumps(sorted(files)))
+        (folder / trial_mod.META_FILE).write_text(json.dumps({"mlflow_run_id": "r"}))
+        trial_mod.prune_states(tmp_path)
+        assert files <= set(p.name for p in side.iterdir())
+    # each checkpoint writes the c_i of this round's 3 clients only, while the table grows
+    assert [len(w) for w in written] == [3, 3, 3]
+    assert len(run.method.ci) > 3
+    # the two kept states' files stay; round 1's versions that later rounds replaced are pruned
+    assert set(p.name for p in side.iterdir()) == listed[1] | listed[2]
+    assert listed[0] - listed[1] - listed[2]
+    state, _ = trial_mod._restore(tune.Checkpoint.from_directory(tmp_path / "checkpoint_000003"))
+    resumed = FLRun(cfg, dataset=data)
+    resumed.load_state_dict(state)
+    resumed.step()
+    assert torch.equal(resumed.w, straight.w)
+    assert torch.equal(resumed.method.dense_variates(), straight.method.dense_variates())

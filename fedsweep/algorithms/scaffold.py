@@ -36,6 +36,7 @@ from pydantic import Field
 
 from fedsweep.algorithms.base import BaseMethod, ClientUpdate, weighted_sum
 from fedsweep.config.section import Section
+from fedsweep.engine.client_state import client_table, is_client_table
 
 
 class ScaffoldConfig(Section):
@@ -53,12 +54,14 @@ class Scaffold(BaseMethod):
         self.ci_source = config.bherd.scaffold_ci  # only read when a selector passes delta
         self.c: torch.Tensor | None = None  # [d]
         self.ci: dict[int, torch.Tensor] = {}  # client -> c_i, for clients that have trained
+        self.ci_round: dict[int, int] = {}  # client -> the round its c_i last changed
         self._corr: torch.Tensor | None = None  # c − c_i of the current client
 
     def setup(self, w, num_clients) -> None:
         self.num_clients = num_clients
         self.c = torch.zeros_like(w)  # zero init (C2)
         self.ci = {}  # c_i = 0 for every client until it trains
+        self.ci_round = {}
 
     def client_variate(self, client: int) -> torch.Tensor:
         """``c_i`` (zero for a client that has not trained yet)."""
@@ -85,6 +88,7 @@ class Scaffold(BaseMethod):
         update = ClientUpdate(client, message, num_samples, num_steps)
         update.extras["dc"] = ci_new - ci_old  # Δc_i
         self.ci[client] = ci_new  # c_i ← c_i_new (c itself changes only in aggregate)
+        self.ci_round[client] = ctx.round
         return update
 
     def aggregate(self, w, updates, weights, ctx):
@@ -104,15 +108,16 @@ class Scaffold(BaseMethod):
         return w / w.sum()
 
     def state_dict(self) -> dict:
-        """``c`` and the ``c_i`` of the clients that have trained (client id -> tensor)."""
-        return {
-            "c": self.c.detach().cpu().clone(),
-            "ci": {k: v.detach().cpu().clone() for k, v in sorted(self.ci.items())},
-        }
+        """``c`` and the ``c_i`` of the clients that have trained, as a client table
+        (``engine.client_state``: a sweep checkpoint writes each ``c_i`` once per change)."""
+        return {"c": self.c.detach().cpu().clone(), "ci": client_table(self.ci, self.ci_round)}
 
     def load_state_dict(self, state: dict) -> None:
         self.c = state["c"].to(self.c.device, self.c.dtype)
-        ci = state["ci"]
+        ci, rounds = state["ci"], {}
         if isinstance(ci, torch.Tensor):  # a checkpoint from before sparse storage: [N, d]
             ci = {k: row for k, row in enumerate(ci) if bool(row.any())}
+        elif is_client_table(ci):
+            ci, rounds = ci["tensors"], ci["versions"]
         self.ci = {int(k): v.to(self.c.device, self.c.dtype).clone() for k, v in ci.items()}
+        self.ci_round = {int(k): int(rounds.get(k, 0)) for k in self.ci}

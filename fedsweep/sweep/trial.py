@@ -19,12 +19,17 @@ from pathlib import Path
 import torch
 
 from fedsweep.config.schema import RunConfig
+from fedsweep.engine.client_state import externalize, internalize
 from fedsweep.engine.observers import Observer
 from fedsweep.tracking.store import get_client
 from fedsweep.tracking.tracked_run import TrackedRun
 
 STATE_FILE = "fl_state.pt"
 META_FILE = "meta.json"
+#: per-client state (``engine.client_state``): one file per client and change, in the trial
+#: folder beside the checkpoints; each checkpoint lists the files it uses in CLIENT_FILES
+CLIENT_STATE_DIR = "client_state"
+CLIENT_FILES = "client_files.json"
 #: metrics forwarded to Ray (everything goes to MLflow; Ray only needs a few for its tables)
 REPORTED = ("test_loss", "test_acc", "train_loss", "train_acc", "round_time")
 
@@ -78,12 +83,18 @@ class TuneReporter(Observer):
         report["round"] = t
         last = t == self.tracked.config.train.rounds or result.status != "finished"
         if t % self.every == 0 or last:
+            trial_dir = Path(tune.get_context().get_trial_dir())
             with tempfile.TemporaryDirectory() as tmp:
-                torch.save(self.tracked.run.state_dict(), Path(tmp) / STATE_FILE)
+                # per-client tensors go to their own files, each written once per change
+                state, files = externalize(
+                    self.tracked.run.state_dict(), trial_dir / CLIENT_STATE_DIR
+                )
+                torch.save(state, Path(tmp) / STATE_FILE)
+                (Path(tmp) / CLIENT_FILES).write_text(json.dumps(sorted(files)))
                 meta = {"mlflow_run_id": self.tracked.run_id}
                 (Path(tmp) / META_FILE).write_text(json.dumps(meta))
                 tune.report(report, checkpoint=tune.Checkpoint.from_directory(tmp))
-            prune_states(tune.get_context().get_trial_dir())
+            prune_states(trial_dir)
         else:
             tune.report(report)
 
@@ -108,10 +119,21 @@ def prune_states(trial_dir: str | Path, keep: int = KEEP_STATES) -> None:
     ("Could not recover from checkpoint as it does not exist on storage anymore"; seen once in
     the kill test under load). The folders stay (a few bytes each) and only the heavy state goes,
     so a restore always finds the folder Ray names, and ``_restore`` then takes the newest state
-    that exists."""
+    that exists. Per-client files (``CLIENT_STATE_DIR``) that no remaining state lists go too."""
     folders = sorted(Path(trial_dir).glob(CHECKPOINT_GLOB))
     for folder in folders[:-keep] if keep > 0 else folders:
         (folder / STATE_FILE).unlink(missing_ok=True)
+    side = Path(trial_dir) / CLIENT_STATE_DIR
+    if not side.is_dir():
+        return
+    used: set[str] = set()  # the per-client files a remaining state refers to
+    for folder in folders:
+        listing = folder / CLIENT_FILES
+        if (folder / STATE_FILE).is_file() and listing.is_file():
+            used.update(json.loads(listing.read_text()))
+    for path in side.iterdir():
+        if path.name not in used:
+            path.unlink(missing_ok=True)
 
 
 def _restore(checkpoint) -> tuple[dict | None, str | None]:
@@ -128,6 +150,8 @@ def _restore(checkpoint) -> tuple[dict | None, str | None]:
             f / STATE_FILE for f in sorted(folder.parent.glob(CHECKPOINT_GLOB), reverse=True)
         ]
         state = next((load_state(c) for c in candidates if c.is_file()), None)
+        if state is not None:
+            state = internalize(state, folder.parent / CLIENT_STATE_DIR)
     return state, meta["mlflow_run_id"]
 
 
