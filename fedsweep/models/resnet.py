@@ -36,7 +36,7 @@ def _where_to_put_weights() -> str:
     return (
         f"put the torchvision ResNet-18 IMAGENET1K_V1 state dict '{IMAGENET_FILE}' "
         f"(https://download.pytorch.org/models/{IMAGENET_FILE}) into "
-        f"'{_hub_checkpoint_dir()}{os.sep}', or set model.weights_path "
+        f"'{_hub_checkpoint_dir()}{os.sep}', or set model.resnet_weights_path "
         f"(resnet_weights_path) to a local copy of it"
     )
 
@@ -68,6 +68,26 @@ def _read_state_dict_file(path: str) -> Mapping[str, torch.Tensor]:
     ):
         raise ValueError(f"'{path}' is not a state dict (a mapping of names to tensors)")
     return state
+
+
+def imagenet_weights_problem(weights_path: str | None) -> str | None:
+    """Why the ImageNet ResNet-18 weights cannot be had (None: they can): the local file is
+    missing, or it is not in the torch hub cache and downloading it fails. Downloads into the
+    cache when needed, so a sweep driver fetches the file once before its trials start."""
+    if weights_path is not None:
+        if os.path.isfile(weights_path):
+            return None
+        return (
+            f"ResNet-18 weights file '{weights_path}' (model.resnet_weights_path) does not exist; "
+            f"{_where_to_put_weights()}"
+        )
+    if os.path.isfile(os.path.join(_hub_checkpoint_dir(), IMAGENET_FILE)):
+        return None
+    try:
+        _download_imagenet_state_dict()
+    except RuntimeError as err:
+        return str(err)
+    return None
 
 
 def load_backbone_state(net: nn.Module, state: Mapping[str, torch.Tensor], source: str) -> None:

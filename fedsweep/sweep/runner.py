@@ -146,6 +146,27 @@ def check_data(trials: list[Trial], spec: SweepSpec, profile: str, data_root: Pa
                 plan.skipped[name] = str(err).strip().splitlines()[0]
             else:
                 raise
+    weights = {
+        t.config.model.resnet_weights_path
+        for t in trials
+        if t.config.model.name == "resnet18" and t.config.model.resnet_weights == "imagenet"
+    }
+    for path in sorted(weights, key=str):  # ImageNet ResNet-18 weights: once, in the driver
+        from fedsweep.models.resnet import imagenet_weights_problem
+
+        problem = imagenet_weights_problem(path)
+        if problem is None:
+            continue
+        if not prof.skip_missing_data:
+            raise SpecError(f"{spec.figure} [{profile}]: {problem}")
+        key = "ImageNet ResNet-18 weights"
+        plan.skipped.setdefault(key, problem.splitlines()[0])
+        plan.skipped_trials.update(
+            (t.panel, t.curve, t.seed)
+            for t in trials
+            if t.config.model.resnet_weights == "imagenet"
+            and t.config.model.resnet_weights_path == path
+        )
     for t in trials:  # the server's leash data (FedWalk): its folder and classes
         if not any(HOOKS[h].needs_public_data for h in t.config.hooks):
             continue
