@@ -183,7 +183,11 @@ def test_mapped_head_uses_the_fl_head_and_is_refused_without_a_mapping():
         (dict(cohort__size=7), "cohort"),
         (dict(model__name="svm"), "needs a model with features"),
         (
-            dict(data__dataset="cifar10", leash__source="imagenet32", leash__root="/nonexistent/leash"),
+            dict(
+                data__dataset="cifar10",
+                leash__source="imagenet32",
+                leash__root="/nonexistent/leash",
+            ),
             "/nonexistent/leash",
         ),
     ],

@@ -30,8 +30,8 @@ from fedsweep.engine.observers import as_observers
 from fedsweep.engine.oracle import ClientOracle
 from fedsweep.engine.round import federated_round
 from fedsweep.engine.schedules import client_batch_size
-from fedsweep.hooks.base import HookEnv
 from fedsweep.engine.seeding import numpy_rng, torch_generator, torch_seed
+from fedsweep.hooks.base import HookEnv
 from fedsweep.models.registry import build_model
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}

@@ -170,7 +170,9 @@ class LeashPretrain(PostAggregationHook):
 
     def setup(self, w):
         cfg = self.config.leash_pretrain
-        task = _leash_task(self.config, self.env, self.config.fedwalk.head, self.config.fedwalk.batch_size)
+        task = _leash_task(
+            self.config, self.env, self.config.fedwalk.head, self.config.fedwalk.batch_size
+        )
         lr = cfg.lr if cfg.lr is not None else self.env.first_lr
         for _ in range(cfg.steps):
             w = task.step(w, lr)

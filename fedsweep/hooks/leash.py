@@ -121,7 +121,10 @@ class LeashTask:
         total = torch.zeros((), dtype=torch.float64, device=w.device)
         for start in range(0, n, self.eval_batch):
             if rows is None:
-                x, y = self.x[start : start + self.eval_batch], self.y[start : start + self.eval_batch]
+                x, y = (
+                    self.x[start : start + self.eval_batch],
+                    self.y[start : start + self.eval_batch],
+                )
             else:
                 r = rows[start : start + self.eval_batch]
                 x, y = self.x.index_select(0, r), self.y.index_select(0, r)

@@ -382,7 +382,11 @@ class SweepSpec(_Strict):
         keys = list(self.panels)
         wanted = (self.profiles[profile].panels if profile in self.profiles else None) or {}
         axes = [
-            [v for v in self.panels[k] if k not in wanted or str(axis_value(v)) in map(str, wanted[k])]
+            [
+                v
+                for v in self.panels[k]
+                if k not in wanted or str(axis_value(v)) in map(str, wanted[k])
+            ]
             for k in keys
         ]
         cells = []
