@@ -19,7 +19,7 @@ from typing import Any
 
 from dashboards import generic
 from dashboards.export import IMAGE_FORMATS, PngJob, write_html, write_pngs
-from dashboards.index import ENTRY_KEY, write_index
+from dashboards.index import ENTRY_KEY, TEXT_FORMATS, write_index
 from dashboards.model import BuildContext, FigureOptions, FigureResult
 from dashboards.registry import BUILDERS
 from dashboards.store import RunIndex
@@ -149,7 +149,8 @@ def build_figures(
     (default, when neither is given: every spec in ``sweeps_dir``) from the runs of
     ``tracking_uri`` (None: ``$MLFLOW_TRACKING_URI`` or ``./mlruns/mlflow.db``) under
     ``profile``; write ``<id>.html`` plus one image per format of ``images`` (``png=False``:
-    none) to ``out_dir``, and merge the figures into its ``index.html``. A figure drawn as
+    none) to ``out_dir`` (and a builder's extra text files, ``FigureResult.texts``: a table
+    figure's ``<id>.csv`` / ``<id>.tex``), and merge the figures into its ``index.html``. A figure drawn as
     several parts (Fig. 2a: loss, accuracy) writes ``<id>-<part>.*``. ``overrides`` = the
     ``--set`` overrides the sweep ran with; ``options`` = band, baseline, metrics. A figure
     without runs is listed as "no runs"; image failures only warn."""
@@ -193,6 +194,13 @@ def build_figures(
             r.files.append(html)
             r.html = r.html or html
             jobs += [PngJob(fig, out / f"{stem}.{fmt}") for fmt in images]
+    for r in results:
+        if r.figure is None:
+            continue
+        for suffix, text in r.texts.items():
+            path = out / f"{r.figure_id}.{suffix}"
+            path.write_text(text, encoding="utf-8")
+            r.files.append(path)
     written = write_pngs(jobs) if jobs else {}
     for r in results:
         for stem, _ in r.stems():
@@ -209,7 +217,7 @@ def build_figures(
 def _remove_old_files(out: Path, figure_id: str) -> None:
     """Delete the files a previous build of ``figure_id`` listed in its index entry (and the
     single-file names), so no stale picture stays beside new HTML."""
-    names = {f"{figure_id}.{kind}" for kind in ("html", *IMAGE_FORMATS)}
+    names = {f"{figure_id}.{kind}" for kind in ("html", *IMAGE_FORMATS, *TEXT_FORMATS)}
     entry = out / f"{figure_id}.json"
     if entry.is_file():
         try:

@@ -18,7 +18,16 @@ from dashboards.model import FigureResult
 
 VERDICT_CLASS = {"yes": "yes", "no": "no", "n/a": "na", "n/t": "na"}
 ENTRY_KEY = "fedsweep_index_entry"
-FILE_KINDS = (("html", "interactive HTML"), ("png", "PNG"), ("pdf", "PDF"), ("svg", "SVG"))
+FILE_KINDS = (
+    ("html", "interactive HTML"),
+    ("png", "PNG"),
+    ("pdf", "PDF"),
+    ("svg", "SVG"),
+    ("csv", "CSV table"),
+    ("tex", "LaTeX table"),
+)
+#: the extra text files a builder may write beside its figure (``FigureResult.texts``)
+TEXT_FORMATS = ("csv", "tex")
 
 CSS = """
 body{font-family:Arial,Helvetica,sans-serif;margin:2em auto;max-width:1200px;color:#222;

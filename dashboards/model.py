@@ -110,6 +110,10 @@ class FigureResult:
     files: list[Path] = field(default_factory=list)
     experiment_url: str = ""
     band: str = "std"
+    #: extra text files written beside the figure: file suffix -> content, written as
+    #: ``<id>.<suffix>`` (e.g. ``{"csv": ..., "tex": ...}`` for a table figure); listed in
+    #: ``files`` once written
+    texts: dict[str, str] = field(default_factory=dict)
 
     def stems(self) -> list[tuple[str, go.Figure]]:
         """(file stem, figure) of every figure to write: ``<id>`` or ``<id>-<suffix>``s."""

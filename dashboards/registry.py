@@ -12,6 +12,7 @@ from dashboards import (
     bherd_fig4d,
     bherd_fig4e,
     fedveca,
+    fedwalk,
     intro,
 )
 from dashboards.model import BuildContext, FigureResult
@@ -40,4 +41,9 @@ BUILDERS: dict[str, Builder] = {
     "fedveca-fig6": fedveca.build_estimates,
     "fedveca-fig7": fedveca.build_curves,
     "fedveca-fig8": fedveca.build_curves,
+    "fedwalk-table2": fedwalk.build_table2,
+    "fedwalk-fig2": fedwalk.build_fig2,
+    "fedwalk-fig3": fedwalk.build_fig3,
+    "fedwalk-fig4": fedwalk.build_fig4,
+    "fedwalk-fig5": fedwalk.build_fig5,
 }

@@ -55,4 +55,5 @@ class ClientUpdate:
     extras: dict[str, torch.Tensor] = field(default_factory=dict)  # method-specific message parts
     #: the client's model buffers after its local steps (BatchNorm running statistics), sent
     #: with the update and averaged by the server (``engine.buffers``); empty for models without
+    #: buffers
     buffers: dict[str, torch.Tensor] = field(default_factory=dict)
