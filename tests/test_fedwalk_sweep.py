@@ -49,10 +49,14 @@ def test_smoke_sweep_of_every_fedwalk_spec_through_ray_tune_and_the_figures(
     client = get_client(uri)
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
-    assert len(children) == 3 + 1 + 2 + 4  # table2 (fig2 reuses its runs), fig3, fig4, fig5
+    # one run per distinct config: Fig. 2 reuses Table 2's runs, Fig. 5 Fig. 4's FedWalk LH
+    trials = {
+        t.config_hash: t for f in FIGURES for t in expand(load_spec(SWEEPS / f"{f}.yaml"), "smoke")
+    }
+    assert len(children) == len(trials) == 5 + 1 + 2 + 3
     assert all(r.data.tags["fedsweep.status"] == "finished" for r in children)
     walk = [r for r in children if "Ls" in r.data.metrics]
-    assert len(walk) == 2 + 1 + 1 + 2
+    assert len(walk) == sum("fedwalk" in t.config.hooks for t in trials.values()) == 5
     for r in walk:
         history = client.get_metric_history(r.info.run_id, "leashed")
         assert len(history) == 3 and {m.value for m in history} <= {0.0, 1.0}
