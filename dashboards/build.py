@@ -144,6 +144,7 @@ def build_figures(
     options: FigureOptions | None = None,
     images: tuple[str, ...] = IMAGE_FORMATS,
     ui_url: str = DEFAULT_UI_URL,
+    require_store: bool = False,
 ) -> list[FigureResult]:
     """Build ``figures`` (ids of specs in ``sweeps_dir``) and the specs of ``spec_files``
     (default, when neither is given: every spec in ``sweeps_dir``) from the runs of
@@ -153,8 +154,15 @@ def build_figures(
     figure's ``<id>.csv`` / ``<id>.tex``), and merge the figures into its ``index.html``. A figure drawn as
     several parts (Fig. 2a: loss, accuracy) writes ``<id>-<part>.*``. ``overrides`` = the
     ``--set`` overrides the sweep ran with; ``options`` = band, baseline, metrics. A figure
-    without runs is listed as "no runs"; image failures only warn."""
-    from fedsweep.tracking.store import get_client, resolve_tracking_uri
+    without runs is listed as "no runs"; image failures only warn. A local store that does not
+    exist draws every figure without runs (with a warning), or with ``require_store`` raises
+    ``StoreMissingError``; nothing creates it."""
+    from fedsweep.tracking.store import (
+        StoreMissingError,
+        get_client,
+        missing_store_message,
+        resolve_tracking_uri,
+    )
 
     options = options or FigureOptions()
     images = tuple(dict.fromkeys(images)) if png else ()
@@ -169,13 +177,22 @@ def build_figures(
         expand(specs[fid], profile, extra=dict(overrides or {}))
     uri = resolve_tracking_uri(tracking_uri)
     if _missing_sqlite(uri):
+        if require_store:  # the CLI: a mistyped store is an error, not "0 runs" figures
+            raise StoreMissingError(missing_store_message(uri))
         warnings.warn(f"no MLflow store at {uri}: every figure has no runs", stacklevel=2)
         client, index = None, RunIndex()
     else:
-        client = get_client(uri)
+        client = get_client(uri, create=False)
         index = RunIndex.load(client)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise FigureSelectionError(f"--out {out}: is a file, not a folder; name a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise FigureSelectionError(
+            f"--out {out}: cannot create the folder ({err.strerror or err})"
+        ) from None
     results: list[FigureResult] = []
     for fid in ids:
         ctx = BuildContext(client, specs[fid], profile, index, dict(overrides or {}), options)

@@ -271,6 +271,9 @@ def test_ui_stops_its_whole_process_tree(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MLFLOW_DISABLE_TELEMETRY": "true"}
     cmd = [sys.executable, "-m", "fedsweep", "ui", "--port", str(port), "--workers", "2"]
     cmd += ["--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"]
+    from fedsweep.tracking.store import prepare_store
+
+    prepare_store(f"sqlite:///{tmp_path / 'mlflow.db'}")  # the UI reads a store, never makes one
     proc = subprocess.Popen(
         cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )

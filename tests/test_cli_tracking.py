@@ -113,7 +113,8 @@ def test_cli_records_divergence_as_a_result(tmp_path, store):
     res = runner.invoke(
         app, ["run", str(write_config(tmp_path, tree)), "--tracking-uri", store, "-q"]
     )
-    assert res.exit_code == 0, res.output
+    # issue 14: logged like a finished run, but its own exit status (4), not success
+    assert res.exit_code == 4, res.output
     assert "status=diverged" in res.output
     run_id = res.output.split("mlflow_run_id=")[1].split()[0]
     run = MlflowClient(tracking_uri=store).get_run(run_id)

@@ -1,6 +1,8 @@
 """One store, many writers: ``fedsweep run`` processes started at once on a fresh sqlite store
 all finish and log every round (MLflow creates the schema in the first process that opens the
-file; :func:`fedsweep.tracking.store.prepare_store` serialises that under a file lock)."""
+file; :func:`fedsweep.tracking.store.prepare_store` serialises that under a file lock, and
+builds a new store's schema on a private file linked into place), and a store left
+half-migrated is refused with how to recover (issue 14)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.helpers import small_run, write_yaml
 
@@ -58,3 +62,107 @@ def test_concurrent_runs_on_a_fresh_sqlite_store_all_finish(tmp_path):
         assert run.info.status == "FINISHED"
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "test_loss")]
         assert steps == list(range(1, ROUNDS + 1))
+
+
+# ------------------------------------------------ issue 14: a store broken for good, no more
+def _half_migrated(db: Path) -> None:
+    """What six processes migrating one fresh file at once left (reproduced on MLflow 3.17.2):
+    the initial tables, the migrations up to one revision in the middle, and a batch
+    migration's ``_alembic_tmp_tags`` table that was never renamed."""
+    from alembic import command
+    from mlflow.store.db.utils import (
+        InitialBase,
+        _get_alembic_config,
+        create_sqlalchemy_engine_with_retry,
+    )
+
+    uri = f"sqlite:///{db}"
+    engine = create_sqlalchemy_engine_with_retry(uri)
+    InitialBase.metadata.create_all(engine)
+    config = _get_alembic_config(uri)
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "4465047574b1")
+    with engine.begin() as connection:
+        connection.exec_driver_sql("CREATE TABLE _alembic_tmp_tags AS SELECT * FROM tags")
+    engine.dispose()
+
+
+def _cli(*args, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MLFLOW_DISABLE_TELEMETRY": "true"}
+    return subprocess.run(
+        [sys.executable, "-m", "fedsweep.cli.main", *map(str, args)],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_a_store_whose_creation_fails_halfway_is_not_left_behind(tmp_path, monkeypatch):
+    """The schema is built on a private file and linked into place: a creation that fails
+    (or is killed) in the middle of MLflow's migrations leaves no store, and the next first use
+    removes a killed creator's private file and creates the store."""
+    import mlflow.store.db.utils as db_utils
+
+    from fedsweep.tracking import store as store_mod
+
+    db = tmp_path / "s" / "mlflow.db"
+    uri = f"sqlite:///{db}"
+
+    def stop_midway(engine):
+        raise RuntimeError("killed during the migrations")
+
+    monkeypatch.setattr(db_utils, "_upgrade_db", stop_midway)  # after create_all
+    with pytest.raises(store_mod.StoreBrokenError, match="nothing was left behind"):
+        store_mod.prepare_store(uri)
+    assert not db.exists()
+    assert list(db.parent.glob("mlflow.db.creating-*")) == []
+    monkeypatch.undo()
+
+    stale = db.parent / "mlflow.db.creating-999999999"  # a creator killed with kill -9
+    stale.write_bytes(b"half a schema")
+    store_mod.prepare_store(uri)
+    assert db.is_file() and not stale.exists()
+    from mlflow import MlflowClient
+
+    assert [e.name for e in MlflowClient(tracking_uri=uri).search_experiments()] == ["Default"]
+
+
+def test_a_half_migrated_store_is_refused_with_how_to_recover(tmp_path):
+    """A store left half-migrated (by an older fedsweep or by MLflow itself) fails every later
+    run with a traceback from MLflow's migrations; now each command says what it is and how to
+    recover, and the recovery it prints works: with no runs, remove the file; with runs, drop
+    the leftover table and upgrade."""
+    config = write_yaml(tmp_path / "run.yaml", small_run("hm", "half-migrated", rounds=ROUNDS))
+    db = tmp_path / "store" / "mlflow.db"
+    uri = f"sqlite:///{db}"
+    db.parent.mkdir()
+    _half_migrated(db)
+    res = _cli("run", config, "-q", "--tracking-uri", uri, cwd=tmp_path)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+    assert "half-migrated" in res.stderr and "_alembic_tmp_tags" in res.stderr
+    assert f"it holds no runs, so remove it (rm {db})" in res.stderr
+    db.unlink()  # what it says
+    res = _cli("run", config, "-q", "--tracking-uri", uri, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+    # a store with a run and a leftover migration table
+    import sqlite3
+
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE _alembic_tmp_tags AS SELECT * FROM tags")
+    res = _cli("runs", "--tracking-uri", uri, cwd=tmp_path)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    message = " ".join(res.stderr.split())
+    assert "holds 1 run(s)" in message and "mlflow db upgrade" in message
+    drop = message.split("then python -c ")[1].split(", then mlflow")[0]
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    subprocess.run(f"{sys.executable} -c {drop}", shell=True, check=True, env=env)
+    subprocess.run(
+        [sys.executable, "-m", "mlflow", "db", "upgrade", uri], check=True, env=env, timeout=120
+    )
+    res = _cli("runs", "--tracking-uri", uri, cwd=tmp_path)
+    assert res.returncode == 0 and "1 run" in res.stdout, res.stdout + res.stderr

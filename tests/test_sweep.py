@@ -126,7 +126,9 @@ def test_crashed_trial_is_retried_from_its_checkpoint_in_the_same_run(ray_sessio
 
 
 def test_kill_driver_then_resume_loses_and_duplicates_nothing(tmp_path, store):
-    """Kill -9 the sweep driver mid-sweep, then --resume: every trial has exactly one run."""
+    """Kill -9 the sweep driver mid-sweep, then --resume into another store from the same
+    directory, then into the first: each store has exactly one run per config hash, and the
+    printed counts equal what ran."""
     rounds = 60
     spec = write_spec(tmp_path, rounds=rounds, seeds=(0, 1, 2), checkpoint_every=5)
     env = {
@@ -197,11 +199,34 @@ def test_kill_driver_then_resume_loses_and_duplicates_nothing(tmp_path, store):
     _, _, before = child_runs(store, "test-fig")
     unfinished = [r for r in before if r.data.tags.get("fedsweep.status") != "finished"]
     assert unfinished, "the kill came too late to test anything"
+    done_before = len(before) - len(unfinished)
+
+    # issue 14: --resume into a fresh store from the same directory (the Ray state of both
+    # stores under one ray_results folder) runs every trial once there, and says so; it used to
+    # restore the first store's Tune experiment and give 24 runs for 18 configs
+    other = f"sqlite:///{tmp_path / 'other' / 'mlflow.db'}"
+    cmd_other = cmd[:-1] + [other]
+    res = subprocess.run(
+        cmd_other + ["--resume"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=400
+    )
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "6 trials, 0 already finished, scheduling 6" in res.stdout, res.stdout
+    assert "test-fig [smoke]: 6 run, 0 skipped" in res.stdout, res.stdout
+    _, _, elsewhere = child_runs(other, "test-fig")
+    assert sorted(r.data.tags["fedsweep.config_hash"] for r in elsewhere) == sorted(
+        {r.data.tags["fedsweep.config_hash"] for r in elsewhere}
+    )
+    assert len(elsewhere) == 6
+    assert all(r.data.tags["fedsweep.status"] == "finished" for r in elsewhere)
 
     res = subprocess.run(
         cmd + ["--resume"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=400
     )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    # the printed counts are what ran: the finished trials skipped, the others run once
+    left = 6 - done_before
+    assert f"6 trials, {done_before} already finished, scheduling {left}" in res.stdout, res.stdout
+    assert f"test-fig [smoke]: {left} run, {done_before} skipped" in res.stdout, res.stdout
     client, parents, children = child_runs(store, "test-fig")
     assert len(parents) == 1
     hashes = [r.data.tags["fedsweep.config_hash"] for r in children]

@@ -8,6 +8,7 @@ message on stderr, never a traceback: raise :class:`UsageError` (or let a ``Conf
 from __future__ import annotations
 
 import difflib
+import os
 import signal
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -17,9 +18,26 @@ from typing import Annotated, Literal
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-#: exit codes: 2 = bad input (usage, config, spec), 3 = data set missing, 1 = runs failed
+#: exit codes of every command (``fedsweep --help`` lists them: :data:`EXIT_CODES_HELP`)
+EXIT_OK = 0
+#: a trial (sweep) or a figure (figures) failed, or the MLflow UI server stopped on an error
+EXIT_FAILED = 1
+#: bad input: usage, config, spec, store (missing for a reading command, or broken), port...
 EXIT_USAGE = 2
+#: a data set that is neither found nor downloadable
 EXIT_DATA = 3
+#: ``fedsweep run`` ended with status diverged (a non-finite loss); the run is in MLflow
+EXIT_DIVERGED = 4
+#: 128 + the signal: Ctrl-C (130) or SIGTERM (143); the MLflow runs are marked KILLED
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 done (a sweep: every trial finished or diverged); 1 failed (a sweep trial, "
+    "a figure, the UI server, or an unexpected error); 2 bad input (option, config, spec, "
+    "a missing or broken store, a busy port or sweep); 3 data set missing; 4 diverged "
+    "(`fedsweep run`: a non-finite loss; the run is logged); 130 Ctrl-C; 143 SIGTERM."
+)
 
 
 class UsageError(ValueError):
@@ -61,6 +79,23 @@ def clean_errors() -> Iterator[None]:
         fail(str(err), EXIT_USAGE)
     except DatasetNotFoundError as err:
         fail(str(err), EXIT_DATA)
+
+
+def output_folder(path: Path, option: str = "--out") -> Path:
+    """``path`` as an output folder, created if missing; an existing file there or a folder
+    that cannot be created or written is a :class:`UsageError` (exit 2), not a traceback."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{option} {path}: is a file, not a folder; name a folder for the outputs")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(
+            f"{option} {path}: cannot create the folder ({err.strerror or err})"
+        ) from None
+    if not os.access(path, os.W_OK):
+        raise UsageError(f"{option} {path}: the folder is not writable")
+    return path
 
 
 def _plain_help(params: list) -> list:

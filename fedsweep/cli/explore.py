@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 import typer
 
-from fedsweep.cli.common import TrackingUriOption, UsageError, clean_errors
+from fedsweep.cli.common import TrackingUriOption, UsageError, clean_errors, output_folder
 
 DONE = ("finished", "diverged")
 OPERATORS = ("!=", ">=", "<=", "=", ">", "<")  # longest first: `a>=1` is not `a>` `=1`
@@ -167,16 +167,11 @@ def hash_filter(value: str) -> Filter:
 # -------------------------------------------------------------------------------- store
 def open_store(tracking_uri: str | None):
     """The MLflow client of an existing store (a missing local store is a usage error, not a
-    new empty database)."""
+    new empty database: ``StoreMissingError``, exit 2)."""
     from fedsweep.tracking.store import get_client, resolve_tracking_uri
 
     uri = resolve_tracking_uri(tracking_uri)
-    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file():
-        raise UsageError(
-            f"no MLflow store at {uri[len('sqlite:///') :]} (run something first, or pass "
-            "--tracking-uri / set MLFLOW_TRACKING_URI)"
-        )
-    return uri, get_client(uri)
+    return uri, get_client(uri, create=False)
 
 
 def experiment_ids(client, names: list[str] | None) -> dict[str, str]:
@@ -487,6 +482,7 @@ def compare(
                 best = closest(m, sorted(present))
                 hint = f" (did you mean {best!r}?)" if best else ""
                 raise UsageError(f"--metric {m!r}: none of the chosen runs logged it{hint}")
+        output_folder(out)
     groups, rows, dropped = _group(client, runs_, metrics)
     labels = group_labels(
         {g.key: flat for g, flat in groups.values()}, {g.key: g.label for g, _ in groups.values()}

@@ -8,11 +8,13 @@ from typing import Annotated
 import typer
 
 from fedsweep.cli.common import (
+    EXIT_FAILED,
     ProfileOption,
     SetOption,
     TrackingUriOption,
     UsageError,
     clean_errors,
+    output_folder,
 )
 
 FORMAT_CHOICES = ("png", "pdf", "svg")
@@ -96,18 +98,23 @@ def figures(
     """Draw figures from the runs in MLflow: seed means with bands, as HTML, PNG, PDF, SVG.
 
     Draws the paper figures and any sweep spec of your own (--spec), and merges them into
-    index.html, which checks each of the paper's claims against the data."""
+    index.html, which checks each of the paper's claims against the data. Exit status 1 when a
+    figure could not be drawn (the others are written), 2 for bad input or a store that does
+    not exist (this command never creates one)."""
     with clean_errors():
         from dashboards import FigureOptions, FigureSelectionError, build_figures
         from fedsweep.config.load import parse_overrides
         from fedsweep.tracking.store import resolve_tracking_uri
 
         overrides = parse_overrides(set_) if set_ else {}
+        uri = resolve_tracking_uri(tracking_uri)
+        if out.exists() and not out.is_dir():
+            output_folder(out)  # says it is a file
 
         options = FigureOptions(band=band, diff_from=diff_from, metrics=tuple(metric or ()))
         try:
             results = build_figures(
-                resolve_tracking_uri(tracking_uri),
+                uri,
                 profile=profile,
                 out_dir=out,
                 figures=figure or None,
@@ -117,12 +124,18 @@ def figures(
                 images=tuple(image_format or FORMAT_CHOICES),
                 ui_url=ui_url,
                 overrides=overrides,
+                require_store=True,  # reading never creates a store, nor draws "0 runs" figures
             )
         except FigureSelectionError as err:
             raise UsageError(str(err)) from None
+    failed = 0
     for res in results:
         files = ", ".join(p.name for p in res.files) or "no files"
         typer.echo(f"{res.figure_id}: {res.run_count} runs -> {out}: {files}")
         if res.error:
+            failed += 1
             typer.secho(f"  error: {res.error}", fg=typer.colors.RED, err=True)
     typer.echo(f"index: {(out / 'index.html').resolve()}")
+    if failed:  # the others are drawn; the exit status says not all of them
+        typer.secho(f"{failed} figure(s) failed (see above)", fg=typer.colors.RED, err=True)
+        raise typer.Exit(EXIT_FAILED)

@@ -15,12 +15,13 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 from fedsweep.cli import explore, figures, run, sweep, ui  # noqa: E402
-from fedsweep.cli.common import Command, Group  # noqa: E402
+from fedsweep.cli.common import EXIT_CODES_HELP, Command, Group  # noqa: E402
 
 app = typer.Typer(
     name="fedsweep",
     cls=Group,
     help="Faithful federated-learning runs, tracked in MLflow.",
+    epilog=EXIT_CODES_HELP,
     no_args_is_help=True,
     add_completion=True,  # --install-completion: tab completion of --figure/--profile
     pretty_exceptions_enable=False,

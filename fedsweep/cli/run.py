@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from fedsweep.cli.common import (
+    EXIT_DIVERGED,
     ConfigArg,
     DataDirOption,
     SetOption,
@@ -174,8 +175,9 @@ def run(
 ) -> None:
     """Run one FL experiment: train, evaluate every round, log everything to MLflow.
 
-    Ctrl-C or SIGTERM ends the MLflow run as KILLED (tag fedsweep.status=killed); SIGTERM exits
-    with status 143."""
+    Exit status 0 when the run finished, 4 when it diverged (a non-finite loss; the run is
+    logged with status diverged), 2 for bad input, 3 for a missing data set. Ctrl-C or SIGTERM
+    ends the MLflow run as KILLED (tag fedsweep.status=killed) and exits 130 or 143."""
     started = time.perf_counter()
     try:
         with sigterm_as_interrupt() as term:
@@ -187,6 +189,8 @@ def run(
         raise typer.Exit(EXIT_TERMINATED) from None
     for line in summary_lines(tracked, wall, training):
         typer.echo(line)
+    if tracked.result.status == "diverged":  # logged, but not a success: scripts must see it
+        raise typer.Exit(EXIT_DIVERGED)
 
 
 def _run(config, set_, data_dir, tracking_uri, no_track, quiet, name, started, term=None):

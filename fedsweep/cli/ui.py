@@ -119,6 +119,35 @@ def port_in_use(host: str, port: int) -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
+def bind_problem(host: str, port: int) -> str | None:
+    """Why the server could not listen on ``host:port`` (tried here with a socket of our own,
+    as uvicorn binds: SO_REUSEADDR), or None. The server would otherwise print a bind
+    traceback from a worker and the command end without a clear reason."""
+    import errno
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as err:
+        return f"--host {host}: not an address of this machine ({err.strerror})"
+    family, _, _, _, address = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as err:
+            if err.errno == errno.EADDRINUSE:
+                return (
+                    f"port {port} on {host} is already in use (another `fedsweep ui`?); "
+                    "stop it or choose another with --port"
+                )
+            if err.errno == errno.EACCES:
+                return f"port {port} on {host}: permission denied (ports below 1024 need root)"
+            if err.errno == errno.EADDRNOTAVAIL:
+                return f"--host {host}: not an address of this machine (cannot listen there)"
+            return f"cannot listen on {host}:{port} ({err.strerror or err})"
+    return None
+
+
 class _Stop(Exception):
     """Raised by the signal handlers to leave ``proc.wait()``."""
 
@@ -148,13 +177,16 @@ def ui(
 
     with clean_errors():
         uri = resolve_tracking_uri(tracking_uri)
-        if port_in_use(host, port):
-            raise UsageError(
-                f"port {port} on {host} is already in use (another `fedsweep ui`?); "
-                "stop it or choose another with --port"
-            )
+        problem = bind_problem(host, port) or (
+            f"port {port} on {host} is already in use (another `fedsweep ui`?); stop it or "
+            "choose another with --port"
+            if port_in_use(host, port)
+            else None
+        )
+        if problem:
+            raise UsageError(problem)
         try:
-            prepare_store(uri)
+            prepare_store(uri, create=False)  # reading: never creates a store
         except OSError as err:
             raise UsageError(f"cannot use the store {uri}: {err}") from None
     cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri]

@@ -12,12 +12,33 @@ from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 
 def _numeric_kind(annotation: Any) -> str | None:
-    """ "an integer" / "a number" for an ``int`` / ``float`` field (``X | None`` included)."""
-    options = typing.get_args(annotation) if _is_union(annotation) else (annotation,)
-    if int in options:
+    """ "an integer" / "a number" for an ``int`` / ``float`` field (``X | None``, ``Annotated``
+    and unions such as ``int | Literal['full']`` included)."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _numeric_kind(typing.get_args(annotation)[0])
+    if _is_union(annotation):
+        kinds = [_numeric_kind(a) for a in typing.get_args(annotation)]
+        return (
+            "an integer" if "an integer" in kinds else ("a number" if "a number" in kinds else None)
+        )
+    if annotation is int:
         return "an integer"
-    if float in options:
+    if annotation is float:
         return "a number"
+    return None
+
+
+def _element_kind(annotation: Any) -> str | None:
+    """The numeric kind of a list's or tuple's elements (``list[int]``, ``tuple[float, ...]``,
+    optional or annotated), else None."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _element_kind(typing.get_args(annotation)[0])
+    if _is_union(annotation):
+        kinds = [_element_kind(a) for a in typing.get_args(annotation)]
+        return next((k for k in kinds if k), None)
+    if typing.get_origin(annotation) in (list, tuple, set, frozenset):
+        kinds = [_numeric_kind(a) for a in typing.get_args(annotation) if a is not Ellipsis]
+        return next((k for k in kinds if k), None)
     return None
 
 
@@ -25,28 +46,47 @@ def _is_union(annotation: Any) -> bool:
     return typing.get_origin(annotation) in (typing.Union, types.UnionType)
 
 
-class Section(BaseModel):
-    # allow_inf_nan=False: `.inf`, `1e400` (overflows to inf) and `.nan` are refused everywhere
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+class NoBoolNumbers(BaseModel):
+    """A model whose numeric fields (``int``, ``float``, lists of them; optional, annotated or
+    in a union) refuse YAML booleans: ``true``, ``yes`` and ``on`` all load as True, which
+    pydantic would read as 1. Config sections and sweep specs both derive from it."""
 
     @field_validator("*", mode="before")
     @classmethod
     def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
         """``true``/``false`` are not numbers: pydantic would read ``rounds: true`` as 1."""
-        if isinstance(value, bool) and info.field_name is not None:
-            field = cls.model_fields[info.field_name]
+        if info.field_name is None:
+            return value
+        field = cls.model_fields[info.field_name]
+        if isinstance(value, bool):
             kind = _numeric_kind(field.annotation)
             if kind is not None:
                 raise ValueError(
                     f"a boolean is not {kind} (allowed: {kind}{numeric_bounds(field)})"
                 )
+        elif isinstance(value, list | tuple) and any(isinstance(v, bool) for v in value):
+            kind = _element_kind(field.annotation)
+            if kind is not None:  # `milestones: [yes]` would read as [1]
+                noun = kind.split(" ", 1)[1]
+                raise ValueError(f"a boolean is not {kind} (allowed: a list of {noun}s)")
         return value
+
+
+class Section(NoBoolNumbers):
+    # allow_inf_nan=False: `.inf`, `1e400` (overflows to inf) and `.nan` are refused everywhere
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 def numeric_bounds(field) -> str:
     """`` >= 1``, `` > 0 and <= 1``: the numeric constraints of a field, for messages."""
     parts = []
-    for meta in field.metadata:
+    metadata = list(field.metadata)
+    annotation = field.annotation
+    for option in typing.get_args(annotation) if _is_union(annotation) else (annotation,):
+        if typing.get_origin(option) is typing.Annotated:  # ``Annotated[int, Field(ge=1)]``
+            for extra in typing.get_args(option)[1:]:
+                metadata += list(getattr(extra, "metadata", [extra]))
+    for meta in metadata:
         for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
             bound = getattr(meta, attr, None)
             if bound is not None:

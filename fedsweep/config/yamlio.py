@@ -53,6 +53,11 @@ def _reason(err: yaml.YAMLError) -> str:
     context = getattr(err, "context", None)
     if problem:
         text = f"{context} {problem}" if context and "duplicate key" not in problem else problem
+        if "constructor for the tag" in text:  # !!python/object... or any custom tag
+            text += (
+                " (configs and specs are plain YAML data: tags that build Python objects or "
+                "custom types are refused)"
+            )
         if "\\t" in text or "'\\t'" in text:
             text += " (YAML does not allow tab characters for indentation; use spaces)"
         return text

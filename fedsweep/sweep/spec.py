@@ -74,6 +74,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from fedsweep.config.hashing import HASH_EXCLUDED, config_hash  # noqa: F401  (re-exported)
 from fedsweep.config.load import ConfigError, build_config, closest, set_dotted
 from fedsweep.config.schema import DataConfig, RunConfig
+from fedsweep.config.section import NoBoolNumbers
 from fedsweep.config.yamlio import YamlFileError, read_yaml
 from fedsweep.sweep.derive import DERIVATIONS, PLACEHOLDER, UNRESOLVED, Resolution
 from fedsweep.tracking.naming import trial_run_name
@@ -110,7 +111,7 @@ class SpecError(ValueError):
     """A sweep spec that cannot run; the message names the spec file and the key."""
 
 
-class _Strict(BaseModel):
+class _Strict(NoBoolNumbers):
     model_config = ConfigDict(extra="forbid")
 
 

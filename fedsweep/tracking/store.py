@@ -8,6 +8,7 @@ Artifacts of a sqlite store go next to the database, in ``<store dir>/artifacts`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -151,6 +152,37 @@ def probe_server(tracking_uri: str) -> None:
 _READY: set[str] = set()
 
 
+class StoreMissingError(TrackingUriError):
+    """A reading command (figures, runs, compare, ui) named a local store that does not exist:
+    reading never creates a store."""
+
+
+class StoreBrokenError(TrackingUriError):
+    """A local sqlite store MLflow cannot open: half-migrated (an interrupted or concurrent
+    first use by an older fedsweep, or by MLflow itself), or made by another MLflow version.
+    The message says which, how many runs it holds and how to recover."""
+
+
+def sqlite_path(tracking_uri: str) -> Path | None:
+    """The database file of a local ``sqlite:///`` URI, else None."""
+    if tracking_uri.startswith("sqlite:///"):
+        return Path(tracking_uri[len("sqlite:///") :])
+    return None
+
+
+def store_missing(tracking_uri: str) -> bool:
+    """A local sqlite store whose database does not exist (or is an empty file)."""
+    db = sqlite_path(tracking_uri)
+    return db is not None and (not db.is_file() or db.stat().st_size == 0)
+
+
+def missing_store_message(tracking_uri: str) -> str:
+    return (
+        f"no MLflow store at {sqlite_path(tracking_uri)} (reading commands do not create one): "
+        "check the path, run something first, or pass --tracking-uri / set MLFLOW_TRACKING_URI"
+    )
+
+
 @contextmanager
 def _file_lock(path: Path) -> Iterator[None]:
     """An exclusive advisory lock on ``path`` (created if missing), held for the block.
@@ -168,34 +200,181 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def prepare_store(tracking_uri: str) -> None:
+#: the suffix of the file a new store's schema is built in (``mlflow.db.creating-<pid>``)
+CREATING = ".creating-"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _create_schema(db: Path) -> None:
+    """Create MLflow's schema for a new local store atomically: every migration runs on a
+    private file beside ``db`` (``mlflow.db.creating-<pid>``), which is then hard-linked to
+    ``db`` (``link`` never replaces an existing file). A process killed during the migrations
+    leaves only its private file (removed by the next creator), never a half-migrated store.
+    Called with the store's lock held; an empty ``db`` (0 bytes) counts as missing."""
+    from mlflow.store.db.utils import _initialize_tables, create_sqlalchemy_engine_with_retry
+
+    for stale in db.parent.glob(db.name + CREATING + "*"):  # left by a killed creator
+        pid = stale.name.rpartition("-")[2]
+        if not pid.isdigit() or not _pid_alive(int(pid)):
+            stale.unlink(missing_ok=True)
+    tmp = db.with_name(f"{db.name}{CREATING}{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    try:
+        # MLflow's own first-open path (SqlAlchemyStore.__init__: create_all, then every
+        # alembic migration), on the private file
+        engine = create_sqlalchemy_engine_with_retry(f"sqlite:///{tmp}")
+        try:
+            _initialize_tables(engine)
+        finally:
+            engine.dispose()
+        if db.exists() and db.stat().st_size == 0:
+            db.unlink()
+        try:
+            os.link(tmp, db)
+        except FileExistsError:  # another creator (without a working lock) won: use its store
+            pass
+        except OSError:  # a file system without hard links: rename (replaces nothing here)
+            if not db.exists():
+                os.replace(tmp, db)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _schema_problem(db: Path) -> str | None:
+    """Why MLflow cannot open the sqlite database ``db`` as it is, or None: leftover
+    ``_alembic_tmp_*`` tables or a missing schema version (a migration stopped halfway), or a
+    schema version other than this MLflow's (an older or newer MLflow, or a half-migrated
+    store). Read-only; an empty database (no tables) is no problem (it is created)."""
+    import sqlite3
+
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            tables = {
+                r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+            versions = (
+                [r[0] for r in con.execute("SELECT version_num FROM alembic_version")]
+                if "alembic_version" in tables
+                else []
+            )
+            runs = con.execute("SELECT count(*) FROM runs").fetchone()[0] if "runs" in tables else 0
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as err:
+        return f"it is not an MLflow sqlite database ({err})"
+    if not tables:
+        return None
+    head = _get_latest_schema_revision()
+    leftovers = sorted(t for t in tables if t.startswith("_alembic_tmp_"))
+    if leftovers or len(versions) != 1:
+        what = (
+            f"leftover migration table(s) {', '.join(leftovers)}"
+            if leftovers
+            else f"{len(versions)} schema versions recorded (expected 1)"
+        )
+        return _broken_text(db, f"it is half-migrated ({what})", runs, leftovers)
+    if versions[0] != head:
+        return _broken_text(
+            db,
+            f"its schema is at MLflow revision {versions[0]}, this MLflow expects {head}: it "
+            "was made by another MLflow version, or its creation stopped halfway",
+            runs,
+            leftovers,
+        )
+    return None
+
+
+def _broken_text(db: Path, what: str, runs: int, leftovers: list[str]) -> str:
+    uri = f"sqlite:///{db}"
+    if runs == 0:
+        fix = (
+            f"it holds no runs, so remove it (rm {db}) and run again; fedsweep creates a new "
+            "store atomically"
+        )
+    else:
+        drop = "; ".join(f"DROP TABLE {t}" for t in leftovers)
+        steps = (
+            f"python -c \"import sqlite3; sqlite3.connect('{db}').executescript('{drop}')\", then "
+            if leftovers
+            else ""
+        )
+        fix = (
+            f"it holds {runs} run(s): back it up (cp {db} {db}.bak), then {steps}"
+            f"mlflow db upgrade {uri}"
+        )
+    return f"the MLflow store {db} cannot be opened: {what}. To recover: {fix}."
+
+
+def prepare_store(tracking_uri: str, *, create: bool = True) -> None:
     """Check the URI (:func:`check_tracking_uri`; a URI MLflow cannot open raises
-    :class:`TrackingUriError`), then create a local sqlite store's folder, and its schema under
-    a file lock.
+    :class:`TrackingUriError`), then make sure a local sqlite store has its complete schema.
 
     MLflow creates the tables of a fresh sqlite database in the first process that opens it
     (``SqlAlchemyStore.__init__`` runs every schema migration when a table is missing). Two
-    processes doing that at once on one new file fail with "table experiments already exists"
-    or "duplicate column name: step". So the first open of a store in each process takes
-    ``<db>.lock`` and opens the store (which creates or verifies the schema) while holding it;
-    every later open finds the schema complete."""
+    processes doing that at once on one new file fail ("table experiments already exists",
+    "duplicate column name: step", "table _alembic_tmp_tags already exists") and leave a
+    half-migrated file that every later open fails on. So the first open of a store in each
+    process takes ``<db>.lock``; under it a missing store's schema is built on a private file
+    and linked into place (:func:`_create_schema`), an existing one is checked
+    (:func:`_schema_problem`; a broken store raises :class:`StoreBrokenError` saying how to
+    recover), and the store is opened once.
+
+    ``create=False`` (reading commands): a missing local store raises
+    :class:`StoreMissingError`; nothing is created, not even its folder."""
     if tracking_uri in _READY:
         return
+    db = sqlite_path(tracking_uri)
+    if not create and db is not None and store_missing(tracking_uri):
+        raise StoreMissingError(missing_store_message(tracking_uri))
     check_tracking_uri(tracking_uri)  # creates a sqlite store's folder
-    if not tracking_uri.startswith("sqlite:///"):
+    if db is None:
         return
-    db = Path(tracking_uri[len("sqlite:///") :])
     from mlflow import MlflowClient
 
-    with _file_lock(db.with_name(db.name + ".lock")):
-        MlflowClient(tracking_uri=tracking_uri).search_experiments(max_results=1)
+    lock = db.with_name(db.name + ".lock")
+    with _file_lock(lock) if create or os.access(db.parent, os.W_OK) else contextlib.nullcontext():
+        if store_missing(tracking_uri):
+            try:
+                _create_schema(db)
+            except Exception as err:  # noqa: BLE001 - nothing is left behind; say why
+                first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+                raise StoreBrokenError(
+                    f"could not create the MLflow store {db} ({type(err).__name__}: {first}); "
+                    "nothing was left behind, so it can be retried as it is"
+                ) from err
+        problem = _schema_problem(db)
+        if problem:
+            raise StoreBrokenError(problem)
+        try:
+            MlflowClient(tracking_uri=tracking_uri).search_experiments(max_results=1)
+        except Exception as err:  # noqa: BLE001 - MLflow's migration/open errors vary
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+            raise StoreBrokenError(
+                f"the MLflow store {db} cannot be opened ({type(err).__name__}: {first}); if "
+                f"it holds no runs you need, remove it (rm {db}) and run again, else back it "
+                f"up and run: mlflow db upgrade {tracking_uri}"
+            ) from None
     _READY.add(tracking_uri)
 
 
-def get_client(tracking_uri: str):
+def get_client(tracking_uri: str, *, create: bool = True):
+    """MLflow's client of a prepared store (:func:`prepare_store`; ``create=False`` for
+    reading commands: a missing local store is an error)."""
     from mlflow import MlflowClient
 
-    prepare_store(tracking_uri)
+    prepare_store(tracking_uri, create=create)
     return MlflowClient(tracking_uri=tracking_uri)
 
 
