@@ -247,3 +247,30 @@ def test_fewer_training_samples_than_clients_is_one_line(tmp_path):
         "`data.num_clients`",
         "has 2 training samples",
     )
+
+
+@pytest.mark.parametrize(
+    ("outcome", "code"),
+    [("finished", 0), ("errored", common.EXIT_FAILED), ("ctrl-c", 130)],
+)
+def test_sweep_exit_status_follows_its_trials(tmp_path, monkeypatch, outcome, code):
+    """The sweep command's mapping from what its trials did to the exit status (the trials'
+    own counting is tested on real Ray sweeps in test_sweep.py): a failed trial is exit 1,
+    Ctrl-C is 130."""
+    import fedsweep.sweep.runner as runner_mod
+    from fedsweep.sweep.runner import SweepReport
+
+    spec = write_yaml(tmp_path / "exits.yaml", small_spec("exits"))
+
+    def fake_run_sweep(path, profile, **kw):
+        if outcome == "ctrl-c":
+            raise KeyboardInterrupt
+        report = SweepReport("exits", profile, 2, scheduled=2, finished=2)
+        if outcome == "errored":
+            report.finished, report.errored = 1, 1
+            report.errors.append("exits-0: RuntimeError: boom")
+        return report
+
+    monkeypatch.setattr(runner_mod, "run_sweep", fake_run_sweep)
+    res = invoke("sweep", spec, "--profile", "smoke", "--verbose")
+    assert res.exit_code == code, res.output
