@@ -1,20 +1,38 @@
-"""``make bench``: seconds per FL round, engine vs a hand-written raw torch loop, one process.
+"""``make bench``: the cost of a local step and of a round, next to the machine's limits.
 
 Workload (issue 2): 5 clients x 120 local steps of B=100 on MNIST-shaped data (60,000 x 1x28x28
-training images split IID, 10,000 test images), then a test-set evaluation. The raw loop does
-the same 600 steps on the same batches with one ``nn.Module``, ``torch.optim.SGD`` and
-``backward()``, followed by the same test evaluation. Engine rounds evaluate the test set only
-(``eval.train_metrics = false``) so both sides do identical work.
+training images split IID, 10,000 test images), then a test-set evaluation. Engine rounds
+evaluate the test set only (``eval.train_metrics = false``).
 
-Measurements are interleaved (raw, FedAvg, BHerd, raw, ...) and the median is reported.
+Rows per model (``--models``, default svm and cnn), each the median of ``--repeats``
+interleaved measurements:
+
+* **limit proxy**: the same 600 steps and evaluation without the engine. SVM: a minimal hand
+  loop of the closed-form step (index_select, two matrix-vector products, clamp; no hooks, no
+  loss). CNN: the raw ``nn.Module`` + ``torch.optim.SGD`` + ``backward()`` loop.
+* **FedAvg** (for the SVM also with the fused trajectory off, ``FEDSWEEP_FUSED=0``: the
+  per-step path), **BHerd-FedAvg**, **GraB-FedAvg** and **FedVeca** (FedNova + the FedVeca step
+  policy, fixed τ = 120 so the work is the same), with µs per local step and the ratio to
+  FedAvg.
+
+Then one ResNet-18 CIFAR-10 local step (B=32, engine vs raw loop), and the sweep overhead: a
+smoke sweep through Ray Tune into a fresh MLflow store, its wall time against the sum of its
+runs' own round times, and seconds per trial start (``--no-sweep`` skips it).
+
+``--json`` prints one JSON object as the last line (``svm_us_per_step``, ``bherd_over_fedavg``,
+... ) so a bench run can be compared with an earlier one.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import platform
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 
@@ -22,11 +40,13 @@ from fedsweep.config.load import build_config
 from fedsweep.data.datasets import TensorDataset
 from fedsweep.engine.device import set_threads
 from fedsweep.engine.run import FLRun
+from fedsweep.models import svm_kernel
 from fedsweep.models.registry import build_model
 
 STEPS_PER_CLIENT = 120
 CLIENTS = 5
 BATCH = 100
+STEPS = CLIENTS * STEPS_PER_CLIENT
 
 
 def synthetic_mnist(seed: int = 0) -> TensorDataset:
@@ -42,26 +62,65 @@ def synthetic_mnist(seed: int = 0) -> TensorDataset:
     )
 
 
-def engine_run(model: str, selector: str, data: TensorDataset) -> FLRun:
-    cfg = build_config(
-        {
-            "algorithm": "fedavg",
-            "selector": selector,
-            "device": "cpu",
-            "data": {"dataset": "mnist", "partition": "case1", "num_clients": CLIENTS},
-            "model": {"name": model},
-            "train": {"rounds": 10**6, "batch_size": BATCH, "lr": 1e-4, "order": "fixed"},
-            "eval": {"train_metrics": False},
-            "tracking": {"enabled": False},
-        }
-    )
-    return FLRun(cfg, dataset=data)
+#: engine variants: label -> config overrides (FedVeca at fixed τ: the same 600 steps)
+VARIANTS = {
+    "fedavg": {},
+    "bherd": {"selector": "bherd"},
+    "grab": {"selector": "grab"},
+    "fedveca": {
+        "algorithm": "fednova",
+        "step_policy": "fedveca",
+        "fedveca": {"tau_rule": "fixed", "tau_init": STEPS_PER_CLIENT, "tau_max": STEPS_PER_CLIENT},
+    },
+}
 
 
-def time_engine_round(run: FLRun) -> float:
+def engine_run(model: str, data: TensorDataset, **overrides) -> FLRun:
+    tree = {
+        "algorithm": "fedavg",
+        "device": "cpu",
+        "data": {"dataset": "mnist", "partition": "case1", "num_clients": CLIENTS},
+        "model": {"name": model},
+        "train": {"rounds": 10**6, "batch_size": BATCH, "lr": 1e-4, "order": "fixed"},
+        "eval": {"train_metrics": False},
+        "tracking": {"enabled": False},
+    }
+    tree.update(overrides)
+    return FLRun(build_config(tree), dataset=data)
+
+
+def time_engine_round(run: FLRun, fused: bool = True) -> float:
+    previous = os.environ.get(svm_kernel.ENV)
+    os.environ[svm_kernel.ENV] = "1" if fused else "0"
+    try:
+        start = time.perf_counter()
+        run.step()
+        torch.isfinite(run.w).all().item()  # the engine's once-per-round sync
+        return time.perf_counter() - start
+    finally:
+        if previous is None:
+            os.environ.pop(svm_kernel.ENV)
+        else:
+            os.environ[svm_kernel.ENV] = previous
+
+
+def time_svm_hand_loop(data: TensorDataset, batches: torch.Tensor, lam: float = 0.1) -> float:
+    """The limit proxy of the SVM: the closed-form step with nothing around it."""
+    x = data.x_train.reshape(len(data.x_train), -1)
+    ypm = 1.0 - 2.0 * torch.remainder(data.y_train, 2).float()
+    lr = 1e-4
     start = time.perf_counter()
-    run.step()
-    torch.isfinite(run.w).all().item()  # the engine's once-per-round sync
+    for client in range(CLIENTS):
+        w = torch.zeros(x.shape[1])
+        for step in range(STEPS_PER_CLIENT):
+            idx = batches[client, step]
+            xb, yb = x.index_select(0, idx), ypm.index_select(0, idx)
+            hinge = torch.clamp(1.0 - yb * (xb @ w), min=0.0)
+            grad = lam * w - (xb.T @ (yb * hinge)) / BATCH
+            w.sub_(grad, alpha=lr)
+    xt = data.x_test.reshape(len(data.x_test), -1)
+    yt = 1.0 - 2.0 * torch.remainder(data.y_test, 2).float()
+    float(((xt @ w) * yt > 0).sum())
     return time.perf_counter() - start
 
 
@@ -94,7 +153,145 @@ def time_raw_round(model_name: str, data: TensorDataset, batches: torch.Tensor) 
     return time.perf_counter() - start
 
 
-def bench(models: list[str], repeats: int) -> list[dict]:
+def bench_model(model: str, data, batches, repeats: int, variants: list[str]) -> dict:
+    """Median seconds per round of the limit proxy and each engine variant."""
+    runs = {name: engine_run(model, data, **VARIANTS[name]) for name in variants}
+    proxy = (lambda: time_svm_hand_loop(data, batches)) if model == "svm" else None
+    proxy = proxy or (lambda: time_raw_round(model, data, batches))
+    timers = {"proxy": proxy}
+    if model == "svm" and svm_kernel.kernel() is not None:
+        # the memory floor: every batch's rows read once (as the fused kernel reads them)
+        flat = batches.reshape(-1, BATCH)
+        timers["floor"] = lambda: svm_kernel.memory_floor(data.x_train, flat)
+    for name, run in runs.items():
+        timers[name] = lambda run=run: time_engine_round(run)
+    if model == "svm":
+        timers["fedavg_per_step"] = lambda: time_engine_round(runs["fedavg"], fused=False)
+    for timer in timers.values():
+        timer()  # warm-up: allocations, first calls, the kernel's compilation
+    times: dict[str, list[float]] = {k: [] for k in timers}
+    for _ in range(repeats):
+        for name, timer in timers.items():
+            times[name].append(timer())
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def bench_resnet_step(repeats: int, steps: int = 5) -> dict:
+    """Seconds per ResNet-18 local step on CIFAR-shaped data (B=32): engine vs raw loop."""
+    g = torch.Generator().manual_seed(0)
+    n = 32 * steps * 2
+    data = TensorDataset(
+        "cifar-shaped",
+        torch.rand(n, 3, 32, 32, generator=g),
+        torch.randint(0, 10, (n,), generator=g),
+        torch.rand(64, 3, 32, 32, generator=g),
+        torch.randint(0, 10, (64,), generator=g),
+        10,
+        "synthetic (bench)",
+    )
+    cfg = build_config(
+        {
+            "algorithm": "fedavg",
+            "device": "cpu",
+            "data": {"dataset": "cifar10", "partition": "iid", "num_clients": 1},
+            "model": {"name": "resnet18"},
+            "train": {"rounds": 10**6, "batch_size": 32, "lr": 1e-3, "order": "fixed"},
+            "step_policy": "fixed",
+            "fixed_steps": {"steps": steps},
+            "eval": {"train_metrics": False, "test_subset": 32},
+            "tracking": {"enabled": False},
+        }
+    )
+    run = FLRun(cfg, dataset=data)
+    model = build_model("resnet18", data.input_shape, 10)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+    def raw() -> float:
+        start = time.perf_counter()
+        for s in range(steps):
+            xb, yb = data.x_train[s * 32 : (s + 1) * 32], data.y_train[s * 32 : (s + 1) * 32]
+            opt.zero_grad()
+            model.criterion(model(xb), yb).backward()
+            opt.step()
+        return (time.perf_counter() - start) / steps
+
+    def engine() -> float:
+        return time_engine_round(run) / steps  # includes one 32-image evaluation
+
+    raw(), engine()
+    return {
+        "raw": statistics.median(raw() for _ in range(repeats)),
+        "engine": statistics.median(engine() for _ in range(repeats)),
+    }
+
+
+def bench_sweep(trials_seeds: int = 4) -> dict:
+    """A smoke sweep (SVM, mnist-5k, 2 curves x ``trials_seeds`` seeds, 20 rounds) into a fresh
+    store: wall time vs the sum of the runs' own round times, and seconds per trial start."""
+    import yaml
+    from mlflow import MlflowClient
+
+    from fedsweep.sweep.runner import run_sweep, shutdown_ray
+
+    tmp = Path(tempfile.mkdtemp(prefix="fedsweep-bench-"))
+    spec = {
+        "figure": "bench-sweep",
+        "title": "bench: sweep overhead",
+        "base": {
+            "algorithm": "fedavg",
+            "selector": "bherd",
+            "threads": 1,
+            "data": {"dataset": "mnist-5k", "partition": "case1", "num_clients": 5},
+            "model": {"name": "svm"},
+            "train": {"rounds": 20, "batch_size": 20, "lr": 1e-3},
+        },
+        "curves": {"key": "bherd.alpha", "values": [0.5, 1.0]},
+        "seeds": list(range(trials_seeds)),
+        "metrics": ["test_acc"],
+        "profiles": {"paper": {}, "quick": {}, "smoke": {}},
+    }
+    path = tmp / "bench-sweep.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    uri = f"sqlite:///{tmp / 'store' / 'mlflow.db'}"
+    start = time.perf_counter()
+    report = run_sweep(
+        path, "smoke", tracking_uri=uri, storage_dir=tmp / "ray", verbose=0, echo=lambda *a: None
+    )
+    wall = time.perf_counter() - start
+    shutdown_ray()
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("bench-sweep")
+    runs = client.search_runs([exp.experiment_id], "tags.`fedsweep.kind` != 'sweep'")
+    own = 0.0
+    starts = []
+    for r in runs:
+        own += sum(m.value for m in client.get_metric_history(r.info.run_id, "round_time"))
+        starts.append(r.info.start_time / 1000)
+    trials = len(runs)
+    cpus = max(1, os.cpu_count() or 1)
+    # the ideal wall time: the runs' own work spread over the CPUs Ray had
+    ideal = own / min(cpus, trials)
+    return {
+        "trials": trials,
+        "finished": report.finished,
+        "wall_s": wall,
+        "runs_own_s": own,
+        "ideal_wall_s": ideal,
+        "overhead": wall / ideal - 1.0 if ideal > 0 else float("nan"),
+        "s_per_trial_start": (wall - ideal) / trials if trials else float("nan"),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="svm,cnn")
+    parser.add_argument("--variants", default="fedavg,bherd,grab,fedveca")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-resnet", action="store_true", help="skip the ResNet-18 step")
+    parser.add_argument("--no-sweep", action="store_true", help="skip the sweep overhead")
+    parser.add_argument("--json", action="store_true", help="a JSON summary as the last line")
+    args = parser.parse_args(argv)
     threads = set_threads(None)
     data = synthetic_mnist()
     g = torch.Generator().manual_seed(1)
@@ -106,46 +303,77 @@ def bench(models: list[str], repeats: int) -> list[dict]:
             for _ in range(CLIENTS)
         ]
     )
-    rows = []
-    for model in models:
-        runs = {sel: engine_run(model, sel, data) for sel in ("none", "bherd")}
-        for run in runs.values():
-            time_engine_round(run)  # warm-up (allocations, first-call overheads)
-        time_raw_round(model, data, batches)
-        times: dict[str, list[float]] = {"raw": [], "none": [], "bherd": []}
-        for _ in range(repeats):
-            times["raw"].append(time_raw_round(model, data, batches))
-            for sel, run in runs.items():
-                times[sel].append(time_engine_round(run))
-        med = {k: statistics.median(v) for k, v in times.items()}
-        rows.append({"model": model, "threads": threads, **med})
-    return rows
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="svm,cnn")
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args(argv)
-    rows = bench(args.models.split(","), args.repeats)
+    variants = [v for v in args.variants.split(",") if v]
+    if "fedavg" not in variants:
+        variants.insert(0, "fedavg")
+    summary: dict = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{platform.machine()} {os.cpu_count()} CPUs",
+        "torch": torch.__version__,
+        "threads": threads,
+        "fused_kernel": svm_kernel.kernel() is not None,
+    }
     print(
-        f"# fedsweep bench  {time.strftime('%Y-%m-%d')}  {platform.machine()}  "
-        f"{platform.processor() or ''} torch {torch.__version__}  threads={rows[0]['threads']}"
+        f"# fedsweep bench  {summary['date']}  {summary['machine']}  torch {torch.__version__}"
+        f"  threads={threads}  fused SVM kernel: {'yes' if summary['fused_kernel'] else 'no'}"
     )
     print(
         f"# one round = {CLIENTS} clients x {STEPS_PER_CLIENT} steps of B={BATCH} + test eval; "
-        f"median of {args.repeats}"
+        f"median of {args.repeats}; µs/step = s/round / {STEPS} (evaluation included)"
     )
-    print(
-        "| model | raw torch loop s/round | FedAvg s/round | BHerd-FedAvg s/round "
-        "| FedAvg / raw | BHerd / FedAvg |"
-    )
-    print("|---|---:|---:|---:|---:|---:|")
-    for r in rows:
+    print("| model | path | s/round | µs/step | ÷ FedAvg | ÷ limit proxy |")
+    print("|---|---|---:|---:|---:|---:|")
+    labels = {
+        "proxy": "limit proxy (hand loop)",
+        "floor": "memory floor (read each batch once, no eval)",
+        "fedavg": "FedAvg",
+        "fedavg_per_step": "FedAvg, per-step path",
+        "bherd": "BHerd-FedAvg",
+        "grab": "GraB-FedAvg",
+        "fedveca": "FedVeca (fixed τ)",
+    }
+    for model in args.models.split(","):
+        med = bench_model(model, data, batches, args.repeats, variants)
+        if model != "svm":
+            labels["proxy"] = "limit proxy (raw nn.Module loop)"
+        for key, value in med.items():
+            print(
+                f"| {model} | {labels[key]} | {value:.4f} | {value / STEPS * 1e6:.1f} "
+                f"| {value / med['fedavg']:.3f} | {value / med['proxy']:.3f} |"
+            )
+        summary[model] = {k: round(v, 6) for k, v in med.items()}
+        summary[f"{model}_us_per_step"] = round(med["fedavg"] / STEPS * 1e6, 2)
+        summary[f"{model}_proxy_us_per_step"] = round(med["proxy"] / STEPS * 1e6, 2)
+        if "floor" in med:
+            summary[f"{model}_memory_floor_us_per_step"] = round(med["floor"] / STEPS * 1e6, 2)
+        for name in variants[1:]:
+            summary[f"{name}_over_fedavg" + ("" if model == "svm" else f"_{model}")] = round(
+                med[name] / med["fedavg"], 4
+            )
+        if model == "svm" and "fedavg_per_step" in med:
+            summary["svm_per_step_us_per_step"] = round(med["fedavg_per_step"] / STEPS * 1e6, 2)
+    if not args.no_resnet:
+        res = bench_resnet_step(max(1, args.repeats))
         print(
-            f"| {r['model']} | {r['raw']:.3f} | {r['none']:.3f} | {r['bherd']:.3f} "
-            f"| {r['none'] / r['raw']:.3f} | {r['bherd'] / r['none']:.3f} |"
+            f"\n# ResNet-18 on CIFAR-shaped 3x32x32, B=32, one local step: engine "
+            f"{res['engine'] * 1e3:.1f} ms, raw loop {res['raw'] * 1e3:.1f} ms "
+            f"(engine ÷ raw {res['engine'] / res['raw']:.3f}; the engine's includes a 32-image "
+            "evaluation per 5 steps)"
         )
+        summary["resnet18_ms_per_step"] = round(res["engine"] * 1e3, 2)
+        summary["resnet18_raw_ms_per_step"] = round(res["raw"] * 1e3, 2)
+    if not args.no_sweep:
+        sw = bench_sweep()
+        print(
+            f"\n# sweep overhead: {sw['trials']} trials (smoke, SVM, 20 rounds) in "
+            f"{sw['wall_s']:.1f} s wall; the runs' own round times sum to {sw['runs_own_s']:.1f} s "
+            f"({sw['ideal_wall_s']:.1f} s spread over the CPUs); overhead "
+            f"{sw['overhead'] * 100:.0f}%, {sw['s_per_trial_start']:.2f} s per trial start"
+        )
+        summary["sweep"] = {k: round(v, 3) for k, v in sw.items()}
+        summary["sweep_overhead"] = round(sw["overhead"], 4)
+    if args.json:
+        print(json.dumps(summary, sort_keys=True))
 
 
 if __name__ == "__main__":

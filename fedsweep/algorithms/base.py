@@ -19,7 +19,7 @@ from typing import ClassVar
 
 import torch
 
-from fedsweep.engine.messages import ClientUpdate, RoundContext
+from fedsweep.engine.messages import ClientUpdate, LocalDirection, RoundContext
 
 
 class BaseMethod:
@@ -44,6 +44,15 @@ class BaseMethod:
         Return ``g`` itself (not a copy) when ``v = g``: selectors use ``v is g`` to skip
         storing a second vector per step."""
         return g
+
+    def fused_direction(self, client: int) -> LocalDirection | None:
+        """``local_direction`` in closed form, ``v = g + μ (y − w_t) + offset``, for a model
+        that runs the whole local trajectory in one call; None when the direction is not of
+        that form (the engine then steps one at a time). Called after ``begin_client``. The
+        default covers methods that keep plain SGD's ``v = g``."""
+        if type(self).local_direction is BaseMethod.local_direction:
+            return LocalDirection()
+        return None
 
     def client_update(
         self,

@@ -30,6 +30,7 @@ from pydantic import Field, model_validator
 
 from fedsweep.algorithms.base import BaseMethod, ClientUpdate, weighted_sum
 from fedsweep.config.section import Section
+from fedsweep.engine.messages import LocalDirection
 
 
 class FedNovaConfig(Section):
@@ -84,6 +85,10 @@ class FedNova(BaseMethod):
                 self._mom.mul_(self.momentum).add_(g)  # buf = ρ buf + g
             return self._mom
         return g
+
+    def fused_direction(self, client):
+        """Plain or proximal SGD in closed form; momentum SGD steps one at a time."""
+        return None if self.momentum != 0 else LocalDirection(mu=self.mu)
 
     def client_update(self, client, w, y, num_samples, num_steps, ctx, delta=None):
         a = normaliser(num_steps, ctx.lr, self.momentum, self.mu)

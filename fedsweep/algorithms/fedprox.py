@@ -13,6 +13,7 @@ from pydantic import Field
 
 from fedsweep.algorithms.fedavg import FedAvg
 from fedsweep.config.section import Section
+from fedsweep.engine.messages import LocalDirection
 
 
 class FedProxConfig(Section):
@@ -28,3 +29,6 @@ class FedProx(FedAvg):
 
     def local_direction(self, client: int, g: torch.Tensor, y: torch.Tensor, w: torch.Tensor):
         return torch.add(g, y - w, alpha=self.mu)  # v = g + μ (y − w_t)
+
+    def fused_direction(self, client: int) -> LocalDirection:
+        return LocalDirection(mu=self.mu)  # the same v = g + μ (y − w_t)

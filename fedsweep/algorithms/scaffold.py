@@ -37,6 +37,7 @@ from pydantic import Field
 from fedsweep.algorithms.base import BaseMethod, ClientUpdate, weighted_sum
 from fedsweep.config.section import Section
 from fedsweep.engine.client_state import client_table, is_client_table
+from fedsweep.engine.messages import LocalDirection
 
 
 class ScaffoldConfig(Section):
@@ -78,6 +79,9 @@ class Scaffold(BaseMethod):
 
     def local_direction(self, client, g, y, w):
         return g + self._corr  # v = g + c − c_i
+
+    def fused_direction(self, client):
+        return LocalDirection(offset=self._corr)  # the same v = g + (c − c_i)
 
     def client_update(self, client, w, y, num_samples, num_steps, ctx, delta=None):
         message = w - y if delta is None else delta

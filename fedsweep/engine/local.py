@@ -68,6 +68,20 @@ class LocalTrainer:
         self.observers: list[StepObserver] = list(observers)
         self.buffers = ClientBuffers(fm.buffers)  # BatchNorm statistics per client (§8.4)
 
+    def _fused(self, client: int, w: torch.Tensor):
+        """``(direction, (g_buffer, v_buffer))`` when this client's steps can run as the model's
+        fused trajectory: the model has one that runs here, nothing watches single steps
+        (observers), no buffers (BatchNorm) change during training, the method's direction has
+        a closed form and the selector takes buffers. Else None (one step at a time)."""
+        kernel = self.fm.module.fused_trajectory
+        if kernel is None or self.observers or self.fm.buffers or not kernel.applies(w, self.x):
+            return None
+        direction = self.method.fused_direction(client)
+        if direction is None:
+            return None
+        buffers = self.selector.fused_buffers(direction)
+        return None if buffers is None else (direction, buffers)
+
     def train(self, client: Client, task: ClientTask, w: torch.Tensor, ctx: RoundContext):
         """``task.num_steps`` local steps of client ``client`` from the broadcast ``w``."""
         fm, method, selector, observers = self.fm, self.method, self.selector, self.observers
@@ -81,7 +95,16 @@ class LocalTrainer:
         method.begin_client(client.index, ctx)
         for obs in observers:
             obs.begin_client(client.index, task, w)
-        for step in range(tau):
+        fused = self._fused(client.index, w)
+        if fused is not None:  # every step in one call (the model's compiled trajectory)
+            direction, (gbuf, vbuf) = fused
+            loss_sum = fm.module.fused_trajectory(
+                y, w, self.x, self.y, rows, lr, direction.mu, direction.offset, gbuf, vbuf
+            )
+            tau_loop = 0
+        else:
+            tau_loop = tau
+        for step in range(tau_loop):
             batch = rows[step]
             xb, yb = self.x.index_select(0, batch), self.y.index_select(0, batch)
             g, loss = fm.gradient(y, xb, yb)

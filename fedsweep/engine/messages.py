@@ -43,6 +43,22 @@ class ClientTask:
 
 
 @dataclass
+class LocalDirection:
+    """A base method's local step direction in closed form, ``v = g + mu (y − w_t) + offset``
+    (plain SGD: ``mu = 0``, no offset; FedProx: ``mu``; SCAFFOLD: ``offset = c − c_i``), for a
+    model that runs a client's whole trajectory in one call (``FLModel.fused_trajectory``).
+    A method whose direction is not of this form (momentum) returns None instead."""
+
+    mu: float = 0.0
+    offset: torch.Tensor | None = None  # constant during the client's round
+
+    @property
+    def is_gradient(self) -> bool:
+        """``v = g`` (the selector keeps one buffer)."""
+        return self.mu == 0 and self.offset is None
+
+
+@dataclass
 class ClientUpdate:
     """What a client sends to the server, plus what it reports for logging."""
 

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from fedsweep.models.base import FLModel
+from fedsweep.models.svm_kernel import SVMTrajectory
 
 
 def even_odd_labels(target: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -35,6 +36,7 @@ class SquaredSVM(FLModel):
         self.lam = float(lam)
         self.linear = nn.Linear(in_features, 1, bias=False)  # no bias term [R]
         nn.init.zeros_(self.linear.weight)  # w_0 = 0 [R]
+        self.fused_trajectory = SVMTrajectory(self.lam)  # every local step in one call
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Scores ``w^T x`` of shape [n]; accepts [n, 1, 28, 28] or [n, 784]."""

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import torch
 
-from fedsweep.engine.messages import ClientUpdate, RoundContext
+from fedsweep.engine.messages import ClientUpdate, LocalDirection, RoundContext
 
 
 @dataclass
@@ -52,6 +52,14 @@ class Selector:
 
     def record(self, step: int, g: torch.Tensor, v: torch.Tensor) -> None:
         pass
+
+    def fused_buffers(self, direction: LocalDirection):
+        """For a model that runs the client's whole trajectory in one call: the ``[τ, d]``
+        tensors it writes every step's ``g`` and ``v`` into, ``(g_buffer, v_buffer)`` (None:
+        not kept), in place of ``record``; called after ``begin_client``. None: this selector
+        must see the steps one at a time (the engine then does not fuse). A selector that
+        records nothing needs no buffer."""
+        return None if self.records_gradients else (None, None)
 
     def finish_client(self, client: int, ctx: RoundContext) -> Selection | None:
         """``None``: upload the base method's own message."""

@@ -106,6 +106,17 @@ class BHerd(Selector):
         if self._v_differs:
             self._vbuffer[step].copy_(v)
 
+    def fused_buffers(self, direction):
+        """The gradient buffer, and the direction buffer when ``v`` is not ``g`` (the same
+        buffers ``record`` fills, written by the fused trajectory without a copy per step)."""
+        tau = self._tau
+        if direction.is_gradient:
+            return self._buffer[:tau], None
+        buf = self._buffer
+        self._vbuffer = self._fit(self._vbuffer, tau, buf.shape[1], buf.dtype, buf.device)
+        self._v_differs = True
+        return buf[:tau], self._vbuffer[:tau]
+
     def server_scale(self, ctx: RoundContext) -> float:
         """``E/α`` (Eq. 7, literal) or ``1/α``."""
         if self.scale_rule == "E_over_alpha":

@@ -1,0 +1,254 @@
+"""A client's whole local trajectory of the squared-hinge SVM (§8.1) in one compiled call.
+
+The engine's per-step path costs about 25 tensor operations per SVM step (gather, two
+matrix-vector products, clamp, the loss, the update), each with Python and dispatcher overhead,
+for a step whose arithmetic is 2·B·d multiply-adds (B = 100, d = 784). This kernel runs all
+``τ`` steps of one client in one numba-compiled loop (single thread, no allocation per step):
+
+    s_b   = x_b · y                      h_b = max(0, 1 − y_b s_b)
+    F     = ½ mean_b h_b² + ½ λ ||y||²   (the step's loss, at the iterate before the step)
+    g     = λ y − (1/B) Σ_b y_b h_b x_b  (the closed-form gradient, SquaredSVM.flat_gradient)
+    v     = g + μ (y − w_t) + o          (the base method's direction, see ``LocalDirection``)
+    y    ← y − η v
+
+with the raw gradients ``g`` (and ``v`` when it differs) written straight into the upload
+selector's buffers (BHerd), no copy per step. Each batch row is read once: its dot product,
+then (when its hinge is positive) its share of the gradient while it is in the L1 cache. A
+step is memory-bound (100 random rows of 3 KB); the rows are split into ``BLOCKS`` fixed blocks
+that run on the run's threads (numba ``prange``) and whose partial sums are added in a fixed
+order, so the numbers do not depend on the thread count. The loops are compiled with
+``fastmath`` so sums vectorise: the numbers equal the per-step path to rounding (tested to
+1e-12 in float64), not bit for bit (torch's BLAS sums in another order), and like BLAS they
+may differ in the last bits between CPUs of different vector widths.
+
+numba is a dependency (``make install``); where it cannot be imported or compiled the model
+reports no kernel and the engine keeps its per-step path. ``FEDSWEEP_FUSED=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import torch
+
+#: environment switch: ``0`` / ``false`` / ``off`` disables the fused trajectory everywhere
+ENV = "FEDSWEEP_FUSED"
+
+#: the batch rows are split into this many fixed blocks whose partial sums are added in a fixed
+#: order, so the numbers do not depend on how many threads run the blocks
+BLOCKS = 4
+
+_kernel = None
+_failed: str | None = None
+
+
+def _set_threads() -> None:
+    """Run the row blocks on as many threads as torch uses (the run's ``threads``, or the CPUs
+    Ray gave the trial): never more threads than the process was given."""
+    import numba
+
+    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def _compile():
+    import numba
+
+    @numba.njit(
+        cache=True,
+        nogil=True,
+        boundscheck=False,
+        fastmath=True,
+        parallel=True,
+        error_model="numpy",
+    )
+    def trajectory(x, ypm, rows, y, w0, c, offset, gbuf, vbuf, flags, parts, hparts):
+        """``c`` = [0, 1, ½, λ, η, μ, B] in the data's dtype; ``flags`` = [use offset, record
+        g, record v]; ``parts`` ``[K, d]`` and ``hparts`` ``[K]`` hold the K row blocks'
+        partial sums. Returns the sum of the step losses (dtype of ``y``)."""
+        zero, one, half, lam, lr, mu, bsize = c[0], c[1], c[2], c[3], c[4], c[5], c[6]
+        use_offset, rec_g, rec_v = flags[0] != 0, flags[1] != 0, flags[2] != 0
+        tau, batch = rows.shape
+        d = y.shape[0]
+        blocks = parts.shape[0]
+        per = (batch + blocks - 1) // blocks
+        loss_sum = zero
+        for t in range(tau):
+            for k in numba.prange(blocks):  # fixed blocks of rows: the same sums on any threads
+                for j in range(d):
+                    parts[k, j] = zero
+                hk = zero
+                for b in range(k * per, min(batch, (k + 1) * per)):
+                    r = rows[t, b]  # one pass over each row while it is in L1
+                    s = zero
+                    for j in range(d):
+                        s += x[r, j] * y[j]
+                    h = one - ypm[r] * s
+                    if h > zero:  # a row with zero hinge adds nothing to the gradient
+                        hk += h * h
+                        cb = ypm[r] * h
+                        for j in range(d):
+                            parts[k, j] += cb * x[r, j]
+                hparts[k] = hk
+            hsum = zero
+            for k in range(blocks):
+                hsum += hparts[k]
+            ysq = zero
+            for j in range(d):
+                ysq += y[j] * y[j]
+            loss_sum += half * (hsum / bsize) + half * lam * ysq
+            for j in range(d):
+                acc = zero
+                for k in range(blocks):
+                    acc += parts[k, j]
+                g = lam * y[j] - acc / bsize
+                v = g
+                if mu != zero:
+                    v = v + mu * (y[j] - w0[j])
+                if use_offset:
+                    v = v + offset[j]
+                if rec_g:
+                    gbuf[t, j] = g
+                if rec_v:
+                    vbuf[t, j] = v
+                y[j] = y[j] - lr * v
+        return loss_sum
+
+    return trajectory
+
+
+def kernel():
+    """The compiled trajectory, or None (numba missing, compilation failed, or disabled)."""
+    global _kernel, _failed
+    if not enabled() or _failed is not None:
+        return None
+    if _kernel is None:
+        try:
+            _kernel = _compile()
+        except Exception as err:  # noqa: BLE001 - numba absent or broken: the per-step path
+            _failed = f"{type(err).__name__}: {err}"
+            warnings.warn(
+                f"fused SVM trajectory unavailable ({_failed}); using the per-step path",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return None
+    return _kernel
+
+
+class SVMTrajectory:
+    """Runs the kernel on torch tensors (CPU, float32 or float64; zero-copy numpy views).
+
+    The ±1 labels of the whole training set and the flattened features are prepared once per
+    data tensor and dtype."""
+
+    def __init__(self, lam: float) -> None:
+        self.lam = float(lam)
+        self._prepared: tuple | None = None  # (x id, y id, dtype, x2, ypm)
+        self._scratch: dict = {}
+
+    def applies(self, w: torch.Tensor, x: torch.Tensor) -> bool:
+        return (
+            kernel() is not None
+            and w.device.type == "cpu"
+            and x.device.type == "cpu"
+            and w.dtype in (torch.float32, torch.float64)
+            and x.dtype == w.dtype
+        )
+
+    def _prepare(self, x: torch.Tensor, target: torch.Tensor):
+        key = (id(x), id(target), x.dtype, x.data_ptr())
+        if self._prepared is None or self._prepared[0] != key:
+            x2 = x.reshape(len(x), -1).contiguous()
+            ypm = (1.0 - 2.0 * torch.remainder(target, 2).to(x.dtype)).contiguous()
+            self._prepared = (key, x2, ypm, x2.numpy(), ypm.numpy())
+        return self._prepared[3], self._prepared[4]
+
+    def __call__(
+        self,
+        y: torch.Tensor,
+        w: torch.Tensor,
+        x: torch.Tensor,
+        target: torch.Tensor,
+        rows: torch.Tensor,
+        lr: float,
+        mu: float = 0.0,
+        offset: torch.Tensor | None = None,
+        gbuf: torch.Tensor | None = None,
+        vbuf: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``τ = len(rows)`` steps from ``y`` (updated in place); ``w`` = the broadcast model
+        (for ``μ``); ``offset`` = a constant added to every direction (SCAFFOLD's ``c − c_i``);
+        ``gbuf``/``vbuf`` ``[τ, d]`` receive the gradients / directions. Returns the sum of the
+        step losses as a 0-dim tensor."""
+        x2, ypm = self._prepare(x, target)
+        dtype = x2.dtype
+        d = y.shape[0]
+        scratch = self._scratch.get((dtype, d, rows.shape[1]))
+        if scratch is None:
+            scratch = (
+                np.empty((BLOCKS, d), dtype),
+                np.empty(BLOCKS, dtype),
+                np.zeros((1, 1), dtype),
+            )
+            self._scratch[(dtype, d, rows.shape[1])] = scratch
+        parts, hparts, dummy = scratch
+        _set_threads()
+        consts = np.array([0.0, 1.0, 0.5, self.lam, lr, mu, rows.shape[1]], dtype=dtype)
+        flags = np.array([offset is not None, gbuf is not None, vbuf is not None], np.int64)
+        total = kernel()(
+            x2,
+            ypm,
+            rows.numpy(),
+            y.numpy(),
+            w.numpy(),
+            consts,
+            dummy[0] if offset is None else offset.numpy(),
+            dummy if gbuf is None else gbuf.numpy(),
+            dummy if vbuf is None else vbuf.numpy(),
+            flags,
+            parts,
+            hparts,
+        )
+        return torch.tensor(total, dtype=y.dtype)
+
+
+def _compile_floor():
+    import numba
+
+    @numba.njit(cache=True, nogil=True, boundscheck=False, fastmath=True, parallel=True)
+    def read_rows(x, rows, parts):
+        """Sum every batch's rows (the kernel's memory traffic, no model): the floor of a step."""
+        tau, batch = rows.shape
+        d = x.shape[1]
+        blocks = parts.shape[0]
+        per = (batch + blocks - 1) // blocks
+        for t in range(tau):
+            for k in numba.prange(blocks):
+                for b in range(k * per, min(batch, (k + 1) * per)):
+                    r = rows[t, b]
+                    for j in range(d):
+                        parts[k, j] += x[r, j]
+        return parts[0, 0]
+
+    return read_rows
+
+
+def memory_floor(x: torch.Tensor, rows: torch.Tensor) -> float:
+    """Seconds to read every batch of ``rows`` ``[τ, B]`` once from ``x``, as the fused kernel
+    reads them (same blocks and threads): what a step cannot go below on this machine (bench)."""
+    import time
+
+    fn = _compile_floor()
+    x2 = x.reshape(len(x), -1).contiguous().numpy()
+    parts = np.zeros((BLOCKS, x2.shape[1]), x2.dtype)
+    _set_threads()
+    fn(x2, rows[:1].numpy(), parts)  # compile
+    start = time.perf_counter()
+    fn(x2, rows.numpy(), parts)
+    return time.perf_counter() - start

@@ -1,0 +1,105 @@
+"""The fused SVM trajectory (issue 13, item 2): a client's τ local steps in one compiled call
+give the per-step path's numbers (float64: to 1e-12) for every composition it applies to, and
+the engine falls back to the per-step path wherever it does not apply."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fedsweep.engine.run import FLRun
+from fedsweep.models import svm_kernel
+from tests.helpers import tiny_config, tiny_dataset
+
+pytestmark = pytest.mark.skipif(svm_kernel.kernel() is None, reason="numba is not available")
+
+DATA = tiny_dataset(n_train=600, side=8)
+
+
+class Counting:
+    """Counts the calls of the SVM's fused trajectory."""
+
+    def __init__(self, monkeypatch):
+        self.calls = 0
+        original = svm_kernel.SVMTrajectory.__call__
+
+        def counted(traj, *args, **kw):
+            self.calls += 1
+            return original(traj, *args, **kw)
+
+        monkeypatch.setattr(svm_kernel.SVMTrajectory, "__call__", counted)
+
+
+def run(monkeypatch, fused: bool, rounds: int = 3, **overrides):
+    monkeypatch.setenv(svm_kernel.ENV, "1" if fused else "0")
+    cfg = tiny_config(train__rounds=rounds, train__lr=0.05, **overrides)
+    flrun = FLRun(cfg, dataset=DATA)
+    metrics = [flrun.step() for _ in range(rounds)]
+    return flrun, metrics
+
+
+COMPOSITIONS = [
+    {},
+    {"algorithm": "fedprox", "fedprox__mu": 0.5},
+    {"algorithm": "scaffold"},
+    {"algorithm": "fednova"},
+    {"algorithm": "fednova", "fednova__mu": 0.2},
+    {"algorithm": "centralized"},
+    {"selector": "bherd", "bherd__alpha": 0.5},
+    {"selector": "bherd", "algorithm": "scaffold"},
+    {"selector": "bherd", "algorithm": "fednova"},
+]
+
+
+@pytest.mark.parametrize(
+    "overrides", COMPOSITIONS, ids=lambda o: "-".join(map(str, o.values())) or "fedavg"
+)
+def test_fused_trajectory_equals_the_per_step_path_in_float64(monkeypatch, overrides):
+    overrides = {"train__dtype": "float64", **overrides}
+    step_run, step_metrics = run(monkeypatch, False, **overrides)
+    counter = Counting(monkeypatch)
+    fused_run, fused_metrics = run(monkeypatch, True, **overrides)
+    assert counter.calls > 0  # the fused path ran
+    torch.testing.assert_close(fused_run.w, step_run.w, rtol=1e-12, atol=1e-12)
+    for a, b in zip(step_metrics, fused_metrics, strict=True):
+        assert a.keys() == b.keys()
+        for key in a:
+            if key == "round_time" or "time" in key:
+                continue
+            torch.testing.assert_close(b[key], a[key], rtol=1e-12, atol=1e-12, msg=key)
+    if "selector" in overrides:  # BHerd picked the same steps from the same gradients
+        for key, value in step_run.record_arrays().items():
+            assert (fused_run.record_arrays()[key] == value).all(), key
+    if overrides.get("algorithm") == "scaffold":
+        torch.testing.assert_close(fused_run.method.c, step_run.method.c, rtol=1e-12, atol=1e-12)
+
+
+def test_float32_agrees_to_rounding(monkeypatch):
+    step_run, _ = run(monkeypatch, False, rounds=3)
+    fused_run, _ = run(monkeypatch, True, rounds=3)
+    assert fused_run.w.dtype == torch.float32
+    torch.testing.assert_close(fused_run.w, step_run.w, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"selector": "grab"},  # GraB balances step by step: no buffer to fill
+        {"algorithm": "fednova", "fednova__momentum": 0.9},  # momentum: no closed form
+        {"model__name": "mlp"},  # no fused trajectory
+        {"algorithm": "fednova", "step_policy": "fedveca"},  # its observer watches each step
+    ],
+    ids=["grab", "fednova-momentum", "mlp", "fedveca"],
+)
+def test_the_per_step_path_runs_where_fusing_does_not_apply(monkeypatch, overrides):
+    counter = Counting(monkeypatch)
+    run(monkeypatch, True, rounds=1, **overrides)
+    assert counter.calls == 0
+
+
+def test_environment_switch_turns_it_off(monkeypatch):
+    counter = Counting(monkeypatch)
+    run(monkeypatch, False, rounds=1)
+    assert counter.calls == 0
+    run(monkeypatch, True, rounds=1)
+    assert counter.calls > 0
