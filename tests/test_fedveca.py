@@ -31,8 +31,14 @@ def data():
     return tiny_dataset()
 
 
-def test_fixed_rule_with_equal_tau_is_fednova_and_fedavg(data):
-    """Equal fixed τ: the estimates are made but change nothing (the extra batch is peeked)."""
+def test_fixed_rule_with_equal_tau_is_fednova_and_fedavg(data, monkeypatch):
+    """Equal fixed τ: the estimates are made but change nothing (the extra batch is peeked).
+    FedVeca's observer watches every step, so it never takes the fused SVM trajectory: compare
+    bit for bit with FedNova on the same per-step path (the fused one equals it to rounding,
+    tests/test_fused.py)."""
+    from fedsweep.models import svm_kernel
+
+    monkeypatch.setenv(svm_kernel.ENV, "0")
     common = dict(CASE3, train__rounds=4, train__lr=0.01, train__batch_size=10)
     veca = run_rounds(
         tiny_config(
