@@ -27,8 +27,9 @@ format:
 	$(PYTHON) -m ruff format fedsweep tests
 	$(PYTHON) -m ruff check --fix fedsweep tests
 
-bench:  ## seconds per round: engine vs a raw torch loop (same process)
-	$(PYTHON) -m fedsweep.bench
+BENCH_ARGS ?=
+bench:  ## µs per local step vs the machine's limits, overheads, ResNet-18 step, sweep overhead (BENCH_ARGS=--json)
+	$(PYTHON) -m fedsweep.bench $(BENCH_ARGS)
 
 reproduce-figures:  ## every runnable sweep (PROFILE=quick|paper|smoke), then every figure
 	$(PYTHON) -m fedsweep.cli.main sweep --profile $(PROFILE)
