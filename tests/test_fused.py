@@ -103,3 +103,30 @@ def test_environment_switch_turns_it_off(monkeypatch):
     assert counter.calls == 0
     run(monkeypatch, True, rounds=1)
     assert counter.calls > 0
+
+
+def test_bench_json_summary_is_the_last_line(capsys):
+    """``make bench BENCH_ARGS=--json``: the last line is one JSON object with the keys a later
+    run is compared on."""
+    import json
+
+    from fedsweep import bench
+
+    bench.main(
+        [
+            "--models",
+            "svm",
+            "--variants",
+            "fedavg,bherd",
+            "--repeats",
+            "1",
+            "--no-resnet",
+            "--no-sweep",
+            "--json",
+        ]
+    )
+    lines = capsys.readouterr().out.strip().splitlines()
+    summary = json.loads(lines[-1])
+    assert summary["svm_us_per_step"] > 0 and summary["bherd_over_fedavg"] > 0
+    assert summary["svm_memory_floor_us_per_step"] > 0 and summary["fused_kernel"] is True
+    assert any(line.startswith("| svm | FedAvg, per-step path |") for line in lines)
