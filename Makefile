@@ -4,7 +4,7 @@ PIP ?= $(PYTHON) -m pip
 export RAY_USAGE_STATS_ENABLED := 0
 export MLFLOW_DISABLE_TELEMETRY := true
 
-.PHONY: install test lint format bench ui clean reproduce-figures
+.PHONY: install test lint format bench bench-peers ui clean reproduce-figures
 PROFILE ?= quick
 
 install:  ## install fedsweep and its pinned dependencies (CPU torch), plus dev tools
@@ -30,6 +30,19 @@ format:
 BENCH_ARGS ?=
 bench:  ## µs per local step vs the machine's limits, overheads, ResNet-18 step, sweep overhead (BENCH_ARGS=--json)
 	$(PYTHON) -m fedsweep.bench $(BENCH_ARGS)
+
+# Flower's simulation in its own venv (flwr[simulation] pins another Ray); reinstalled only when
+# requirements.txt changes (the stamp file records the last install).
+PEERS_VENV ?= .venv-peers
+PEERS_ARGS ?=
+$(PEERS_VENV)/.installed: benchmarks/peers/requirements.txt
+	test -x $(PEERS_VENV)/bin/python || python3 -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install -q -r benchmarks/peers/requirements.txt
+	$(PEERS_VENV)/bin/python -m pip install -q --no-deps -e .
+	touch $@
+
+bench-peers: $(PEERS_VENV)/.installed  ## s/round: fedsweep vs Flower's simulation, same FedAvg workload (PEERS_ARGS="--models svm --rounds 3 --json")
+	$(PYTHON) benchmarks/peers/run_peers.py --venv $(PEERS_VENV) $(PEERS_ARGS)
 
 reproduce-figures:  ## every runnable sweep (PROFILE=quick|paper|smoke), then every figure
 	$(PYTHON) -m fedsweep.cli.main sweep --profile $(PROFILE)
