@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+# MLflow's schema template (fedsweep.tracking.store) in a folder of this test session, not the
+# user's cache; subprocesses inherit it, so every fresh store of the session is a copy
+os.environ.setdefault("FEDSWEEP_SCHEMA_CACHE", tempfile.mkdtemp(prefix="fedsweep-schema-"))
 
 
 def _real_data_dir() -> Path | None:

@@ -214,13 +214,88 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+#: folder of the schema templates (default: the user cache dir); ``0``/``off`` builds every new
+#: store's schema with MLflow's migrations instead of copying a template
+SCHEMA_CACHE_ENV = "FEDSWEEP_SCHEMA_CACHE"
+
+
+def _schema_cache_dir() -> Path | None:
+    value = os.environ.get(SCHEMA_CACHE_ENV, "").strip()
+    if value.lower() in ("0", "off", "false", "no"):
+        return None
+    if value:
+        return Path(value).expanduser()
+    try:
+        import platformdirs
+
+        return Path(platformdirs.user_cache_dir("fedsweep")) / "mlflow-schema"
+    except ImportError:
+        return Path.home() / ".cache" / "fedsweep" / "mlflow-schema"
+
+
+def _build_schema(path: Path) -> None:
+    """MLflow's own first-open path (``SqlAlchemyStore.__init__``: create_all, then every
+    alembic migration) on the new file ``path``."""
+    from mlflow.store.db.utils import _initialize_tables, create_sqlalchemy_engine_with_retry
+
+    engine = create_sqlalchemy_engine_with_retry(f"sqlite:///{path}")
+    try:
+        _initialize_tables(engine)
+    finally:
+        engine.dispose()
+
+
+def _schema_template() -> Path | None:
+    """An empty MLflow sqlite database with this MLflow's complete schema, built once per
+    machine and MLflow schema revision (about 4 s of migrations) and copied for every new
+    store after that. None when the cache folder cannot be used (each store then runs the
+    migrations itself). A template that is not a complete schema is built again."""
+    folder = _schema_cache_dir()
+    if folder is None:
+        return None
+    import mlflow
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    path = folder / f"mlflow-{mlflow.__version__}-{_get_latest_schema_revision()}.db"
+    try:
+        if path.is_file() and _schema_complete(path):
+            return path
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}{CREATING}{os.getpid()}")
+        tmp.unlink(missing_ok=True)
+        try:
+            _build_schema(tmp)
+            os.replace(tmp, path)  # atomic: a reader sees the old template or the complete one
+        finally:
+            tmp.unlink(missing_ok=True)
+    except OSError:
+        return None
+    return path if _schema_complete(path) else None
+
+
+def _schema_complete(db: Path) -> bool:
+    """``db`` has MLflow tables and no schema problem (:func:`_schema_problem`)."""
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            tables = con.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()
+        finally:
+            con.close()
+    except sqlite3.DatabaseError:
+        return False
+    return bool(tables and tables[0]) and _schema_problem(db) is None
+
+
 def _create_schema(db: Path) -> None:
-    """Create MLflow's schema for a new local store atomically: every migration runs on a
-    private file beside ``db`` (``mlflow.db.creating-<pid>``), which is then hard-linked to
-    ``db`` (``link`` never replaces an existing file). A process killed during the migrations
+    """Create MLflow's schema for a new local store atomically: the schema is made on a private
+    file beside ``db`` (``mlflow.db.creating-<pid>``): a copy of the machine's schema template
+    (:func:`_schema_template`), else MLflow's migrations run there. The private file is then
+    hard-linked to ``db`` (``link`` never replaces an existing file). A process killed halfway
     leaves only its private file (removed by the next creator), never a half-migrated store.
     Called with the store's lock held; an empty ``db`` (0 bytes) counts as missing."""
-    from mlflow.store.db.utils import _initialize_tables, create_sqlalchemy_engine_with_retry
+    import shutil
 
     for stale in db.parent.glob(db.name + CREATING + "*"):  # left by a killed creator
         pid = stale.name.rpartition("-")[2]
@@ -229,13 +304,11 @@ def _create_schema(db: Path) -> None:
     tmp = db.with_name(f"{db.name}{CREATING}{os.getpid()}")
     tmp.unlink(missing_ok=True)
     try:
-        # MLflow's own first-open path (SqlAlchemyStore.__init__: create_all, then every
-        # alembic migration), on the private file
-        engine = create_sqlalchemy_engine_with_retry(f"sqlite:///{tmp}")
-        try:
-            _initialize_tables(engine)
-        finally:
-            engine.dispose()
+        template = _schema_template()
+        if template is not None:
+            shutil.copyfile(template, tmp)
+        else:
+            _build_schema(tmp)
         if db.exists() and db.stat().st_size == 0:
             db.unlink()
         try:
