@@ -1,8 +1,8 @@
 """The Ray Tune trainable: one trial = one whole FL run, tracked as an MLflow child run.
 
-The trial reports once per round (``tune.report``) and attaches a checkpoint of the full FL
-state (global model, method/selector state, batch cursors and RNG streams, records, MLflow run
-id) every ``checkpoint_every`` rounds and at the end. On a restart (Ray retry after a crash, or
+The trial reports its progress to Tune (``tune.report``) at most every few seconds, and a
+checkpoint of the full FL state (global model, method/selector state, batch cursors and RNG
+streams, records, MLflow run id) every ``checkpoint_every`` rounds and at the end. On a restart (Ray retry after a crash, or
 ``fedsweep sweep --resume`` after the driver was killed) it continues from the checkpoint in the
 same MLflow run; without a checkpoint it adopts the unfinished child run of the same parent and
 config hash, or, when that run already ended (the driver died before Tune recorded it), reports
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -65,14 +66,22 @@ def fl_trial(params: dict) -> None:
     tracked.execute(observers=[reporter])
 
 
+#: seconds between two plain progress reports to Ray Tune (every round still goes to MLflow;
+#: checkpoint rounds and the last round are always reported)
+REPORT_EVERY_S = 2.0
+
+
 class TuneReporter(Observer):
-    """Reports every round to Ray Tune, with a checkpoint of the full FL state (and the MLflow
-    run id) every ``every`` rounds and at the last round."""
+    """Reports to Ray Tune with a checkpoint of the full FL state (and the MLflow run id) every
+    ``every`` rounds and at the last round; between those, a plain progress report at most
+    every :data:`REPORT_EVERY_S` seconds (a report is a round trip to the driver, which writes
+    Tune's result files: short rounds spent more time reporting than training)."""
 
     def __init__(
         self, tracked: TrackedRun, every: int, fail_at: int | None = None, label: str = ""
     ) -> None:
         self.tracked, self.every, self.fail_at, self.label = tracked, every, fail_at, label
+        self._last_report = time.monotonic()
 
     def on_round(self, t, metrics, result) -> None:
         from ray import tune
@@ -95,8 +104,10 @@ class TuneReporter(Observer):
                 (Path(tmp) / META_FILE).write_text(json.dumps(meta))
                 tune.report(report, checkpoint=tune.Checkpoint.from_directory(tmp))
             prune_states(trial_dir)
-        else:
+            self._last_report = time.monotonic()
+        elif time.monotonic() - self._last_report >= REPORT_EVERY_S:
             tune.report(report)
+            self._last_report = time.monotonic()
 
 
 def load_state(path: str | Path) -> dict:
