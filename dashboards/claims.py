@@ -1371,13 +1371,7 @@ def fedwalk_helps_each_base(data: ClaimData) -> Result:
             continue
         held += w.stat.mean > b.stat.mean
         parts.append(f"{_panel_name(p)}: {compare_text(walk, w.stat.mean, base, b.stat.mean)}")
-    if not parts:
-        return "n/a", "no pair with data; " + _no_data_text(missing)
-    n = len(parts)
-    text = f"{held} of {n} pairs hold (best test acc %): " + "; ".join(parts)
-    if missing:
-        text += "; " + _no_data_text(missing)
-    return ("yes" if held == n else "no"), text
+    return _pairs_verdict(held, parts, missing, "best test acc %")
 
 
 def fedwalk_lowers_training_loss(data: ClaimData) -> Result:
@@ -1411,10 +1405,17 @@ def fedwalk_lowers_training_loss(data: ClaimData) -> Result:
         held += lw < lb
         text = compare_text(f"{walk} ({w.eta})", lw, f"{base} ({b.eta})", lb, lower=True)
         parts.append(f"{_panel_name(p)}: {text}")
+    return _pairs_verdict(held, parts, missing, "mean training loss over rounds")
+
+
+def _pairs_verdict(held: int, parts: list[str], missing: list, what: str) -> Result:
+    """The verdict of a (base, base + FedWalk) pair claim: "yes" iff all ``parts`` (pairs with
+    data) hold, "n/a" without any; the numbers say how many hold, each pair, and what had no
+    data (``missing``)."""
     if not parts:
         return "n/a", "no pair with data; " + _no_data_text(missing)
     n = len(parts)
-    text = f"{held} of {n} pairs hold (mean training loss over rounds): " + "; ".join(parts)
+    text = f"{held} of {n} pairs hold ({what}): " + "; ".join(parts)
     if missing:
         text += "; " + _no_data_text(missing)
     return ("yes" if held == n else "no"), text
