@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from dashboards import generic
-from dashboards.export import IMAGE_FORMATS, PngJob, write_html, write_pngs
+from dashboards.export import (
+    IMAGE_FORMATS,
+    OutputFolderError,
+    PngJob,
+    output_folder,
+    write_html,
+    write_pngs,
+)
 from dashboards.index import ENTRY_KEY, TEXT_FORMATS, write_index
 from dashboards.model import BuildContext, FigureOptions, FigureResult
 from dashboards.registry import BUILDERS
@@ -184,15 +191,10 @@ def build_figures(
     else:
         client = get_client(uri, create=False)
         index = RunIndex.load(client)
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise FigureSelectionError(f"--out {out}: is a file, not a folder; name a folder")
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise FigureSelectionError(
-            f"--out {out}: cannot create the folder ({err.strerror or err})"
-        ) from None
+        out = output_folder(out_dir)
+    except OutputFolderError as err:
+        raise FigureSelectionError(str(err)) from None
     results: list[FigureResult] = []
     for fid in ids:
         ctx = BuildContext(client, specs[fid], profile, index, dict(overrides or {}), options)

@@ -42,6 +42,30 @@ IMAGE_FORMATS = ("png", "pdf", "svg")
 HEADER_STYLE = "font-family:Arial,Helvetica,sans-serif;font-size:14px;margin:8px 12px;color:#444"
 
 
+class OutputFolderError(ValueError):
+    """An output folder that is a file, or cannot be created or written (exit 2 in the CLI)."""
+
+
+def output_folder(path: str | Path, option: str = "--out") -> Path:
+    """``path`` as an output folder, created if missing; raises :class:`OutputFolderError`
+    naming ``option`` for an existing file there or a folder that cannot be created or
+    written."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutputFolderError(
+            f"{option} {path}: is a file, not a folder; name a folder for the outputs"
+        )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OutputFolderError(
+            f"{option} {path}: cannot create the folder ({err.strerror or err})"
+        ) from None
+    if not os.access(path, os.W_OK):
+        raise OutputFolderError(f"{option} {path}: the folder is not writable")
+    return path
+
+
 def write_html(
     fig: go.Figure, path: Path, title: str, links: list[tuple[str, str]] | None = None
 ) -> Path:

@@ -190,17 +190,7 @@ def build_premise(ctx: BuildContext) -> FigureResult:
     curves = spec.profile_curves(ctx.profile)
     styles = generic.curve_styles(curves, data)
     panels = data.panels
-    titles = [
-        f"{generic.letter(i)} {p.label}".rstrip()
-        for i, p in enumerate([p for _ in metrics for p in panels])
-    ]
-    fig = make_subplots(
-        rows=len(metrics),
-        cols=len(panels),
-        subplot_titles=titles,
-        horizontal_spacing=0.08,
-        vertical_spacing=0.12,
-    )
+    fig = generic.metric_panel_subplots(metrics, panels)
     shown: set[str] = set()
     t_max = int(data.agg["round"].max()) if len(data.agg) else 2
     for c, panel in enumerate(panels, start=1):  # each setting its own rounds (quick: K differs)

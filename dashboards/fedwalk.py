@@ -506,18 +506,7 @@ def build_fig2(ctx: BuildContext) -> FigureResult:
             )
         )
     styles = layered(styles)
-    titles = [
-        f"{generic.letter(i)} {p.label}".rstrip()
-        for i, p in enumerate([p for _ in metrics for p in panels])
-    ]
-    fig = make_subplots(
-        rows=len(metrics),
-        cols=len(panels),
-        subplot_titles=titles,
-        horizontal_spacing=0.08,
-        vertical_spacing=0.12,
-        shared_xaxes=True,
-    )
+    fig = generic.metric_panel_subplots(metrics, panels, shared_xaxes=True)
     shown: set[str] = set()
     for r, metric in enumerate(metrics, start=1):
         for c, p in enumerate(panels, start=1):

@@ -157,22 +157,21 @@ def metric_grid(
         cells = [(1, c, panels[0], m) for c, m in enumerate(metrics, start=1)]
         rows, cols = 1, len(metrics)
         titles = [f"{letter(i)} {y_titles[m]}" for i, (_, _, _, m) in enumerate(cells)]
+        fig = make_subplots(
+            rows=rows,
+            cols=cols,
+            subplot_titles=titles,
+            horizontal_spacing=0.08,
+            vertical_spacing=0.12,
+        )
     else:
         cells = [
             (r, c, p, m)
             for r, m in enumerate(metrics, start=1)
             for c, p in enumerate(panels, start=1)
         ]
-        rows, cols = len(metrics), len(panels)
-        titles = [f"{letter(i)} {p.label}".rstrip() for i, (_, _, p, _) in enumerate(cells)]
-    fig = make_subplots(
-        rows=rows,
-        cols=cols,
-        subplot_titles=titles,
-        horizontal_spacing=0.08,
-        vertical_spacing=0.12,
-        shared_xaxes=not side_by_side,
-    )
+        rows = len(metrics)
+        fig = metric_panel_subplots(metrics, panels, shared_xaxes=True)
     shown: set[str] = set()
     for r, c, panel, metric in cells:
         _draw_cell(fig, data, panel, metric, styles, shown, r, c, band)
@@ -181,6 +180,23 @@ def metric_grid(
     fig.update_xaxes(title_text=X_TITLE, row=rows)
     rounds = data.agg["round"]
     return round_ticks(fig, int(rounds.max()) if len(rounds) else None)
+
+
+def metric_panel_subplots(metrics, panels, *, shared_xaxes: bool = False) -> go.Figure:
+    """An empty grid of rows = ``metrics``, columns = ``panels``, each cell titled with its
+    letter and panel label in reading order ("(a) Case 1", "(b) Case 2", ...)."""
+    titles = [
+        f"{letter(i)} {p.label}".rstrip()
+        for i, p in enumerate([p for _ in metrics for p in panels])
+    ]
+    return make_subplots(
+        rows=len(metrics),
+        cols=len(panels),
+        subplot_titles=titles,
+        horizontal_spacing=0.08,
+        vertical_spacing=0.12,
+        shared_xaxes=shared_xaxes,
+    )
 
 
 def axis_grid(

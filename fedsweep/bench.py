@@ -62,6 +62,17 @@ def synthetic_mnist(seed: int = 0) -> TensorDataset:
     )
 
 
+def fingerprint(d: TensorDataset) -> list[float]:
+    """A cheap checksum of a data set: two processes (``make bench-peers``: fedsweep and
+    Flower in its own venv) check they train on the same data."""
+    return [
+        round(float(d.x_train.double().sum()), 3),
+        float(d.y_train.sum()),
+        round(float(d.x_test.double().sum()), 3),
+        float(d.y_test.sum()),
+    ]
+
+
 #: engine variants: label -> config overrides (FedVeca at fixed τ: the same 600 steps)
 VARIANTS = {
     "fedavg": {},

@@ -112,8 +112,10 @@ def test_figures_out_must_be_a_folder(tmp_path):
         f"--out {afile}: is a file, not a folder",
     )
     assert afile.read_text() == "root:x:0:0\n"
-    with pytest.raises(common.UsageError, match="cannot create the folder"):
-        common.output_folder(afile / "sub")
+    from dashboards.export import OutputFolderError, output_folder
+
+    with pytest.raises(OutputFolderError, match="cannot create the folder"):
+        output_folder(afile / "sub")
 
 
 def test_a_figure_that_fails_exits_1_after_drawing_the_others(tmp_path, monkeypatch):

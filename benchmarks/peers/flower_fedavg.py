@@ -51,7 +51,13 @@ from flwr.serverapp import Grid, ServerApp  # noqa: E402
 from flwr.serverapp.strategy import FedAvg  # noqa: E402
 from flwr.simulation import run_simulation  # noqa: E402
 
-from fedsweep.bench import BATCH, CLIENTS, STEPS_PER_CLIENT, synthetic_mnist  # noqa: E402
+from fedsweep.bench import (  # noqa: E402
+    BATCH,
+    CLIENTS,
+    STEPS_PER_CLIENT,
+    fingerprint,
+    synthetic_mnist,
+)
 from fedsweep.data.datasets import TensorDataset  # noqa: E402
 from fedsweep.data.partitions import case1  # noqa: E402
 from fedsweep.models.registry import build_model  # noqa: E402
@@ -77,16 +83,6 @@ def shard(partition_id: int) -> torch.Tensor:
         parts = case1(data().y_train.numpy(), CLIENTS)
         _DATA["shards"] = [torch.from_numpy(p) for p in parts]
     return _DATA["shards"][partition_id]  # type: ignore[index]
-
-
-def fingerprint(d: TensorDataset) -> list[float]:
-    """A cheap checksum of the data, so the runner can check both sides trained on the same."""
-    return [
-        round(float(d.x_train.double().sum()), 3),
-        float(d.y_train.sum()),
-        round(float(d.x_test.double().sum()), 3),
-        float(d.y_test.sum()),
-    ]
 
 
 # ----------------------------------------------------------------------------- ClientApp

@@ -43,22 +43,17 @@ from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 
-from fedsweep.bench import engine_run, synthetic_mnist, time_engine_round  # noqa: E402
+from fedsweep.bench import (  # noqa: E402
+    engine_run,
+    fingerprint,
+    synthetic_mnist,
+    time_engine_round,
+)
 from fedsweep.data.datasets import TensorDataset  # noqa: E402
 from fedsweep.engine.device import set_threads  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-
-
-def fingerprint(d: TensorDataset) -> list[float]:
-    """The same checksum as ``flower_fedavg.fingerprint``: both sides must see the same data."""
-    return [
-        round(float(d.x_train.double().sum()), 3),
-        float(d.y_train.sum()),
-        round(float(d.x_test.double().sum()), 3),
-        float(d.y_test.sum()),
-    ]
 
 
 def fedsweep_side(model: str, data: TensorDataset, rounds: int) -> dict:

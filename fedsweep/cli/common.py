@@ -8,7 +8,6 @@ message on stderr, never a traceback: raise :class:`UsageError` (or let a ``Conf
 from __future__ import annotations
 
 import difflib
-import os
 import signal
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -79,23 +78,6 @@ def clean_errors() -> Iterator[None]:
         fail(str(err), EXIT_USAGE)
     except DatasetNotFoundError as err:
         fail(str(err), EXIT_DATA)
-
-
-def output_folder(path: Path, option: str = "--out") -> Path:
-    """``path`` as an output folder, created if missing; an existing file there or a folder
-    that cannot be created or written is a :class:`UsageError` (exit 2), not a traceback."""
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"{option} {path}: is a file, not a folder; name a folder for the outputs")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UsageError(
-            f"{option} {path}: cannot create the folder ({err.strerror or err})"
-        ) from None
-    if not os.access(path, os.W_OK):
-        raise UsageError(f"{option} {path}: the folder is not writable")
-    return path
 
 
 def _plain_help(params: list) -> list:

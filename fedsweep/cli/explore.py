@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 import typer
 
-from fedsweep.cli.common import TrackingUriOption, UsageError, clean_errors, output_folder
+from fedsweep.cli.common import TrackingUriOption, UsageError, clean_errors
 
 DONE = ("finished", "diverged")
 OPERATORS = ("!=", ">=", "<=", "=", ">", "<")  # longest first: `a>=1` is not `a>` `=1`
@@ -482,7 +482,12 @@ def compare(
                 best = closest(m, sorted(present))
                 hint = f" (did you mean {best!r}?)" if best else ""
                 raise UsageError(f"--metric {m!r}: none of the chosen runs logged it{hint}")
-        output_folder(out)
+        from dashboards.export import OutputFolderError, output_folder
+
+        try:
+            output_folder(out)
+        except OutputFolderError as err:
+            raise UsageError(str(err)) from None
     groups, rows, dropped = _group(client, runs_, metrics)
     labels = group_labels(
         {g.key: flat for g, flat in groups.values()}, {g.key: g.label for g, _ in groups.values()}

@@ -14,7 +14,6 @@ from fedsweep.cli.common import (
     TrackingUriOption,
     UsageError,
     clean_errors,
-    output_folder,
 )
 
 FORMAT_CHOICES = ("png", "pdf", "svg")
@@ -108,8 +107,6 @@ def figures(
 
         overrides = parse_overrides(set_) if set_ else {}
         uri = resolve_tracking_uri(tracking_uri)
-        if out.exists() and not out.is_dir():
-            output_folder(out)  # says it is a file
 
         options = FigureOptions(band=band, diff_from=diff_from, metrics=tuple(metric or ()))
         try:

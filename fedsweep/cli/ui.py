@@ -22,6 +22,7 @@ from typing import Annotated
 import typer
 
 from fedsweep.cli.common import TrackingUriOption, UsageError, clean_errors
+from fedsweep.processes import alive
 
 GRACE_S = 5.0
 
@@ -62,20 +63,6 @@ def descendants(pid: int) -> set[int]:
                 found.add(child)
                 todo.append(child)
     return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    stat = Path(f"/proc/{pid}/stat")
-    try:  # a zombie has exited; it only waits to be reaped
-        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return not stat.parent.parent.is_dir()  # no /proc: trust kill(0)
 
 
 def _signal_all(pids: set[int], group: int | None, sig: int) -> None:

@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
+from fedsweep.processes import alive
+
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 DEFAULT_STORE_DIR = "mlruns"
@@ -204,16 +206,6 @@ def _file_lock(path: Path) -> Iterator[None]:
 CREATING = ".creating-"
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 #: folder of the schema templates (default: the user cache dir); ``0``/``off`` builds every new
 #: store's schema with MLflow's migrations instead of copying a template
 SCHEMA_CACHE_ENV = "FEDSWEEP_SCHEMA_CACHE"
@@ -299,7 +291,7 @@ def _create_schema(db: Path) -> None:
 
     for stale in db.parent.glob(db.name + CREATING + "*"):  # left by a killed creator
         pid = stale.name.rpartition("-")[2]
-        if not pid.isdigit() or not _pid_alive(int(pid)):
+        if not pid.isdigit() or not alive(int(pid)):
             stale.unlink(missing_ok=True)
     tmp = db.with_name(f"{db.name}{CREATING}{os.getpid()}")
     tmp.unlink(missing_ok=True)
