@@ -1454,6 +1454,11 @@ def _best_taus(points: list[tuple[float, Stat]]) -> list[float]:
     return [t for t, s in points if s.mean == top]
 
 
+def _tie_text(best: list[float]) -> str:
+    """`` (tie: τ=0.5, 1)`` when several τ share the best accuracy, else ``""``."""
+    return f" (tie: τ={', '.join(f'{t:g}' for t in best)})" if len(best) > 1 else ""
+
+
 def tau_rises_then_falls(data: ClaimData) -> Result:
     """For the LH and MH leash tasks (panels leash.task LH, MH), over the τ curves
     (fedwalk.tau) with data (at least 3), the τ with the highest seed-mean best test accuracy
@@ -1473,7 +1478,7 @@ def tau_rises_then_falls(data: ClaimData) -> Result:
         best = _best_taus(points)
         lo, hi = points[0][0], points[-1][0]
         inside = all(lo < t < hi for t in best)
-        tie = f" (tie: τ={', '.join(f'{t:g}' for t in best)})" if len(best) > 1 else ""
+        tie = _tie_text(best)
         where = "inside" if inside else "at the edge of"
         top = 100 * max(s.mean for _, s in points)
         return inside, (
@@ -1502,7 +1507,7 @@ def tau_falls(data: ClaimData) -> Result:
         slope = fit_slope(points)
         best = _best_taus(points)
         at_min = best == [points[0][0]]
-        tie = f" (tie: τ={', '.join(f'{t:g}' for t in best)})" if len(best) > 1 else ""
+        tie = _tie_text(best)
         return slope < 0 and at_min, (
             f"slope {100 * slope:+.3f} points per unit τ ({'< 0' if slope < 0 else '≥ 0'}); "
             f"best at τ={best[0]:g}{tie}, smallest τ {points[0][0]:g}; "
