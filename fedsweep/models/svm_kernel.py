@@ -38,7 +38,10 @@ ENV = "FEDSWEEP_FUSED"
 
 #: the batch rows are split into this many fixed blocks whose partial sums are added in a fixed
 #: order, so the numbers do not depend on how many threads run the blocks
-BLOCKS = 4
+BLOCKS = 2
+
+#: rows read side by side inside a block (the kernel's unrolled group; a constant of its code)
+GROUP = 8
 
 _kernel = None
 _failed: str | None = None
@@ -82,18 +85,48 @@ def _compile():
             for k in numba.prange(blocks):  # fixed blocks of rows: the same sums on any threads
                 for j in range(d):
                     parts[k, j] = zero
+                lo, hi = k * per, min(batch, (k + 1) * per)
                 hk = zero
-                for b in range(k * per, min(batch, (k + 1) * per)):
-                    r = rows[t, b]  # one pass over each row while it is in L1
-                    s = zero
-                    for j in range(d):
-                        s += x[r, j] * y[j]
-                    h = one - ypm[r] * s
-                    if h > zero:  # a row with zero hinge adds nothing to the gradient
-                        hk += h * h
-                        cb = ypm[r] * h
-                        for j in range(d):
-                            parts[k, j] += cb * x[r, j]
+                # GROUP rows side by side: 8 memory streams in flight, and one pass over the
+                # block's partial sum per 8 rows. Past the block's end a slot repeats the
+                # block's last row with hinge 0 (it adds nothing).
+                for b in range(lo, hi, GROUP):
+                    last = hi - 1
+                    r0, r1 = rows[t, b], rows[t, min(b + 1, last)]
+                    r2, r3 = rows[t, min(b + 2, last)], rows[t, min(b + 3, last)]
+                    r4, r5 = rows[t, min(b + 4, last)], rows[t, min(b + 5, last)]
+                    r6, r7 = rows[t, min(b + 6, last)], rows[t, min(b + 7, last)]
+                    x0, x1, x2, x3 = x[r0], x[r1], x[r2], x[r3]
+                    x4, x5, x6, x7 = x[r4], x[r5], x[r6], x[r7]
+                    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = zero
+                    for j in range(d):  # the 8 scores s_b = x_b · y
+                        yj = y[j]
+                        s0 += x0[j] * yj
+                        s1 += x1[j] * yj
+                        s2 += x2[j] * yj
+                        s3 += x3[j] * yj
+                        s4 += x4[j] * yj
+                        s5 += x5[j] * yj
+                        s6 += x6[j] * yj
+                        s7 += x7[j] * yj
+                    # the hinges h_b = max(0, 1 − y_b s_b); 0 for the repeated slots
+                    h0 = max(zero, one - ypm[r0] * s0)
+                    h1 = max(zero, one - ypm[r1] * s1) if b + 1 < hi else zero
+                    h2 = max(zero, one - ypm[r2] * s2) if b + 2 < hi else zero
+                    h3 = max(zero, one - ypm[r3] * s3) if b + 3 < hi else zero
+                    h4 = max(zero, one - ypm[r4] * s4) if b + 4 < hi else zero
+                    h5 = max(zero, one - ypm[r5] * s5) if b + 5 < hi else zero
+                    h6 = max(zero, one - ypm[r6] * s6) if b + 6 < hi else zero
+                    h7 = max(zero, one - ypm[r7] * s7) if b + 7 < hi else zero
+                    hk += (h0 * h0 + h1 * h1 + h2 * h2 + h3 * h3) + (
+                        h4 * h4 + h5 * h5 + h6 * h6 + h7 * h7
+                    )
+                    c0, c1, c2, c3 = ypm[r0] * h0, ypm[r1] * h1, ypm[r2] * h2, ypm[r3] * h3
+                    c4, c5, c6, c7 = ypm[r4] * h4, ypm[r5] * h5, ypm[r6] * h6, ypm[r7] * h7
+                    for j in range(d):  # Σ_b y_b h_b x_b, while the 8 rows are in L1
+                        parts[k, j] += (c0 * x0[j] + c1 * x1[j] + c2 * x2[j] + c3 * x3[j]) + (
+                            c4 * x4[j] + c5 * x5[j] + c6 * x6[j] + c7 * x7[j]
+                        )
                 hparts[k] = hk
             hsum = zero
             for k in range(blocks):

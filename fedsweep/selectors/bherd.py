@@ -31,7 +31,7 @@ from pydantic import Field
 from fedsweep.config.section import Section
 from fedsweep.engine.messages import RoundContext
 from fedsweep.selectors.base import Selection, Selector
-from fedsweep.selectors.herding import herd
+from fedsweep.selectors.herding import herd, herd_compiled
 
 #: ``α τ_i`` is a float product: 0.7 * 45 = 31.499999999999996. A value this close to a half
 #: (half_up) or to an integer (ceil/floor) is taken as that exact value before rounding.
@@ -81,6 +81,7 @@ class BHerd(Selector):
         self._vbuffer: torch.Tensor | None = None  # v, only when some v is not g
         self._v_differs = False
         self._tau = 0
+        self._fused = False  # this client's steps ran as one fused call
 
     @staticmethod
     def _fit(buf, num_steps, dim, dtype, device):
@@ -95,6 +96,7 @@ class BHerd(Selector):
             self._vbuffer = self._fit(self._vbuffer, num_steps, dim, dtype, device)
         self._v_differs = False
         self._tau = num_steps
+        self._fused = False
 
     def record(self, step: int, g: torch.Tensor, v: torch.Tensor) -> None:
         self._buffer[step].copy_(g)
@@ -110,6 +112,7 @@ class BHerd(Selector):
         """The gradient buffer, and the direction buffer when ``v`` is not ``g`` (the same
         buffers ``record`` fills, written by the fused trajectory without a copy per step)."""
         tau = self._tau
+        self._fused = True
         if direction.is_gradient:
             return self._buffer[:tau], None
         buf = self._buffer
@@ -127,7 +130,9 @@ class BHerd(Selector):
         tau = self._tau
         z = self._buffer[:tau]
         k = keep_count(self.alpha, tau, self.rounding)
-        result = herd(z, k)  # herd the raw g (§3.8: same order as herding v)
+        # herd the raw g (§3.8: same order as herding v); after a fused trajectory in one
+        # compiled call (the same float64 Gram matrix to rounding, herding.herd_compiled)
+        result = (herd_compiled(z, k) if self._fused else None) or herd(z, k)
         used = self._vbuffer[:tau] if self._v_differs else z
         v_sel = used.index_select(0, result.order).sum(dim=0)  # Σ_{λ∈π} v_λ (= g_sel if v = g)
         extras: dict[str, torch.Tensor] = {}

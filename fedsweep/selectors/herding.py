@@ -114,6 +114,131 @@ def _greedy_kernel():
     return _GREEDY or None
 
 
+_COMPILED = None
+
+
+def _compiled_kernel():
+    """The centred Gram matrix and the greedy in one compiled call, or None without numba."""
+    global _COMPILED
+    if _COMPILED is None:
+        greedy = _greedy_kernel()
+        if greedy is None:  # pragma: no cover - numba is a dependency
+            _COMPILED = False
+            return None
+        import numba
+        import numpy as np
+
+        @numba.njit(cache=True, nogil=True, fastmath=True, boundscheck=False, parallel=True)
+        def centred_gram_blocked(z):
+            """``K = Ẑ Ẑᵀ`` of ``z`` ``[τ, d]`` in float64 with explicit centring (§3.5): the
+            column mean, ``Ẑ = Z − 1 mᵀ`` in float64 (padded with zero rows to a multiple of
+            4), then the lower triangle in 4 × 4 blocks of dot products (each row read once
+            per block, 16 sums in registers), mirrored. Row blocks are dealt to the threads
+            as 0, n−1, 1, n−2, ... so both halves do the same work; every entry is one
+            thread's sum, so the numbers do not depend on the thread count."""
+            tau, d = z.shape
+            nb = (tau + 3) // 4
+            m = np.zeros(d)
+            for r in range(tau):
+                for j in range(d):
+                    m[j] += z[r, j]
+            zc = np.zeros((nb * 4, d))
+            for r in range(tau):
+                for j in range(d):
+                    zc[r, j] = z[r, j] - m[j] / tau
+            order = np.empty(nb, np.int64)
+            lo, hi, q = 0, nb - 1, 0
+            while lo <= hi:
+                order[q] = lo
+                q += 1
+                lo += 1
+                if lo <= hi:
+                    order[q] = hi
+                    q += 1
+                    hi -= 1
+            out = np.zeros((nb * 4, nb * 4))
+            for q in numba.prange(nb):
+                ib = order[q]
+                ra = ib * 4
+                a0, a1, a2, a3 = zc[ra], zc[ra + 1], zc[ra + 2], zc[ra + 3]
+                for jb in range(ib + 1):
+                    rb = jb * 4
+                    b0, b1, b2, b3 = zc[rb], zc[rb + 1], zc[rb + 2], zc[rb + 3]
+                    s00 = s01 = s02 = s03 = s10 = s11 = s12 = s13 = 0.0
+                    s20 = s21 = s22 = s23 = s30 = s31 = s32 = s33 = 0.0
+                    for j in range(d):
+                        u0, u1, u2, u3 = a0[j], a1[j], a2[j], a3[j]
+                        v0, v1, v2, v3 = b0[j], b1[j], b2[j], b3[j]
+                        s00 += u0 * v0
+                        s01 += u0 * v1
+                        s02 += u0 * v2
+                        s03 += u0 * v3
+                        s10 += u1 * v0
+                        s11 += u1 * v1
+                        s12 += u1 * v2
+                        s13 += u1 * v3
+                        s20 += u2 * v0
+                        s21 += u2 * v1
+                        s22 += u2 * v2
+                        s23 += u2 * v3
+                        s30 += u3 * v0
+                        s31 += u3 * v1
+                        s32 += u3 * v2
+                        s33 += u3 * v3
+                    out[ra, rb], out[ra, rb + 1], out[ra, rb + 2], out[ra, rb + 3] = (
+                        s00,
+                        s01,
+                        s02,
+                        s03,
+                    )
+                    out[ra + 1, rb], out[ra + 1, rb + 1] = s10, s11
+                    out[ra + 1, rb + 2], out[ra + 1, rb + 3] = s12, s13
+                    out[ra + 2, rb], out[ra + 2, rb + 1] = s20, s21
+                    out[ra + 2, rb + 2], out[ra + 2, rb + 3] = s22, s23
+                    out[ra + 3, rb], out[ra + 3, rb + 1] = s30, s31
+                    out[ra + 3, rb + 2], out[ra + 3, rb + 3] = s32, s33
+            gram = np.empty((tau, tau))
+            for a in range(tau):
+                for b in range(a + 1):
+                    gram[a, b] = out[a, b]
+                    gram[b, a] = out[a, b]
+            return gram
+
+        @numba.njit(cache=True, nogil=True)
+        def herd_array(z, k):
+            gram = centred_gram_blocked(z)
+            if np.isnan(gram).any():  # a diverged run: torch's NaN behaviour (herd_gram_loop)
+                return np.empty(0, np.int64), np.nan
+            return greedy(gram, k)
+
+        _COMPILED = herd_array
+    return _COMPILED or None
+
+
+def herd_compiled(z: torch.Tensor, k: int) -> HerdResult | None:
+    """:func:`herd` of a CPU tensor ``z`` ``[τ, d]`` (float32 or float64) in one compiled call
+    (BHerd on the fused SVM trajectory, where the per-client herding would otherwise cost as
+    much as a quarter of the client's steps). The Gram matrix is §3.5's float64 explicit-
+    centring product, blocked for the cache and summed in another order than BLAS (equal to
+    rounding: about 1e-15 relative); the greedy is :func:`herd_gram`'s. None without numba,
+    off the CPU, or when the Gram matrix holds a NaN (:func:`herd` then gives torch's NaN
+    behaviour)."""
+    fn = _compiled_kernel()
+    if fn is None or z.device.type != "cpu" or z.dtype not in (torch.float32, torch.float64):
+        return None
+    if not 1 <= k <= z.shape[0]:
+        raise ValueError(f"k={k} must lie in [1, {z.shape[0]}]")
+    import numba
+
+    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+    order, sum_sq = fn(z.contiguous().numpy(), k)
+    if len(order) == 0:
+        return None
+    return HerdResult(
+        torch.from_numpy(order), torch.tensor(sum_sq, dtype=torch.float64).clamp_min(0.0)
+    )
+
+
 def herd(z: torch.Tensor, k: int) -> HerdResult:
     """Greedy herding order of the rows of ``z`` (shape ``[τ, d]``)."""
     return herd_gram(centred_gram(z), k)
