@@ -130,3 +130,47 @@ def test_bench_json_summary_is_the_last_line(capsys):
     assert summary["svm_us_per_step"] > 0 and summary["bherd_over_fedavg"] > 0
     assert summary["svm_memory_floor_us_per_step"] > 0 and summary["fused_kernel"] is True
     assert any(line.startswith("| svm | FedAvg, per-step path |") for line in lines)
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 8, 13, 47])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_row_groups_and_blocks_equal_the_per_step_path_for_any_batch_size(
+    monkeypatch, batch_size, threads
+):
+    """The kernel reads 8 rows side by side in 2 row blocks; a block's last group repeats its
+    last row with weight 0. Batch sizes that leave every remainder (and B = 1, an empty
+    second block) give the per-step path's numbers, on 1 and 2 threads (float64, BHerd on)."""
+    overrides = {
+        "train__dtype": "float64",
+        "train__batch_size": batch_size,
+        "selector": "bherd",
+        "threads": threads,
+    }
+    step_run, step_metrics = run(monkeypatch, False, rounds=2, **overrides)
+    fused_run, fused_metrics = run(monkeypatch, True, rounds=2, **overrides)
+    torch.testing.assert_close(fused_run.w, step_run.w, rtol=1e-12, atol=1e-12)
+    for a, b in zip(step_metrics, fused_metrics, strict=True):
+        torch.testing.assert_close(b["test_loss"], a["test_loss"], rtol=1e-12, atol=1e-12)
+    for key, value in step_run.record_arrays().items():
+        assert (fused_run.record_arrays()[key] == value).all(), key
+
+
+def test_the_numbers_do_not_depend_on_threads_or_the_fixed_order_layout(monkeypatch):
+    """float32: the row blocks add in a fixed order (1 or 2 threads), and under the fixed
+    order a client's rows copied in batch order (``FEDSWEEP_LAYOUT``) are the same rows in
+    the same order: the same bits. The rr order (no layout) runs fused as well."""
+    from fedsweep.engine import local
+
+    results = []
+    for threads, layout in [(1, "1"), (2, "1"), (2, "0")]:
+        monkeypatch.setenv(local.LAYOUT_ENV, layout)
+        flrun, _ = run(monkeypatch, True, rounds=3, threads=threads, selector="bherd")
+        results.append(flrun.w)
+        if layout == "1":
+            assert flrun.trainer._layouts  # the layout was used
+    assert all(torch.equal(results[0], w) for w in results[1:])
+    counter = Counting(monkeypatch)
+    step_run, _ = run(monkeypatch, False, rounds=2, train__order="rr")
+    fused_run, _ = run(monkeypatch, True, rounds=2, train__order="rr")
+    assert counter.calls > 0
+    torch.testing.assert_close(fused_run.w, step_run.w, rtol=1e-4, atol=1e-6)

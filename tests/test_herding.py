@@ -153,3 +153,34 @@ def test_compiled_greedy_is_bit_identical_to_the_tensor_loop():
     gram = centred_gram(torch.randn(6, 4, generator=g, dtype=torch.float64))
     gram[2, 2] = float("nan")
     assert torch.equal(herd_gram(gram, 3).order, herd_gram_loop(gram, 3).order)
+
+
+def test_compiled_herd_equals_herd_on_random_and_exact_tie_inputs():
+    """Issue 13: BHerd on the fused SVM trajectory herds with one compiled call (blocked
+    float64 Gram matrix with explicit centring, then the same greedy). §3.5's test contract:
+    the same order as :func:`herd` on random float64 inputs, and on exact-arithmetic inputs
+    (small integers, mean exactly 0: X stacked on −X) including their many ties; the Gram
+    matrices agree to rounding; float32 buffers are herded in float64; a NaN gives None."""
+    from fedsweep.selectors.herding import _compiled_kernel, herd_compiled
+
+    if _compiled_kernel() is None:
+        pytest.skip("numba is not available")
+    g = torch.Generator().manual_seed(1)
+    for trial in range(150):
+        tau = int(torch.randint(1, 131, (1,), generator=g))  # block padding: any τ mod 4
+        d = int(torch.randint(1, 90, (1,), generator=g))
+        if trial % 2:
+            z = torch.randn(tau, d, generator=g, dtype=torch.float64)
+        else:  # exact arithmetic, many exact ties and duplicate rows
+            half = torch.randint(-3, 4, ((tau + 1) // 2, d), generator=g).to(torch.float64)
+            z = torch.cat([half, -half])
+        k = int(torch.randint(1, len(z) + 1, (1,), generator=g))
+        fast, ref = herd_compiled(z, k), herd(z, k)
+        assert torch.equal(fast.order, ref.order), (trial, tau, d, k)
+        torch.testing.assert_close(fast.sum_sq, ref.sum_sq, rtol=1e-12, atol=1e-9)
+    z32 = torch.randn(120, 784, generator=g)
+    assert torch.equal(herd_compiled(z32, 60).order, herd(z32, 60).order)
+    z32[3, 5] = float("nan")
+    assert herd_compiled(z32, 60) is None
+    with pytest.raises(ValueError):
+        herd_compiled(z32, 0)

@@ -67,6 +67,14 @@ class BatchSchedule:
             remaining -= k
         return torch.cat(pieces) if len(pieces) > 1 else pieces[0]
 
+    def fixed_batch_numbers(self, tau: int) -> torch.Tensor | None:
+        """For the ``fixed`` order: which rows of ``batches`` the next ``take(tau)`` returns,
+        as ``[tau]`` batch numbers (the pass never changes, so step ``s`` takes batch
+        ``(cursor + s) mod n_b``); call it before ``take``. None for the other orders."""
+        if self.order != "fixed":
+            return None
+        return (self.cursor + torch.arange(tau)) % self.n_batches
+
     def peek(self) -> torch.Tensor:
         """The batch ``take(1)`` would return next, without moving the cursor or the generator
         (a measurement such as FedVeca's extra batch at ``t = tau`` must not change training)."""

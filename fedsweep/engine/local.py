@@ -17,6 +17,7 @@ final model and, when the observer asks for it (``wants_next_batch``), the clien
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -61,12 +62,38 @@ class StepObserver:
         """After the last step: add measurements to ``update.metrics`` / ``update.extras``."""
 
 
+#: environment switch: ``0`` keeps the fused trajectory on the scattered training rows (bench)
+LAYOUT_ENV = "FEDSWEEP_LAYOUT"
+
+
+def layouts_enabled() -> bool:
+    return os.environ.get(LAYOUT_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
 class LocalTrainer:
     def __init__(self, fm: FunctionalModel, x, y, method, selector, observers=()) -> None:
         self.fm, self.x, self.y = fm, x, y
         self.method, self.selector = method, selector
         self.observers: list[StepObserver] = list(observers)
         self.buffers = ClientBuffers(fm.buffers)  # BatchNorm statistics per client (§8.4)
+        self._layouts: dict[int, tuple] = {}  # client -> (its pass, x and y in batch order)
+
+    def _layout(self, client: Client, numbers: torch.Tensor):
+        """``(x, y, rows)`` for a fused trajectory under the ``fixed`` order: the client's
+        samples copied once in the order of its fixed pass (``batches``), so every step reads
+        ``B`` consecutive rows instead of ``B`` rows scattered over the training set, and
+        ``rows`` ``[τ, B]`` into that copy. The same rows in the same order as ``client.indices
+        [positions]``: the same numbers, bit for bit (tested). Costs one more copy of the
+        clients' training rows; rebuilt if the pass changes (a restored checkpoint)."""
+        batches = client.schedule.batches
+        cached = self._layouts.get(client.index)
+        if cached is None or cached[0] is not batches:
+            rows = client.indices[batches.reshape(-1).to(client.indices.device)]
+            cached = (batches, self.x.index_select(0, rows), self.y.index_select(0, rows))
+            self._layouts[client.index] = cached
+        size = batches.shape[1]
+        rows = numbers[:, None] * size + torch.arange(size)
+        return cached[1], cached[2], rows
 
     def _fused(self, client: int, w: torch.Tensor):
         """``(direction, (g_buffer, v_buffer))`` when this client's steps can run as the model's
@@ -87,6 +114,7 @@ class LocalTrainer:
         fm, method, selector, observers = self.fm, self.method, self.selector, self.observers
         tau, lr = task.num_steps, task.lr
         record = selector.records_gradients
+        numbers = client.schedule.fixed_batch_numbers(tau)  # before take() moves the cursor
         rows = client.indices[client.schedule.take(tau).to(w.device)]
         y = w.clone()
         self.buffers.begin_client()
@@ -98,8 +126,11 @@ class LocalTrainer:
         fused = self._fused(client.index, w)
         if fused is not None:  # every step in one call (the model's compiled trajectory)
             direction, (gbuf, vbuf) = fused
+            x, target = self.x, self.y
+            if numbers is not None and layouts_enabled():  # the fixed order: rows in sequence
+                x, target, rows = self._layout(client, numbers)
             loss_sum = fm.module.fused_trajectory(
-                y, w, self.x, self.y, rows, lr, direction.mu, direction.offset, gbuf, vbuf
+                y, w, x, target, rows, lr, direction.mu, direction.offset, gbuf, vbuf
             )
             tau_loop = 0
         else:

@@ -70,8 +70,9 @@ def _compile():
         parallel=True,
         error_model="numpy",
     )
-    def trajectory(x, ypm, rows, y, w0, c, offset, gbuf, vbuf, flags, parts, hparts):
-        """``c`` = [0, 1, ½, λ, η, μ, B] in the data's dtype; ``flags`` = [use offset, record
+    def trajectory(x, labels, rows, y, w0, c, offset, gbuf, vbuf, flags, parts, hparts):
+        """``labels``: the digits (±1 = even/odd, §8.1); ``c`` = [0, 1, ½, λ, η, μ, B] in the
+        data's dtype; ``flags`` = [use offset, record
         g, record v]; ``parts`` ``[K, d]`` and ``hparts`` ``[K]`` hold the K row blocks'
         partial sums. Returns the sum of the step losses (dtype of ``y``)."""
         zero, one, half, lam, lr, mu, bsize = c[0], c[1], c[2], c[3], c[4], c[5], c[6]
@@ -98,6 +99,14 @@ def _compile():
                     r6, r7 = rows[t, min(b + 6, last)], rows[t, min(b + 7, last)]
                     x0, x1, x2, x3 = x[r0], x[r1], x[r2], x[r3]
                     x4, x5, x6, x7 = x[r4], x[r5], x[r6], x[r7]
+                    p0 = one if labels[r0] % 2 == 0 else -one  # y_b = +1 for even digits
+                    p1 = one if labels[r1] % 2 == 0 else -one
+                    p2 = one if labels[r2] % 2 == 0 else -one
+                    p3 = one if labels[r3] % 2 == 0 else -one
+                    p4 = one if labels[r4] % 2 == 0 else -one
+                    p5 = one if labels[r5] % 2 == 0 else -one
+                    p6 = one if labels[r6] % 2 == 0 else -one
+                    p7 = one if labels[r7] % 2 == 0 else -one
                     s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = zero
                     for j in range(d):  # the 8 scores s_b = x_b · y
                         yj = y[j]
@@ -110,19 +119,19 @@ def _compile():
                         s6 += x6[j] * yj
                         s7 += x7[j] * yj
                     # the hinges h_b = max(0, 1 − y_b s_b); 0 for the repeated slots
-                    h0 = max(zero, one - ypm[r0] * s0)
-                    h1 = max(zero, one - ypm[r1] * s1) if b + 1 < hi else zero
-                    h2 = max(zero, one - ypm[r2] * s2) if b + 2 < hi else zero
-                    h3 = max(zero, one - ypm[r3] * s3) if b + 3 < hi else zero
-                    h4 = max(zero, one - ypm[r4] * s4) if b + 4 < hi else zero
-                    h5 = max(zero, one - ypm[r5] * s5) if b + 5 < hi else zero
-                    h6 = max(zero, one - ypm[r6] * s6) if b + 6 < hi else zero
-                    h7 = max(zero, one - ypm[r7] * s7) if b + 7 < hi else zero
+                    h0 = max(zero, one - p0 * s0)
+                    h1 = max(zero, one - p1 * s1) if b + 1 < hi else zero
+                    h2 = max(zero, one - p2 * s2) if b + 2 < hi else zero
+                    h3 = max(zero, one - p3 * s3) if b + 3 < hi else zero
+                    h4 = max(zero, one - p4 * s4) if b + 4 < hi else zero
+                    h5 = max(zero, one - p5 * s5) if b + 5 < hi else zero
+                    h6 = max(zero, one - p6 * s6) if b + 6 < hi else zero
+                    h7 = max(zero, one - p7 * s7) if b + 7 < hi else zero
                     hk += (h0 * h0 + h1 * h1 + h2 * h2 + h3 * h3) + (
                         h4 * h4 + h5 * h5 + h6 * h6 + h7 * h7
                     )
-                    c0, c1, c2, c3 = ypm[r0] * h0, ypm[r1] * h1, ypm[r2] * h2, ypm[r3] * h3
-                    c4, c5, c6, c7 = ypm[r4] * h4, ypm[r5] * h5, ypm[r6] * h6, ypm[r7] * h7
+                    c0, c1, c2, c3 = p0 * h0, p1 * h1, p2 * h2, p3 * h3
+                    c4, c5, c6, c7 = p4 * h4, p5 * h5, p6 * h6, p7 * h7
                     for j in range(d):  # Σ_b y_b h_b x_b, while the 8 rows are in L1
                         parts[k, j] += (c0 * x0[j] + c1 * x1[j] + c2 * x2[j] + c3 * x3[j]) + (
                             c4 * x4[j] + c5 * x5[j] + c6 * x6[j] + c7 * x7[j]
@@ -177,12 +186,11 @@ def kernel():
 class SVMTrajectory:
     """Runs the kernel on torch tensors (CPU, float32 or float64; zero-copy numpy views).
 
-    The ±1 labels of the whole training set and the flattened features are prepared once per
-    data tensor and dtype."""
+    The features are read in place (a flat view) and the ±1 labels computed from the digits
+    inside the kernel: nothing is prepared or cached per data tensor."""
 
     def __init__(self, lam: float) -> None:
         self.lam = float(lam)
-        self._prepared: tuple | None = None  # (x id, y id, dtype, x2, ypm)
         self._scratch: dict = {}
 
     def applies(self, w: torch.Tensor, x: torch.Tensor) -> bool:
@@ -193,14 +201,6 @@ class SVMTrajectory:
             and w.dtype in (torch.float32, torch.float64)
             and x.dtype == w.dtype
         )
-
-    def _prepare(self, x: torch.Tensor, target: torch.Tensor):
-        key = (id(x), id(target), x.dtype, x.data_ptr())
-        if self._prepared is None or self._prepared[0] != key:
-            x2 = x.reshape(len(x), -1).contiguous()
-            ypm = (1.0 - 2.0 * torch.remainder(target, 2).to(x.dtype)).contiguous()
-            self._prepared = (key, x2, ypm, x2.numpy(), ypm.numpy())
-        return self._prepared[3], self._prepared[4]
 
     def __call__(
         self,
@@ -219,7 +219,7 @@ class SVMTrajectory:
         (for ``μ``); ``offset`` = a constant added to every direction (SCAFFOLD's ``c − c_i``);
         ``gbuf``/``vbuf`` ``[τ, d]`` receive the gradients / directions. Returns the sum of the
         step losses as a 0-dim tensor."""
-        x2, ypm = self._prepare(x, target)
+        x2 = x.reshape(len(x), -1).contiguous().numpy()  # a view of the training set
         dtype = x2.dtype
         d = y.shape[0]
         scratch = self._scratch.get((dtype, d, rows.shape[1]))
@@ -236,7 +236,7 @@ class SVMTrajectory:
         flags = np.array([offset is not None, gbuf is not None, vbuf is not None], np.int64)
         total = kernel()(
             x2,
-            ypm,
+            target.contiguous().numpy(),
             rows.numpy(),
             y.numpy(),
             w.numpy(),
@@ -256,17 +256,25 @@ def _compile_floor():
 
     @numba.njit(cache=True, nogil=True, boundscheck=False, fastmath=True, parallel=True)
     def read_rows(x, rows, parts):
-        """Sum every batch's rows (the kernel's memory traffic, no model): the floor of a step."""
+        """Sum every batch's rows, 8 side by side in the kernel's row blocks (its memory
+        traffic, no model): the floor of a step."""
         tau, batch = rows.shape
         d = x.shape[1]
         blocks = parts.shape[0]
         per = (batch + blocks - 1) // blocks
         for t in range(tau):
             for k in numba.prange(blocks):
-                for b in range(k * per, min(batch, (k + 1) * per)):
-                    r = rows[t, b]
+                lo, hi = k * per, min(batch, (k + 1) * per)
+                for b in range(lo, hi, GROUP):
+                    last = hi - 1
+                    x0, x1 = x[rows[t, b]], x[rows[t, min(b + 1, last)]]
+                    x2, x3 = x[rows[t, min(b + 2, last)]], x[rows[t, min(b + 3, last)]]
+                    x4, x5 = x[rows[t, min(b + 4, last)]], x[rows[t, min(b + 5, last)]]
+                    x6, x7 = x[rows[t, min(b + 6, last)]], x[rows[t, min(b + 7, last)]]
                     for j in range(d):
-                        parts[k, j] += x[r, j]
+                        parts[k, j] += (x0[j] + x1[j] + x2[j] + x3[j]) + (
+                            x4[j] + x5[j] + x6[j] + x7[j]
+                        )
         return parts[0, 0]
 
     return read_rows
@@ -274,7 +282,9 @@ def _compile_floor():
 
 def memory_floor(x: torch.Tensor, rows: torch.Tensor) -> float:
     """Seconds to read every batch of ``rows`` ``[τ, B]`` once from ``x``, as the fused kernel
-    reads them (same blocks and threads): what a step cannot go below on this machine (bench)."""
+    reads them (8 rows side by side, the same blocks and threads): what a step cannot go below
+    on this machine (bench; under the fixed order the engine reads each client's rows in
+    sequence, see ``engine.local``)."""
     import time
 
     fn = _compile_floor()

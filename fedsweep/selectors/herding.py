@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 #: columns per block when accumulating the Gram matrix (bounds the float64 working copy)
@@ -115,6 +116,7 @@ def _greedy_kernel():
 
 
 _COMPILED = None
+_SCRATCH: dict = {}  # (τ, d) -> herd_compiled's float64 work arrays
 
 
 def _compiled_kernel():
@@ -129,20 +131,22 @@ def _compiled_kernel():
         import numpy as np
 
         @numba.njit(cache=True, nogil=True, fastmath=True, boundscheck=False, parallel=True)
-        def centred_gram_blocked(z):
+        def centred_gram_blocked(z, zc, out, gram):
             """``K = Ẑ Ẑᵀ`` of ``z`` ``[τ, d]`` in float64 with explicit centring (§3.5): the
             column mean, ``Ẑ = Z − 1 mᵀ`` in float64 (padded with zero rows to a multiple of
             4), then the lower triangle in 4 × 4 blocks of dot products (each row read once
             per block, 16 sums in registers), mirrored. Row blocks are dealt to the threads
             as 0, n−1, 1, n−2, ... so both halves do the same work; every entry is one
-            thread's sum, so the numbers do not depend on the thread count."""
+            thread's sum, so the numbers do not depend on the thread count. ``zc``
+            ``[4⌈τ/4⌉, d]`` (zero padding rows), ``out`` ``[4⌈τ/4⌉]²`` and ``gram`` ``[τ, τ]`` are
+            the caller's scratch (no allocation per call: fresh pages cost as much as the
+            arithmetic)."""
             tau, d = z.shape
             nb = (tau + 3) // 4
             m = np.zeros(d)
             for r in range(tau):
                 for j in range(d):
                     m[j] += z[r, j]
-            zc = np.zeros((nb * 4, d))
             for r in range(tau):
                 for j in range(d):
                     zc[r, j] = z[r, j] - m[j] / tau
@@ -156,7 +160,6 @@ def _compiled_kernel():
                     order[q] = hi
                     q += 1
                     hi -= 1
-            out = np.zeros((nb * 4, nb * 4))
             for q in numba.prange(nb):
                 ib = order[q]
                 ra = ib * 4
@@ -197,18 +200,18 @@ def _compiled_kernel():
                     out[ra + 2, rb + 2], out[ra + 2, rb + 3] = s22, s23
                     out[ra + 3, rb], out[ra + 3, rb + 1] = s30, s31
                     out[ra + 3, rb + 2], out[ra + 3, rb + 3] = s32, s33
-            gram = np.empty((tau, tau))
             for a in range(tau):
                 for b in range(a + 1):
                     gram[a, b] = out[a, b]
                     gram[b, a] = out[a, b]
-            return gram
 
         @numba.njit(cache=True, nogil=True)
-        def herd_array(z, k):
-            gram = centred_gram_blocked(z)
-            if np.isnan(gram).any():  # a diverged run: torch's NaN behaviour (herd_gram_loop)
-                return np.empty(0, np.int64), np.nan
+        def herd_array(z, k, zc, out, gram):
+            for a in range(z.shape[0]):  # here, not under fastmath (which assumes no NaN/inf)
+                for j in range(z.shape[1]):
+                    if not np.isfinite(z[a, j]):  # a diverged run: torch's NaN behaviour
+                        return np.empty(0, np.int64), np.nan  # (herd_gram_loop)
+            centred_gram_blocked(z, zc, out, gram)
             return greedy(gram, k)
 
         _COMPILED = herd_array
@@ -221,7 +224,7 @@ def herd_compiled(z: torch.Tensor, k: int) -> HerdResult | None:
     much as a quarter of the client's steps). The Gram matrix is §3.5's float64 explicit-
     centring product, blocked for the cache and summed in another order than BLAS (equal to
     rounding: about 1e-15 relative); the greedy is :func:`herd_gram`'s. None without numba,
-    off the CPU, or when the Gram matrix holds a NaN (:func:`herd` then gives torch's NaN
+    off the CPU, or when ``z`` holds a NaN or an infinity (:func:`herd` then gives torch's NaN
     behaviour)."""
     fn = _compiled_kernel()
     if fn is None or z.device.type != "cpu" or z.dtype not in (torch.float32, torch.float64):
@@ -231,7 +234,14 @@ def herd_compiled(z: torch.Tensor, k: int) -> HerdResult | None:
     import numba
 
     numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
-    order, sum_sq = fn(z.contiguous().numpy(), k)
+    tau, d = z.shape
+    scratch = _SCRATCH.get((tau, d))
+    if scratch is None:  # zero rows pad Ẑ to a multiple of 4; they stay zero
+        size = 4 * ((tau + 3) // 4)
+        scratch = (np.zeros((size, d)), np.zeros((size, size)), np.empty((tau, tau)))
+        _SCRATCH.clear()  # one shape per run: τ and d are fixed
+        _SCRATCH[(tau, d)] = scratch
+    order, sum_sq = fn(z.contiguous().numpy(), k, *scratch)
     if len(order) == 0:
         return None
     return HerdResult(
