@@ -239,16 +239,10 @@ def bench_resnet_step(repeats: int, steps: int = 5) -> dict:
     }
 
 
-def bench_sweep(trials_seeds: int = 4) -> dict:
-    """A smoke sweep (SVM, mnist-5k, 2 curves x ``trials_seeds`` seeds, 20 rounds) into a fresh
-    store: wall time vs the sum of the runs' own round times, and seconds per trial start."""
-    import yaml
-    from mlflow import MlflowClient
-
-    from fedsweep.sweep.runner import run_sweep, shutdown_ray
-
-    tmp = Path(tempfile.mkdtemp(prefix="fedsweep-bench-"))
-    spec = {
+def smoke_sweep_spec(trials_seeds: int = 4) -> dict:
+    """The default sweep row: SVM, mnist-5k, BHerd-FedAvg, 2 curves x ``trials_seeds`` seeds,
+    20 rounds (short trials: the fixed costs dominate)."""
+    return {
         "figure": "bench-sweep",
         "title": "bench: sweep overhead",
         "base": {
@@ -264,16 +258,33 @@ def bench_sweep(trials_seeds: int = 4) -> dict:
         "metrics": ["test_acc"],
         "profiles": {"paper": {}, "quick": {}, "smoke": {}},
     }
-    path = tmp / "bench-sweep.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    uri = f"sqlite:///{tmp / 'store' / 'mlflow.db'}"
-    from fedsweep.cli.sweep_console import ray_output_to
 
+
+def bench_sweep(spec_path: str | Path | None = None, profile: str = "smoke") -> dict:
+    """A sweep through Ray Tune into a fresh store (default: :func:`smoke_sweep_spec`; or the
+    spec file ``spec_path`` at ``profile``): its wall time against the runs' own round times
+    spread over the CPUs (the overhead), the seconds before the first trial's run opens
+    (imports, spec checks, the store, Ray's start, the first actor) and the seconds each trial
+    spends outside its rounds (opening its run, data and model, checkpoints, logging)."""
+    import yaml
+    from mlflow import MlflowClient
+
+    from fedsweep.cli.sweep_console import ray_output_to
+    from fedsweep.sweep.runner import run_sweep, shutdown_ray
+
+    tmp = Path(tempfile.mkdtemp(prefix="fedsweep-bench-"))
+    if spec_path is None:
+        path = tmp / "bench-sweep.yaml"
+        path.write_text(yaml.safe_dump(smoke_sweep_spec()))
+    else:
+        path = Path(spec_path).resolve()
+    uri = f"sqlite:///{tmp / 'store' / 'mlflow.db'}"
     start = time.perf_counter()
+    opened = time.time()
     with ray_output_to(tmp / "ray.log"):  # Ray's own tables and worker lines go to a file
         report = run_sweep(
             path,
-            "smoke",
+            profile,
             tracking_uri=uri,
             storage_dir=tmp / "ray",
             verbose=0,
@@ -282,22 +293,25 @@ def bench_sweep(trials_seeds: int = 4) -> dict:
         wall = time.perf_counter() - start
         shutdown_ray()
     client = MlflowClient(tracking_uri=uri)
-    exp = client.get_experiment_by_name("bench-sweep")
     runs = [
         r
-        for r in client.search_runs([exp.experiment_id])
+        for e in client.search_experiments()
+        for r in client.search_runs([e.experiment_id])
         if "mlflow.parentRunId" in r.data.tags  # the trials (the parent is the sweep)
     ]
-    own = 0.0
-    starts = []
+    own = outside = 0.0
     for r in runs:
-        own += sum(m.value for m in client.get_metric_history(r.info.run_id, "round_time"))
-        starts.append(r.info.start_time / 1000)
+        rounds = sum(m.value for m in client.get_metric_history(r.info.run_id, "round_time"))
+        own += rounds
+        outside += (r.info.end_time - r.info.start_time) / 1000 - rounds
     trials = len(runs)
     cpus = max(1, os.cpu_count() or 1)
     # the ideal wall time: the runs' own work spread over the CPUs Ray had
-    ideal = own / min(cpus, trials)
+    ideal = own / min(cpus, trials) if trials else 0.0
+    first = min((r.info.start_time / 1000 for r in runs), default=opened) - opened
     return {
+        "spec": path.stem if spec_path is not None else "smoke (built in)",
+        "profile": profile,
         "trials": trials,
         "finished": report.finished,
         "wall_s": wall,
@@ -305,6 +319,8 @@ def bench_sweep(trials_seeds: int = 4) -> dict:
         "ideal_wall_s": ideal,
         "overhead": wall / ideal - 1.0 if ideal > 0 else float("nan"),
         "s_per_trial_start": (wall - ideal) / trials if trials else float("nan"),
+        "s_before_first_trial": first,
+        "s_per_trial_outside_rounds": outside / trials if trials else float("nan"),
     }
 
 
@@ -315,6 +331,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-resnet", action="store_true", help="skip the ResNet-18 step")
     parser.add_argument("--no-sweep", action="store_true", help="skip the sweep overhead")
+    parser.add_argument(
+        "--sweep-spec",
+        default=None,
+        help="measure the sweep overhead on this spec file (default: a built-in smoke sweep)",
+    )
+    parser.add_argument("--sweep-profile", default="smoke", help="profile of --sweep-spec")
     parser.add_argument("--json", action="store_true", help="a JSON summary as the last line")
     args = parser.parse_args(argv)
     threads = set_threads(None)
@@ -388,12 +410,14 @@ def main(argv: list[str] | None = None) -> None:
         summary["resnet18_ms_per_step"] = round(res["engine"] * 1e3, 2)
         summary["resnet18_raw_ms_per_step"] = round(res["raw"] * 1e3, 2)
     if not args.no_sweep:
-        sw = bench_sweep()
+        sw = bench_sweep(args.sweep_spec, args.sweep_profile)
         print(
-            f"\n# sweep overhead: {sw['trials']} trials (smoke, SVM, 20 rounds) in "
+            f"\n# sweep overhead: {sw['spec']} at {sw['profile']}, {sw['trials']} trials in "
             f"{sw['wall_s']:.1f} s wall; the runs' own round times sum to {sw['runs_own_s']:.1f} s "
             f"({sw['ideal_wall_s']:.1f} s spread over the CPUs); overhead "
-            f"{sw['overhead'] * 100:.0f}%, {sw['s_per_trial_start']:.2f} s per trial start"
+            f"{sw['overhead'] * 100:.0f}%: {sw['s_before_first_trial']:.1f} s before the first "
+            f"trial's run opens, {sw['s_per_trial_outside_rounds']:.2f} s per trial outside its "
+            f"rounds, {sw['s_per_trial_start']:.2f} s per trial in all"
         )
         summary["sweep"] = {k: round(v, 3) for k, v in sw.items()}
         summary["sweep_overhead"] = round(sw["overhead"], 4)

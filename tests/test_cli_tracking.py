@@ -323,3 +323,43 @@ def test_sigterm_during_training_waits_for_the_round_end_or_the_grace_time():
             signal.raise_signal(signal.SIGINT)
             signal.raise_signal(signal.SIGINT)  # a second Ctrl-C: at once
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+def test_round_metrics_are_written_in_batches_and_all_by_the_end(tmp_path, monkeypatch):
+    """Issue 13: a metrics write to a SQLite store costs about 30 ms, as much as a short round,
+    so rounds are written together every ``FLUSH_EVERY_S`` seconds; ``flush`` (a sweep trial
+    calls it before each checkpoint) and the run's end write what is pending: every round is in
+    the store, with its own step."""
+    from mlflow import MlflowClient
+
+    from fedsweep.tracking import run_logger
+    from fedsweep.tracking.tracked_run import TrackedRun
+    from tests.helpers import tiny_config, tiny_dataset
+
+    monkeypatch.setattr(run_logger, "FLUSH_EVERY_S", 3600.0)  # nothing written by time
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cfg = tiny_config(train__rounds=6, tracking__enabled=True, tracking__uri=uri)
+    tracked = TrackedRun(cfg, dataset=tiny_dataset(n_train=300, side=8))
+    client = MlflowClient(tracking_uri=uri)
+    seen = []
+
+    class Probe:
+        def on_round(self, t, metrics, result):
+            steps = [m.step for m in client.get_metric_history(tracked.run_id, "round_time")]
+            seen.append((t, steps))
+            if t == 3:
+                tracked.flush()  # what a trial does before its checkpoint
+
+    tracked.execute(on_round=Probe().on_round)
+    assert seen[0] == (1, []) and seen[1] == (2, [])  # held, not written
+    assert sorted(seen[3][1]) == [1, 2, 3]  # the flush at round 3 wrote rounds 1-3
+    final = client.get_metric_history(tracked.run_id, "round_time")
+    assert sorted(m.step for m in final) == [1, 2, 3, 4, 5, 6]
+    assert sorted(m.step for m in client.get_metric_history(tracked.run_id, "Global/test_acc")) == [
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+    ]

@@ -174,3 +174,26 @@ def test_the_numbers_do_not_depend_on_threads_or_the_fixed_order_layout(monkeypa
     fused_run, _ = run(monkeypatch, True, rounds=2, train__order="rr")
     assert counter.calls > 0
     torch.testing.assert_close(fused_run.w, step_run.w, rtol=1e-4, atol=1e-6)
+
+
+def test_a_fused_run_keeps_the_threads_it_was_given():
+    """numba's first parallel call starts its OpenMP pool, which set the calling thread's
+    OpenMP count (torch shares it) to all CPUs: the first run of every sweep worker then ran
+    torch on 2 threads on its 1 CPU. In a fresh process (the pool not yet started), a run with
+    ``threads: 1`` still has torch on 1 thread after its fused rounds (and BHerd's herding)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\n"
+        "from fedsweep.engine.run import FLRun\n"
+        "from tests.helpers import tiny_config, tiny_dataset\n"
+        "run = FLRun(tiny_config(threads=1, selector='bherd'), dataset=tiny_dataset(n_train=600, side=8))\n"
+        "run.step(); run.step()\n"
+        "print(torch.get_num_threads())\n"
+    )
+    env = {**__import__("os").environ, "NUMBA_NUM_THREADS": "2", svm_kernel.ENV: "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert out.stdout.strip().splitlines()[-1] == "1", out.stdout + out.stderr

@@ -33,6 +33,8 @@ import warnings
 import numpy as np
 import torch
 
+from fedsweep.engine.device import numba_threads
+
 #: environment switch: ``0`` / ``false`` / ``off`` disables the fused trajectory everywhere
 ENV = "FEDSWEEP_FUSED"
 
@@ -50,9 +52,7 @@ _failed: str | None = None
 def _set_threads() -> None:
     """Run the row blocks on as many threads as torch uses (the run's ``threads``, or the CPUs
     Ray gave the trial): never more threads than the process was given."""
-    import numba
-
-    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+    numba_threads()
 
 
 def enabled() -> bool:

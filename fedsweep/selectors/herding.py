@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from fedsweep.engine.device import numba_threads
+
 #: columns per block when accumulating the Gram matrix (bounds the float64 working copy)
 GRAM_BLOCK = 1 << 16
 
@@ -206,15 +208,18 @@ def _compiled_kernel():
                     gram[b, a] = out[a, b]
 
         @numba.njit(cache=True, nogil=True)
-        def herd_array(z, k, zc, out, gram):
-            for a in range(z.shape[0]):  # here, not under fastmath (which assumes no NaN/inf)
+        def all_finite(z):  # not under fastmath (which assumes no NaN/inf)
+            for a in range(z.shape[0]):
                 for j in range(z.shape[1]):
-                    if not np.isfinite(z[a, j]):  # a diverged run: torch's NaN behaviour
-                        return np.empty(0, np.int64), np.nan  # (herd_gram_loop)
-            centred_gram_blocked(z, zc, out, gram)
-            return greedy(gram, k)
+                    if not np.isfinite(z[a, j]):
+                        return False
+            return True
 
-        _COMPILED = herd_array
+        # Two compiled functions called one after the other, not one calling the other: a
+        # compiled function that calls another through a closure is recompiled in every new
+        # process (numba keys its disk cache on the pickled closure, and a dispatcher pickles
+        # with a per-process id), which cost every trial a second.
+        _COMPILED = (all_finite, centred_gram_blocked, greedy)
     return _COMPILED or None
 
 
@@ -231,9 +236,7 @@ def herd_compiled(z: torch.Tensor, k: int) -> HerdResult | None:
         return None
     if not 1 <= k <= z.shape[0]:
         raise ValueError(f"k={k} must lie in [1, {z.shape[0]}]")
-    import numba
-
-    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+    numba_threads()  # the Gram matrix's row blocks on the run's threads
     tau, d = z.shape
     scratch = _SCRATCH.get((tau, d))
     if scratch is None:  # zero rows pad Ẑ to a multiple of 4; they stay zero
@@ -241,9 +244,12 @@ def herd_compiled(z: torch.Tensor, k: int) -> HerdResult | None:
         scratch = (np.zeros((size, d)), np.zeros((size, size)), np.empty((tau, tau)))
         _SCRATCH.clear()  # one shape per run: τ and d are fixed
         _SCRATCH[(tau, d)] = scratch
-    order, sum_sq = fn(z.contiguous().numpy(), k, *scratch)
-    if len(order) == 0:
+    all_finite, centred_gram, greedy = fn
+    array = z.contiguous().numpy()
+    if not all_finite(array):  # a diverged run: torch's NaN behaviour (herd_gram_loop)
         return None
+    centred_gram(array, *scratch)
+    order, sum_sq = greedy(scratch[2], k)
     return HerdResult(
         torch.from_numpy(order), torch.tensor(sum_sq, dtype=torch.float64).clamp_min(0.0)
     )

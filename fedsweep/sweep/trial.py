@@ -92,6 +92,9 @@ class TuneReporter(Observer):
         report["round"] = t
         last = t == self.tracked.config.train.rounds or result.status != "finished"
         if t % self.every == 0 or last:
+            # every round up to the checkpoint is in the store before the checkpoint exists (a
+            # restored trial does not log the rounds the store has again)
+            self.tracked.flush()
             trial_dir = Path(tune.get_context().get_trial_dir())
             with tempfile.TemporaryDirectory() as tmp:
                 # per-client tensors go to their own files, each written once per change

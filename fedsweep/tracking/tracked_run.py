@@ -174,6 +174,11 @@ class TrackedRun:
     def run_id(self) -> str | None:
         return self.logger.run_id if self.logger else None
 
+    def flush(self) -> None:
+        """Write the rounds' metrics the logger still holds (before a checkpoint)."""
+        if self.logger is not None:
+            self.logger.flush()
+
     def execute(self, on_round=None, observers=()) -> TrackedResult:
         """Train, with the blow-up watch, the MLflow logger, ``on_round`` and ``observers``
         observing every round, in that order."""
