@@ -270,3 +270,37 @@ def test_real_cifar10(real_data_dir: Path) -> None:
     raw = np.asarray(batch[b"data"][:4]).reshape(4, 3, 32, 32)
     np.testing.assert_allclose(ds.x_train[:4].numpy(), _reference_standardize(raw), atol=1e-5)
     assert ds.y_train[:4].tolist() == batch[b"labels"][:4]
+
+
+@pytest.mark.parametrize("name", ["mnist", "fashion-mnist"])
+def test_mnist_files_read_directly_equal_torchvision(tmp_path: Path, name: str) -> None:
+    """Extracted MNIST-family files are read without torchvision (its import costs a sweep's
+    driver and every worker about 1.7 s): the same tensors as torchvision's reading of the same
+    files (made here: IDX headers, random bytes); a truncated file falls back to torchvision."""
+
+    def idx(path: Path, array: np.ndarray) -> None:
+        header = bytes([0, 0, 0x08, array.ndim]) + b"".join(
+            n.to_bytes(4, "big") for n in array.shape
+        )
+        path.write_bytes(header + array.astype(np.uint8).tobytes())
+
+    rng = np.random.default_rng(0)
+    raw = tmp_path / D._TORCHVISION[name][0] / "raw"
+    raw.mkdir(parents=True)
+    for split, n in (("train", 40), ("test", 12)):
+        images, labels = D._IDX_FILES[split]
+        idx(raw / images, rng.integers(0, 256, (n, 28, 28)))
+        idx(raw / labels, rng.integers(0, 10, n))
+    fast = D._load_torchvision(name, tmp_path, torch.device("cpu"), "auto", False)
+    assert "files at" in fast.source
+    train, test = D._open_torchvision(name, tmp_path, False)  # torchvision's own reading
+    reference = [D._images(train.data), D._labels(train.targets)]
+    reference += [D._images(test.data), D._labels(test.targets)]
+    direct = D._read_mnist_files(name, tmp_path)
+    for a, b in zip(direct, reference, strict=True):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+    slow = D.preprocess_images(reference[0], name, "auto")
+    assert torch.equal(fast.x_train, slow) and torch.equal(fast.y_train, reference[1])
+    images = raw / D._IDX_FILES["train"][0]
+    images.write_bytes(images.read_bytes()[:-5])  # truncated: not read here
+    assert D._read_mnist_files(name, tmp_path) is None

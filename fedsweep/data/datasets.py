@@ -273,18 +273,64 @@ def _labels(targets: Any) -> torch.Tensor:
     return torch.as_tensor(np.asarray(targets), dtype=torch.int64)
 
 
+#: the MNIST family's files in torchvision's layout, ``<root>/<Class>/raw/<file>``
+_IDX_FILES = {
+    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+    "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+}
+
+
+def _read_idx(path: Path) -> np.ndarray:
+    """An IDX file (big-endian header: magic ``0x0000 0x08 ndim``, the sizes; then uint8s)."""
+    raw = path.read_bytes()
+    ndim = raw[3]
+    dims = [int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
+    if raw[2] != 0x08 or len(raw) != 4 + 4 * ndim + math.prod(dims):
+        raise OSError(f"{path} is not an uncompressed uint8 IDX file")
+    return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def _read_mnist_files(name: str, root: Path):
+    """``(train images, train labels, test images, test labels)`` read straight from the
+    extracted MNIST-family files torchvision would read (the same bytes, so the same tensors),
+    or None when one is missing or unreadable: then torchvision opens (or downloads) them.
+    Reading them here skips importing torchvision (about 1.7 s per process: the sweep driver
+    and every trial worker)."""
+    if name not in ("mnist", "fashion-mnist"):
+        return None
+    raw = root / _TORCHVISION[name][0] / "raw"
+    try:
+        out = []
+        for images, labels in (_IDX_FILES["train"], _IDX_FILES["test"]):
+            out += [
+                torch.from_numpy(_read_idx(raw / images).copy()),
+                torch.from_numpy(_read_idx(raw / labels).astype(np.int64)),
+            ]
+    except OSError:
+        return None
+    return out
+
+
 def _load_torchvision(
     name: str, root: Path, device: torch.device, normalization: str, download: bool
 ) -> TensorDataset:
-    train, test = _open_torchvision(name, root, download)
+    local = _read_mnist_files(name, root)
+    if local is not None:
+        x_train, y_train, x_test, y_test = local
+        source = f"{_TORCHVISION[name][0]} files at {root} (torchvision layout)"
+    else:
+        train, test = _open_torchvision(name, root, download)
+        x_train, y_train = _images(train.data), _labels(train.targets)
+        x_test, y_test = _images(test.data), _labels(test.targets)
+        source = f"torchvision {type(train).__name__} at {root}"
     return TensorDataset(
         name=name,
-        x_train=preprocess_images(_images(train.data), name, normalization).to(device),
-        y_train=_labels(train.targets).to(device),
-        x_test=preprocess_images(_images(test.data), name, normalization).to(device),
-        y_test=_labels(test.targets).to(device),
+        x_train=preprocess_images(x_train, name, normalization).to(device),
+        y_train=y_train.to(device),
+        x_test=preprocess_images(x_test, name, normalization).to(device),
+        y_test=y_test.to(device),
         num_classes=_TORCHVISION[name][1],
-        source=f"torchvision {type(train).__name__} at {root}",
+        source=source,
     )
 
 
