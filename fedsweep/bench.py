@@ -419,7 +419,7 @@ def main(argv: list[str] | None = None) -> None:
             f"trial's run opens, {sw['s_per_trial_outside_rounds']:.2f} s per trial outside its "
             f"rounds, {sw['s_per_trial_start']:.2f} s per trial in all"
         )
-        summary["sweep"] = {k: round(v, 3) for k, v in sw.items()}
+        summary["sweep"] = {k: round(v, 3) if isinstance(v, float) else v for k, v in sw.items()}
         summary["sweep_overhead"] = round(sw["overhead"], 4)
     if args.json:
         print(json.dumps(summary, sort_keys=True))
