@@ -130,8 +130,8 @@ class BHerd(Selector):
         tau = self._tau
         z = self._buffer[:tau]
         k = keep_count(self.alpha, tau, self.rounding)
-        # herd the raw g (§3.8: same order as herding v); after a fused trajectory in one
-        # compiled call (the same float64 Gram matrix to rounding, herding.herd_compiled)
+        # herd the raw g (§3.8: same order as herding v); after a fused trajectory in compiled
+        # code (the same float64 Gram matrix to rounding, herding.herd_compiled)
         result = (herd_compiled(z, k) if self._fused else None) or herd(z, k)
         used = self._vbuffer[:tau] if self._v_differs else z
         v_sel = used.index_select(0, result.order).sum(dim=0)  # Σ_{λ∈π} v_λ (= g_sel if v = g)

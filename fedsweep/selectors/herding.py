@@ -118,11 +118,11 @@ def _greedy_kernel():
 
 
 _COMPILED = None
-_SCRATCH: dict = {}  # (τ, d) -> herd_compiled's float64 work arrays
+_SCRATCH: dict = {}  # (τ, d) -> herd_compiled's float64 work arrays, kept across calls
 
 
 def _compiled_kernel():
-    """The centred Gram matrix and the greedy in one compiled call, or None without numba."""
+    """``(all_finite, centred_gram_blocked, greedy)`` compiled, or None without numba."""
     global _COMPILED
     if _COMPILED is None:
         greedy = _greedy_kernel()
@@ -130,7 +130,6 @@ def _compiled_kernel():
             _COMPILED = False
             return None
         import numba
-        import numpy as np
 
         @numba.njit(cache=True, nogil=True, fastmath=True, boundscheck=False, parallel=True)
         def centred_gram_blocked(z, zc, out, gram):
@@ -224,7 +223,7 @@ def _compiled_kernel():
 
 
 def herd_compiled(z: torch.Tensor, k: int) -> HerdResult | None:
-    """:func:`herd` of a CPU tensor ``z`` ``[τ, d]`` (float32 or float64) in one compiled call
+    """:func:`herd` of a CPU tensor ``z`` ``[τ, d]`` (float32 or float64) in compiled code
     (BHerd on the fused SVM trajectory, where the per-client herding would otherwise cost as
     much as a quarter of the client's steps). The Gram matrix is §3.5's float64 explicit-
     centring product, blocked for the cache and summed in another order than BLAS (equal to
@@ -242,7 +241,8 @@ def herd_compiled(z: torch.Tensor, k: int) -> HerdResult | None:
     if scratch is None:  # zero rows pad Ẑ to a multiple of 4; they stay zero
         size = 4 * ((tau + 3) // 4)
         scratch = (np.zeros((size, d)), np.zeros((size, size)), np.empty((tau, tau)))
-        _SCRATCH.clear()  # one shape per run: τ and d are fixed
+        if len(_SCRATCH) >= 64:  # one shape per τ_i of the run's clients, usually a few
+            _SCRATCH.clear()
         _SCRATCH[(tau, d)] = scratch
     all_finite, centred_gram, greedy = fn
     array = z.contiguous().numpy()
