@@ -26,6 +26,11 @@ def device_problem(name: str, field: str = "device") -> str | None:
     return None
 
 
+def switched_on(name: str) -> bool:
+    """An environment switch that is on unless set to ``0``, ``false``, ``off`` or ``no``."""
+    return os.environ.get(name, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
 def available_cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))

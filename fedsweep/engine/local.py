@@ -17,7 +17,6 @@ final model and, when the observer asks for it (``wants_next_batch``), the clien
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -25,6 +24,7 @@ import torch
 
 from fedsweep.engine.batches import BatchSchedule
 from fedsweep.engine.buffers import ClientBuffers
+from fedsweep.engine.device import switched_on
 from fedsweep.engine.functional import FunctionalModel
 from fedsweep.engine.messages import ClientTask, ClientUpdate, RoundContext
 
@@ -64,10 +64,6 @@ class StepObserver:
 
 #: environment switch: ``0`` keeps the fused trajectory on the scattered training rows (bench)
 LAYOUT_ENV = "FEDSWEEP_LAYOUT"
-
-
-def layouts_enabled() -> bool:
-    return os.environ.get(LAYOUT_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
 
 
 class LocalTrainer:
@@ -127,7 +123,7 @@ class LocalTrainer:
         if fused is not None:  # every step in one call (the model's compiled trajectory)
             direction, (gbuf, vbuf) = fused
             x, target = self.x, self.y
-            if numbers is not None and layouts_enabled():  # the fixed order: rows in sequence
+            if numbers is not None and switched_on(LAYOUT_ENV):  # the fixed order: rows in sequence
                 x, target, rows = self._layout(client, numbers)
             loss_sum = fm.module.fused_trajectory(
                 y, w, x, target, rows, lr, direction.mu, direction.offset, gbuf, vbuf

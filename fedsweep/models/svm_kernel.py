@@ -31,13 +31,12 @@ reports no kernel and the engine keeps its per-step path. ``FEDSWEEP_FUSED=0`` t
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import numpy as np
 import torch
 
-from fedsweep.engine.device import numba_threads
+from fedsweep.engine.device import numba_threads, switched_on
 
 #: environment switch: ``0`` / ``false`` / ``off`` disables the fused trajectory everywhere
 ENV = "FEDSWEEP_FUSED"
@@ -53,14 +52,8 @@ _kernel = None
 _failed: str | None = None
 
 
-def _set_threads() -> None:
-    """Run the row blocks on as many threads as torch uses (the run's ``threads``, or the CPUs
-    Ray gave the trial): never more threads than the process was given."""
-    numba_threads()
-
-
 def enabled() -> bool:
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+    return switched_on(ENV)
 
 
 def _compile():
@@ -235,7 +228,7 @@ class SVMTrajectory:
             )
             self._scratch[(dtype, d, rows.shape[1])] = scratch
         parts, hparts, dummy = scratch
-        _set_threads()
+        numba_threads()  # the row blocks on the run's threads, torch's count kept
         consts = np.array([0.0, 1.0, 0.5, self.lam, lr, mu, rows.shape[1]], dtype=dtype)
         flags = np.array([offset is not None, gbuf is not None, vbuf is not None], np.int64)
         total = kernel()(
@@ -294,7 +287,7 @@ def memory_floor(x: torch.Tensor, rows: torch.Tensor) -> float:
     fn = _compile_floor()
     x2 = x.reshape(len(x), -1).contiguous().numpy()
     parts = np.zeros((BLOCKS, x2.shape[1]), x2.dtype)
-    _set_threads()
+    numba_threads()
     fn(x2, rows[:1].numpy(), parts)  # compile
     start = time.perf_counter()
     fn(x2, rows.numpy(), parts)
