@@ -267,7 +267,6 @@ def bench_sweep(spec_path: str | Path | None = None, profile: str = "smoke") -> 
     (imports, spec checks, the store, Ray's start, the first actor) and the seconds each trial
     spends outside its rounds (opening its run, data and model, checkpoints, logging)."""
     import yaml
-    from mlflow import MlflowClient
 
     from fedsweep.cli.sweep_console import ray_output_to
     from fedsweep.sweep.runner import run_sweep, shutdown_ray
@@ -292,36 +291,132 @@ def bench_sweep(spec_path: str | Path | None = None, profile: str = "smoke") -> 
         )
         wall = time.perf_counter() - start
         shutdown_ray()
-    client = MlflowClient(tracking_uri=uri)
-    runs = [
-        r
-        for e in client.search_experiments()
-        for r in client.search_runs([e.experiment_id])
-        if "mlflow.parentRunId" in r.data.tags  # the trials (the parent is the sweep)
-    ]
-    own = outside = 0.0
-    for r in runs:
-        rounds = sum(m.value for m in client.get_metric_history(r.info.run_id, "round_time"))
-        own += rounds
-        outside += (r.info.end_time - r.info.start_time) / 1000 - rounds
-    trials = len(runs)
-    cpus = max(1, os.cpu_count() or 1)
-    # the ideal wall time: the runs' own work spread over the CPUs Ray had
-    ideal = own / min(cpus, trials) if trials else 0.0
-    first = min((r.info.start_time / 1000 for r in runs), default=opened) - opened
+    rows = sweep_overheads(uri)
+    row = rows[0] if rows else {}
+    trials = row.get("trials", 0)
+    ideal = row.get("ideal_wall_s", 0.0)
+    first = row["first_run_start"] - opened if trials else float("nan")
     return {
         "spec": path.stem if spec_path is not None else "smoke (built in)",
         "profile": profile,
         "trials": trials,
         "finished": report.finished,
         "wall_s": wall,
-        "runs_own_s": own,
+        "runs_own_s": row.get("runs_own_s", 0.0),
         "ideal_wall_s": ideal,
         "overhead": wall / ideal - 1.0 if ideal > 0 else float("nan"),
         "s_per_trial_start": (wall - ideal) / trials if trials else float("nan"),
         "s_before_first_trial": first,
-        "s_per_trial_outside_rounds": outside / trials if trials else float("nan"),
+        "s_per_trial_outside_rounds": row.get("s_per_trial_outside_rounds", float("nan")),
     }
+
+
+def sweep_overheads(tracking_uri: str, profile: str | None = None, cpus: int | None = None):
+    """The overhead of every sweep in a store, from what its runs recorded: per sweep (parent
+    run, optionally only ``profile``'s), its wall time (the parent run's start to end: from
+    the scheduling of its trials, after Ray's start, to the figure's membership tags), the
+    trials it ran (its child runs), the sum of their own round times (``round_time``), the
+    ideal wall time (that sum spread over ``min(cpus // threads per trial, trials)`` workers;
+    ``cpus`` defaults to this machine's) and the overhead ``wall / ideal - 1``; plus the
+    seconds a trial spends outside its rounds (its run's duration minus its rounds). A sweep
+    run again into the same parent (a resume, new curves) spans both calls: its row says so
+    with ``resumed``; a sweep still running has ``running`` and its wall time so far. Rows in the order the sweeps started."""
+    from mlflow import MlflowClient
+
+    cpus = cpus or max(1, os.cpu_count() or 1)
+    client = MlflowClient(tracking_uri=tracking_uri)
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    if not experiments:
+        return []
+    runs = client.search_runs(experiments, max_results=50000)
+    children: dict[str, list] = {}
+    for r in runs:
+        parent = r.data.tags.get("mlflow.parentRunId")
+        if parent is not None:
+            children.setdefault(parent, []).append(r)
+    rows = []
+    for p in runs:
+        tags = p.data.tags
+        if tags.get("fedsweep.kind") != "sweep" or (
+            profile and tags.get("fedsweep.profile") != profile
+        ):
+            continue
+        kids = [r for r in children.get(p.info.run_id, []) if r.info.end_time]
+        own = outside = 0.0
+        workers = 0
+        for r in kids:
+            rounds = sum(m.value for m in client.get_metric_history(r.info.run_id, "round_time"))
+            own += rounds
+            outside += (r.info.end_time - r.info.start_time) / 1000 - rounds
+            threads = int(r.data.tags.get("fedsweep.threads", "1") or 1)
+            workers = max(workers, cpus // max(1, threads))
+        ideal = own / max(1, min(workers, len(kids))) if kids else 0.0
+        running = p.info.end_time is None
+        end = time.time() * 1000 if running else p.info.end_time
+        wall = (end - p.info.start_time) / 1000
+        rows.append(
+            {
+                "figure": tags.get("fedsweep.figure", p.info.run_name),
+                "profile": tags.get("fedsweep.profile"),
+                "trials": len(kids),
+                "wall_s": wall,
+                "runs_own_s": own,
+                "ideal_wall_s": ideal,
+                "overhead": wall / ideal - 1.0 if ideal > 0 else float("nan"),
+                "s_per_trial_outside_rounds": outside / len(kids) if kids else float("nan"),
+                "first_run_start": min((r.info.start_time for r in kids), default=0) / 1000,
+                "start": p.info.start_time / 1000,
+                "running": running,
+                "resumed": bool(kids) and min(r.info.start_time for r in kids) < p.info.start_time,
+            }
+        )
+    rows.sort(key=lambda r: r["start"])
+    return rows
+
+
+def print_store_overheads(uri: str, profile: str | None, as_json: bool) -> None:
+    """The table of :func:`sweep_overheads` with a total row (the sum over the sweeps, and the
+    span from the first sweep's start to the last one's end, which adds the driver's work
+    between sweeps)."""
+    rows = [r for r in sweep_overheads(uri, profile) if r["trials"]]
+    print(
+        f"# sweep overhead from the store {uri}: per sweep, its wall time against its runs' own "
+        "round times spread over the CPUs"
+    )
+    print(
+        "| sweep | trials | wall | runs' own rounds (spread) | overhead | s/trial outside rounds |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        note = " (resumed or re-run: spans two calls)" if r["resumed"] else ""
+        note += " (still running: wall so far)" if r["running"] else ""
+        print(
+            f"| {r['figure']} [{r['profile']}]{note} | {r['trials']} | {r['wall_s']:.1f} s "
+            f"| {r['runs_own_s']:.1f} s ({r['ideal_wall_s']:.1f} s) | {r['overhead'] * 100:.0f}% "
+            f"| {r['s_per_trial_outside_rounds']:.2f} |"
+        )
+    total = {
+        "sweeps": len(rows),
+        "trials": sum(r["trials"] for r in rows),
+        "wall_s": sum(r["wall_s"] for r in rows),
+        "ideal_wall_s": sum(r["ideal_wall_s"] for r in rows),
+        "runs_own_s": sum(r["runs_own_s"] for r in rows),
+        "span_s": max((r["start"] + r["wall_s"] for r in rows), default=0.0)
+        - min((r["start"] for r in rows), default=0.0),
+    }
+    ideal = total["ideal_wall_s"]
+    total["overhead"] = total["wall_s"] / ideal - 1.0 if ideal > 0 else float("nan")
+    total["span_overhead"] = total["span_s"] / ideal - 1.0 if ideal > 0 else float("nan")
+    print(
+        f"| all {total['sweeps']} sweeps | {total['trials']} | {total['wall_s']:.1f} s "
+        f"| {total['runs_own_s']:.1f} s ({ideal:.1f} s) | {total['overhead'] * 100:.0f}% | |"
+    )
+    print(
+        f"# first sweep's start to last sweep's end: {total['span_s']:.1f} s "
+        f"(overhead {total['span_overhead'] * 100:.0f}% with the driver's work between sweeps)"
+    )
+    if as_json:
+        print(json.dumps({"sweeps": rows, "total": total}, sort_keys=True))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -337,8 +432,19 @@ def main(argv: list[str] | None = None) -> None:
         help="measure the sweep overhead on this spec file (default: a built-in smoke sweep)",
     )
     parser.add_argument("--sweep-profile", default="smoke", help="profile of --sweep-spec")
+    parser.add_argument(
+        "--from-store",
+        metavar="URI",
+        default=None,
+        help="only print the overhead of every sweep already in this MLflow store (e.g. "
+        "sqlite:///$PWD/mlruns/mlflow.db after make reproduce-figures); measures nothing",
+    )
+    parser.add_argument("--profile", default=None, help="with --from-store: only this profile")
     parser.add_argument("--json", action="store_true", help="a JSON summary as the last line")
     args = parser.parse_args(argv)
+    if args.from_store:
+        print_store_overheads(args.from_store, args.profile, args.json)
+        return
     threads = set_threads(None)
     data = synthetic_mnist()
     g = torch.Generator().manual_seed(1)

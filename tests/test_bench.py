@@ -1,0 +1,69 @@
+"""The bench's sweep-overhead reader on a real MLflow store whose runs have known times."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fedsweep.bench import main as bench_main
+from fedsweep.bench import sweep_overheads
+from fedsweep.tracking.store import get_client
+
+
+@pytest.fixture
+def timed_store(tmp_path):
+    """One quick sweep of three 1-thread trials: parent 100 s (t=1000..1100 s); the trials'
+    round times sum to 30, 40 and 50 s and each run lasts 2 s more than its rounds."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = get_client(uri)
+    exp = client.create_experiment("bench-fig")
+    parent = client.create_run(
+        exp,
+        start_time=1_000_000,
+        tags={
+            "fedsweep.kind": "sweep",
+            "fedsweep.figure": "bench-fig",
+            "fedsweep.profile": "quick",
+        },
+    )
+    start = 1_001_000
+    for rounds in (30, 40, 50):
+        child = client.create_run(
+            exp,
+            start_time=start,
+            tags={"mlflow.parentRunId": parent.info.run_id, "fedsweep.threads": "1"},
+        )
+        for t in range(1, 11):  # ten rounds of rounds/10 s each
+            client.log_metric(child.info.run_id, "round_time", rounds / 10, step=t)
+        client.set_terminated(child.info.run_id, "FINISHED", end_time=start + (rounds + 2) * 1000)
+        start += 1000
+    client.set_terminated(parent.info.run_id, "FINISHED", end_time=1_100_000)
+    other = client.create_run(exp, tags={"fedsweep.kind": "sweep", "fedsweep.profile": "smoke"})
+    client.set_terminated(other.info.run_id, "FINISHED")
+    return uri
+
+
+def test_sweep_overheads_reads_wall_own_rounds_and_outside_time(timed_store):
+    (row,) = sweep_overheads(timed_store, profile="quick", cpus=2)
+    assert row["figure"] == "bench-fig" and row["trials"] == 3
+    assert row["wall_s"] == pytest.approx(100.0)
+    assert row["runs_own_s"] == pytest.approx(120.0)
+    assert row["ideal_wall_s"] == pytest.approx(60.0)  # 120 s over 2 workers
+    assert row["overhead"] == pytest.approx(100 / 60 - 1)
+    assert row["s_per_trial_outside_rounds"] == pytest.approx(2.0)
+    assert not row["running"] and not row["resumed"]
+    # one CPU: one worker, the ideal is the whole sum
+    (one,) = sweep_overheads(timed_store, profile="quick", cpus=1)
+    assert one["ideal_wall_s"] == pytest.approx(120.0)
+    # both profiles: the smoke sweep without trials is listed too
+    assert {r["profile"] for r in sweep_overheads(timed_store, cpus=2)} == {"quick", "smoke"}
+
+
+def test_bench_from_store_prints_the_table_and_json(timed_store, capsys):
+    bench_main(["--from-store", timed_store, "--profile", "quick", "--json"])
+    out = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("| bench-fig [quick] | 3 | 100.0 s |") for line in out)
+    summary = json.loads(out[-1])
+    assert summary["total"]["trials"] == 3
+    assert summary["total"]["overhead"] == pytest.approx(100 / 60 - 1)
