@@ -38,8 +38,8 @@ import torch
 
 from fedsweep.config.load import build_config
 from fedsweep.data.datasets import TensorDataset
-from fedsweep.engine.device import set_threads
-from fedsweep.engine.run import FLRun
+from fedsweep.engine.device import keep_freed_memory, set_threads
+from fedsweep.engine.run import FLRun, all_finite
 from fedsweep.models import svm_kernel
 from fedsweep.models.registry import build_model
 
@@ -106,7 +106,7 @@ def time_engine_round(run: FLRun, fused: bool = True) -> float:
     try:
         start = time.perf_counter()
         run.step()
-        torch.isfinite(run.w).all().item()  # the engine's once-per-round sync
+        all_finite(run.w, run.w.sum())  # the engine's once-per-round check
         return time.perf_counter() - start
     finally:
         if previous is None:
@@ -465,10 +465,12 @@ def main(argv: list[str] | None = None) -> None:
         "torch": torch.__version__,
         "threads": threads,
         "fused_kernel": svm_kernel.kernel() is not None,
+        "freed_memory_kept": keep_freed_memory(),
     }
     print(
         f"# fedsweep bench  {summary['date']}  {summary['machine']}  torch {torch.__version__}"
         f"  threads={threads}  fused SVM kernel: {'yes' if summary['fused_kernel'] else 'no'}"
+        f"  freed memory kept: {'yes' if summary['freed_memory_kept'] else 'no'}"
     )
     print(
         f"# one round = {CLIENTS} clients x {STEPS_PER_CLIENT} steps of B={BATCH} + test eval; "

@@ -21,7 +21,7 @@ from fedsweep.config.schema import RunConfig
 from fedsweep.data.datasets import TensorDataset, load_dataset
 from fedsweep.data.partitions import make_partition, partition_hash
 from fedsweep.engine.batches import BatchSchedule
-from fedsweep.engine.device import resolve_device, set_threads
+from fedsweep.engine.device import keep_freed_memory, resolve_device, set_threads
 from fedsweep.engine.evaluation import Evaluator
 from fedsweep.engine.functional import FunctionalModel
 from fedsweep.engine.local import Client, LocalTrainer
@@ -58,6 +58,7 @@ class FLRun:
         self.config = config
         self.device = resolve_device(config.device)
         self.threads = set_threads(config.threads)
+        keep_freed_memory()
         self.dtype = DTYPES[config.train.dtype]
         if dataset is None:
             stage(f"loading data ({config.data.dataset})")
@@ -335,7 +336,7 @@ def run_federated(run: FLRun, observers=()) -> RunResult:
         while run.round < run.config.train.rounds:
             start = time.perf_counter()
             tensors = run.step()
-            finite = torch.isfinite(run.w).all()
+            total = run.w.sum()  # finite only when every entry is (see all_finite)
             metrics = to_floats(tensors)
             metrics["round_time"] = time.perf_counter() - start
             result.rounds = run.round
@@ -343,7 +344,7 @@ def run_federated(run: FLRun, observers=()) -> RunResult:
             # an estimate (a step policy's diagnostics) may be non-finite: it is logged and the
             # component handles it; a non-finite model or result ends the run as diverged
             watched = (v for k, v in metrics.items() if k.rsplit("/", 1)[-1] not in diagnostics)
-            if not bool(finite) or not all(np.isfinite(v) for v in watched):
+            if not all_finite(run.w, total) or not all(np.isfinite(v) for v in watched):
                 result.status = "diverged"
             for observer in observers:
                 observer.on_round(run.round, metrics, result)
@@ -360,6 +361,15 @@ def run_federated(run: FLRun, observers=()) -> RunResult:
     for observer in observers:
         observer.on_end(result)
     return result
+
+
+def all_finite(w: torch.Tensor, total: torch.Tensor) -> bool:
+    """Whether every entry of ``w`` is finite, given ``total = w.sum()``: a finite sum means
+    every entry is finite (an inf or NaN entry makes it inf or NaN); a non-finite sum may also be
+    an overflow of finite entries, so then the entries are tested one by one. One pass over
+    ``w`` instead of ``isfinite(w).all()``'s several (44 ms a round for ResNet-18's 11.2M
+    parameters, measured on 2 cores; the sum 1 ms)."""
+    return bool(torch.isfinite(total)) or bool(torch.isfinite(w).all())
 
 
 def to_floats(tensors: dict[str, torch.Tensor]) -> dict[str, float]:
