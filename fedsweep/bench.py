@@ -19,6 +19,9 @@ Then one ResNet-18 CIFAR-10 local step (B=32, engine vs raw loop), and the sweep
 smoke sweep through Ray Tune into a fresh MLflow store, its wall time against the sum of its
 runs' own round times, and seconds per trial start (``--no-sweep`` skips it).
 
+``--from-store URI`` only prints the overhead of every sweep already in an MLflow store (its
+wall time against its runs' own round times; :func:`sweep_overheads`).
+
 ``--json`` prints one JSON object as the last line (``svm_us_per_step``, ``bherd_over_fedavg``,
 ... ) so a bench run can be compared with an earlier one.
 """
