@@ -323,7 +323,8 @@ def sweep_overheads(tracking_uri: str, profile: str | None = None, cpus: int | N
     ``cpus`` defaults to this machine's) and the overhead ``wall / ideal - 1``; plus the
     seconds a trial spends outside its rounds (its run's duration minus its rounds). A sweep
     run again into the same parent (a resume, new curves) spans both calls: its row says so
-    with ``resumed``; a sweep still running has ``running`` and its wall time so far. Rows in the order the sweeps started."""
+    with ``resumed``; a sweep still running has ``running`` and its wall time so far. Rows in
+    the order the sweeps started."""
     from mlflow import MlflowClient
 
     cpus = cpus or max(1, os.cpu_count() or 1)
