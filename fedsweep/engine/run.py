@@ -336,7 +336,7 @@ def run_federated(run: FLRun, observers=()) -> RunResult:
         while run.round < run.config.train.rounds:
             start = time.perf_counter()
             tensors = run.step()
-            total = run.w.sum()  # finite only when every entry is (see all_finite)
+            finite = all_finite(run.w)
             metrics = to_floats(tensors)
             metrics["round_time"] = time.perf_counter() - start
             result.rounds = run.round
@@ -344,7 +344,7 @@ def run_federated(run: FLRun, observers=()) -> RunResult:
             # an estimate (a step policy's diagnostics) may be non-finite: it is logged and the
             # component handles it; a non-finite model or result ends the run as diverged
             watched = (v for k, v in metrics.items() if k.rsplit("/", 1)[-1] not in diagnostics)
-            if not all_finite(run.w, total) or not all(np.isfinite(v) for v in watched):
+            if not finite or not all(np.isfinite(v) for v in watched):
                 result.status = "diverged"
             for observer in observers:
                 observer.on_round(run.round, metrics, result)
@@ -363,13 +363,13 @@ def run_federated(run: FLRun, observers=()) -> RunResult:
     return result
 
 
-def all_finite(w: torch.Tensor, total: torch.Tensor) -> bool:
-    """Whether every entry of ``w`` is finite, given ``total = w.sum()``: a finite sum means
+def all_finite(w: torch.Tensor) -> bool:
+    """Whether every entry of ``w`` is finite: a finite sum ``w.sum()`` means
     every entry is finite (an inf or NaN entry makes it inf or NaN); a non-finite sum may also be
     an overflow of finite entries, so then the entries are tested one by one. One pass over
     ``w`` instead of ``isfinite(w).all()``'s several (44 ms a round for ResNet-18's 11.2M
     parameters, measured on 2 cores; the sum 1 ms)."""
-    return bool(torch.isfinite(total)) or bool(torch.isfinite(w).all())
+    return bool(torch.isfinite(w.sum())) or bool(torch.isfinite(w).all())
 
 
 def to_floats(tensors: dict[str, torch.Tensor]) -> dict[str, float]:
