@@ -37,6 +37,7 @@ from fedsweep.data.datasets import DatasetNotFoundError, load_dataset, resolve_d
 from fedsweep.data.leash import leash_problems
 from fedsweep.engine.device import device_problem
 from fedsweep.sweep.spec import SpecError, SweepSpec, Trial, expand, load_spec
+from fedsweep.tracking.direct import done_runs_by_hash, load_runs
 from fedsweep.tracking.store import (
     check_tracking_uri,
     default_store_dir,
@@ -183,42 +184,18 @@ def check_data(trials: list[Trial], spec: SweepSpec, profile: str, data_root: Pa
     return plan
 
 
-def done_runs(client):
-    """Every run whose ``fedsweep.status`` is finished or diverged (both are results), all
-    experiments. MLflow's search has no ``IN`` for tags, hence one query per status."""
-    experiments = [e.experiment_id for e in client.search_experiments()]
-    for status in ("finished", "diverged"):
-        token = None
-        while True:
-            page = client.search_runs(
-                experiments,
-                filter_string=f"tags.`fedsweep.status` = '{status}'",
-                max_results=5000,
-                page_token=token,
-            )
-            yield from page
-            token = page.token
-            if not token:
-                break
-
-
 def finished_hashes(client, hashes: set[str]) -> set[str]:
     """Config hashes (among ``hashes``) that already have a finished or diverged run (a sweep
     trial or a single ``fedsweep run``: both carry the ``fedsweep.config_hash`` tag)."""
-    return set(finished_runs(client, hashes))
+    return set(done_runs_by_hash(client, hashes))
 
 
 def finished_runs(client, hashes: set[str]) -> dict:
     """For each config hash (among ``hashes``) with a finished or diverged run, that run (the
     latest started, as the figures pick it)."""
-    out: dict = {}
-    for run in done_runs(client):
-        h = run.data.tags.get("fedsweep.config_hash")
-        if h in hashes:
-            old = out.get(h)
-            if old is None or (run.info.start_time or 0) >= (old.info.start_time or 0):
-                out[h] = run
-    return out
+    ids = done_runs_by_hash(client, hashes)
+    runs = load_runs(client, (run_id for run_id, _ in ids.values()))
+    return {h: runs[run_id] for h, (run_id, _) in ids.items() if run_id in runs}
 
 
 # ------------------------------------------------------------------- figure membership

@@ -1,6 +1,6 @@
-"""Log one FL run to MLflow: params, tags, per-round metrics (batched: one call per
-``FLUSH_EVERY_S`` seconds of rounds), the resolved config and the per-client record arrays as
-artifacts."""
+"""Log one FL run to MLflow: params, tags, per-round metrics (batched: one write per
+``FLUSH_EVERY_S`` seconds of rounds, ``tracking.direct.write_metrics``), the resolved config and
+the per-client record arrays as artifacts."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import numpy as np
 import yaml
 
 from fedsweep.config.load import flatten
+from fedsweep.tracking.direct import write_metrics
 from fedsweep.tracking.store import ensure_experiment, get_client, resolve_tracking_uri
 
-MAX_METRICS = 1000  # MLflow's limit per log_batch request
 MAX_PARAMS = 100
 #: seconds of rounds gathered into one metrics write (a write to a SQLite store costs about
 #: 30 ms, as much as a 20-round smoke trial's round; a round longer than this is written alone)
@@ -60,14 +60,15 @@ def git_commit() -> str:
 
 class MlflowRunLogger:
     def __init__(self, tracking_uri: str | None, experiment: str):
-        from mlflow.entities import Metric, Param, RunTag
+        from mlflow.entities import Param, RunTag
 
-        self._Metric, self._Param, self._RunTag = Metric, Param, RunTag
+        self._Param, self._RunTag = Param, RunTag
         self.tracking_uri = resolve_tracking_uri(tracking_uri)
         self.client = get_client(self.tracking_uri)
         self.experiment_id = ensure_experiment(self.client, experiment, self.tracking_uri)
         self.run_id: str | None = None
-        self._pending: list = []  # metrics of rounds not yet written
+        #: (key, value, timestamp ms, step) of the rounds not yet written
+        self._pending: list[tuple[str, float, int, int]] = []
         self._flushed_at = time.monotonic()
 
     def start(
@@ -106,9 +107,9 @@ class MlflowRunLogger:
         have passed since the last write (``flush``; ``end`` writes the rest). A sweep trial
         flushes before each checkpoint, so every round up to a checkpoint is in the store."""
         now = int(time.time() * 1000)
-        self._pending += [self._Metric(k, float(v), now, step) for k, v in metrics.items()]
+        self._pending += [(k, float(v), now, step) for k, v in metrics.items()]
         self._pending += [
-            self._Metric(f"{GLOBAL_SECTION}/{k}", float(v), now, step)
+            (f"{GLOBAL_SECTION}/{k}", float(v), now, step)
             for k, v in metrics.items()
             if "/" not in k
         ]
@@ -116,10 +117,9 @@ class MlflowRunLogger:
             self.flush()
 
     def flush(self) -> None:
-        """Write the pending rounds' metrics (``log_batch`` chunks of at most 1000)."""
+        """Write the pending rounds' metrics (one transaction on a SQL store)."""
         items, self._pending = self._pending, []
-        for i in range(0, len(items), MAX_METRICS):
-            self.client.log_batch(self.run_id, metrics=items[i : i + MAX_METRICS])
+        write_metrics(self.client, self.run_id, items)
         self._flushed_at = time.monotonic()
 
     def log_text(self, text: str, artifact_file: str) -> None:

@@ -1,0 +1,233 @@
+"""Two hot paths of a sweep, written as single SQL statements on MLflow's own tables when the
+store is MLflow's SQLAlchemy store (SQLite, PostgreSQL, MySQL), through MLflow's client API
+otherwise (a tracking server, a file store).
+
+- :func:`write_metrics`: a trial's per-round metrics. ``MlflowClient.log_batch`` builds one ORM
+  object per value and costs about 0.1-0.17 ms per value on a 2-core machine (a 100-round BHerd
+  SVM trial logs 2,600: 0.25-0.45 s); one multi-row ``INSERT`` costs 35-45 ms for the same rows.
+- :func:`done_runs_by_hash`: which config hashes already have a finished run. Through the client
+  API this loads every done run of the store, with all its params, tags and metrics (4.4-5.3 s
+  for the 765 runs of a whole quick profile), three times per sweep; the query here reads two
+  tag rows per matching run.
+
+Both do what MLflow 3.17.2's ``SqlAlchemyStore`` does, on the tables and columns of its own
+SQLAlchemy models (``mlflow.store.tracking.dbmodels.models``), so the rows are those
+``log_batch`` / ``search_runs`` would write or find: ``tests/test_direct.py`` checks that
+against the client API on a real store, for the pinned MLflow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+#: the ``fedsweep.status`` values of a run that counts as done (a result a sweep reuses)
+DONE_STATUSES = ("finished", "diverged")
+HASH_TAG = "fedsweep.config_hash"
+STATUS_TAG = "fedsweep.status"
+#: hashes per ``IN (...)`` (bound parameters; SQLite allows 32,766, others fewer)
+CHUNK = 500
+
+
+def sql_store(client):
+    """The client's ``SqlAlchemyStore``, or None (a tracking server, a file store)."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    store = getattr(getattr(client, "_tracking_client", None), "store", None)
+    return store if isinstance(store, SqlAlchemyStore) else None
+
+
+# ------------------------------------------------------------------------------ metrics
+def write_metrics(client, run_id: str, rows: Sequence[tuple[str, float, int, int]]) -> None:
+    """Log ``rows`` of ``(key, value, timestamp_ms, step)`` to the active run ``run_id``, as
+    ``client.log_batch`` would: every row into ``metrics``, the latest (by step, timestamp,
+    value) of each key into ``latest_metrics``, NaN stored as 0 with ``is_nan``, +-inf as
+    +-max float, in one transaction. A row that the run already has (same key, value, timestamp,
+    step) makes the whole batch go through ``log_batch``, which skips it."""
+    if not rows:
+        return
+    store = sql_store(client)
+    if store is not None:
+        from sqlalchemy.exc import IntegrityError
+
+        try:
+            _write_sql(store, run_id, rows)
+            return
+        except IntegrityError:
+            pass  # a row logged before (rolled back as a whole): MLflow's path skips it
+        except Exception as err:  # MlflowException wraps the IntegrityError
+            if not isinstance(getattr(err, "__cause__", None), IntegrityError):
+                raise
+    _write_client(client, run_id, rows)
+
+
+#: MLflow's limit on the metrics of one ``log_batch`` request
+MAX_METRICS = 1000
+
+
+def _write_client(client, run_id: str, rows: Sequence[tuple[str, float, int, int]]) -> None:
+    from mlflow.entities import Metric
+
+    metrics = [Metric(k, float(v), ts, step) for k, v, ts, step in rows]
+    for i in range(0, len(metrics), MAX_METRICS):
+        client.log_batch(run_id, metrics=metrics[i : i + MAX_METRICS])
+
+
+def _write_sql(store, run_id: str, rows: Sequence[tuple[str, float, int, int]]) -> None:
+    from mlflow.store.tracking.dbmodels.models import SqlLatestMetric, SqlMetric
+    from mlflow.utils.validation import _validate_metric
+    from sqlalchemy import and_, bindparam, insert, select, update
+
+    checked: set[str] = set()
+    records, seen = [], set()
+    for i, (key, value, ts, step) in enumerate(rows):
+        # MLflow's checks (name, value, timestamp, step): in full for a key's first row and for
+        # any row that is not plainly (float or int, int >= 0, int); they raise as log_batch does
+        plain = type(value) in (float, int) and type(ts) is int and ts >= 0 and type(step) is int
+        if key not in checked or not plain:
+            _validate_metric(key, value, ts, step, path=f"metrics[{i}]")
+            checked.add(key)
+        is_nan, stored = store.sanitize_metric_value(float(value))
+        ident = (key, stored, ts, step, is_nan)
+        if ident in seen:  # log_batch drops repeats within one batch
+            continue
+        seen.add(ident)
+        records.append(
+            {"run_uuid": run_id, "key": key, "value": stored, "timestamp": ts, "step": step,
+             "is_nan": is_nan}
+        )  # fmt: skip
+    latest: dict[str, dict] = {}
+    for r in records:  # the first of equal maxima wins, as in MLflow's strict comparison
+        old = latest.get(r["key"])
+        if old is None or _order(r) > _order(old):
+            latest[r["key"]] = r
+    with store.ManagedSessionMaker(read_only=False) as session:
+        run = store._get_run(run_uuid=run_id, session=session)
+        store._check_run_is_active(run)
+        session.execute(insert(SqlMetric.__table__), records)
+        table = SqlLatestMetric.__table__
+        keys = sorted(latest)
+        changed = []
+        for i in range(0, len(keys), CHUNK):
+            query = (
+                select(table.c.key, table.c.step, table.c.timestamp, table.c.value)
+                .where(table.c.run_uuid == run_id, table.c.key.in_(keys[i : i + CHUNK]))
+                .order_by(table.c.key)
+                .with_for_update()
+            )
+            for key, step, ts, value in session.execute(query):
+                new = latest.pop(key)
+                if _order(new) > (step, ts, value):
+                    changed.append({**new, "k": key})
+        if latest:
+            session.execute(insert(table), list(latest.values()))
+        if changed:
+            session.execute(
+                update(table)
+                .where(and_(table.c.run_uuid == run_id, table.c.key == bindparam("k")))
+                .values(
+                    value=bindparam("value"),
+                    timestamp=bindparam("timestamp"),
+                    step=bindparam("step"),
+                    is_nan=bindparam("is_nan"),
+                ),
+                [{k: c[k] for k in ("k", "value", "timestamp", "step", "is_nan")} for c in changed],
+            )
+
+
+def _order(record: dict) -> tuple:
+    return (record["step"], record["timestamp"], record["value"])
+
+
+# ---------------------------------------------------------------------------- done runs
+def done_runs_by_hash(client, hashes: Iterable[str]) -> dict[str, tuple[str, int]]:
+    """For each of ``hashes`` that has a done run (``fedsweep.status`` finished or diverged)
+    in an active experiment of the store, ``(run_id, start_time_ms)`` of its latest started one
+    (the larger run id on an equal start). Runs and experiments deleted in the UI do not count,
+    as in ``search_runs``' default view."""
+    wanted = sorted(set(hashes))
+    if not wanted:
+        return {}
+    store = sql_store(client)
+    found = _done_sql(store, wanted) if store is not None else _done_client(client, wanted)
+    out: dict[str, tuple[str, int]] = {}
+    for h, run_id, start in found:
+        old = out.get(h)
+        if old is None or (start, run_id) > (old[1], old[0]):
+            out[h] = (run_id, start)
+    return out
+
+
+def _done_sql(store, wanted: list[str]) -> list[tuple[str, str, int]]:
+    from mlflow.entities import LifecycleStage
+    from mlflow.store.tracking.dbmodels.models import SqlExperiment, SqlRun, SqlTag
+    from sqlalchemy import and_, select
+    from sqlalchemy.orm import aliased
+
+    hash_tag, status_tag = aliased(SqlTag), aliased(SqlTag)
+    found = []
+    with store.ManagedSessionMaker() as session:
+        for i in range(0, len(wanted), CHUNK):
+            query = (
+                select(hash_tag.value, SqlRun.run_uuid, SqlRun.start_time)
+                .join(
+                    hash_tag,
+                    and_(hash_tag.run_uuid == SqlRun.run_uuid, hash_tag.key == HASH_TAG),
+                )
+                .join(
+                    status_tag,
+                    and_(
+                        status_tag.run_uuid == SqlRun.run_uuid,
+                        status_tag.key == STATUS_TAG,
+                        status_tag.value.in_(DONE_STATUSES),
+                    ),
+                )
+                .join(SqlExperiment, SqlExperiment.experiment_id == SqlRun.experiment_id)
+                .where(
+                    hash_tag.value.in_(wanted[i : i + CHUNK]),
+                    SqlRun.lifecycle_stage == LifecycleStage.ACTIVE,
+                    SqlExperiment.lifecycle_stage == LifecycleStage.ACTIVE,
+                )
+            )
+            found += [(h, run_id, start or 0) for h, run_id, start in session.execute(query)]
+    return found
+
+
+def _done_client(client, wanted: list[str]) -> list[tuple[str, str, int]]:
+    """The same through the client API: every done run of the store (one paged search per
+    status; MLflow's search has no ``IN`` for tags)."""
+    keep = set(wanted)
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    found = []
+    for status in DONE_STATUSES:
+        token = None
+        while experiments:
+            page = client.search_runs(
+                experiments,
+                filter_string=f"tags.`{STATUS_TAG}` = '{status}'",
+                max_results=5000,
+                page_token=token,
+            )
+            for run in page:
+                h = run.data.tags.get(HASH_TAG)
+                if h in keep:
+                    found.append((h, run.info.run_id, run.info.start_time or 0))
+            token = page.token
+            if not token:
+                break
+    return found
+
+
+def load_runs(client, run_ids: Iterable[str]) -> dict[str, object]:
+    """The MLflow runs ``run_ids`` (of any active experiment), by id: one search per 100."""
+    ids = sorted(set(run_ids))
+    if not ids:
+        return {}
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    out = {}
+    for i in range(0, len(ids), 100):
+        chunk = ", ".join(f"'{r}'" for r in ids[i : i + 100])
+        for run in client.search_runs(
+            experiments, filter_string=f"attributes.run_id IN ({chunk})", max_results=1000
+        ):
+            out[run.info.run_id] = run
+    return out
