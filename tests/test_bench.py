@@ -67,3 +67,26 @@ def test_bench_from_store_prints_the_table_and_json(timed_store, capsys):
     summary = json.loads(out[-1])
     assert summary["total"]["trials"] == 3
     assert summary["total"]["overhead"] == pytest.approx(100 / 60 - 1)
+
+
+def test_bench_model_ratios_are_per_repeat():
+    """Every row's "÷ FedAvg" is the median of its per-repeat ratios: FedAvg's own is exactly 1,
+    whatever the repeats' times were; every timed row has one."""
+    import torch
+
+    from fedsweep import bench
+
+    data = bench.synthetic_mnist()
+    g = torch.Generator().manual_seed(1)
+    batches = torch.stack(
+        [
+            torch.randperm(60000, generator=g)[: bench.STEPS_PER_CLIENT * bench.BATCH].view(
+                bench.STEPS_PER_CLIENT, bench.BATCH
+            )
+            for _ in range(bench.CLIENTS)
+        ]
+    )
+    medians, ratios = bench.bench_model("svm", data, batches, 3, ["fedavg", "bherd"])
+    assert set(ratios) == set(medians) >= {"proxy", "fedavg", "bherd"}
+    assert ratios["fedavg"] == 1.0
+    assert all(r > 0 for r in ratios.values())
