@@ -272,6 +272,44 @@ def test_real_cifar10(real_data_dir: Path) -> None:
     assert ds.y_train[:4].tolist() == batch[b"labels"][:4]
 
 
+@pytest.mark.realdata
+def test_real_cifar10_read_directly_equals_torchvision(real_data_dir: Path) -> None:
+    """The CIFAR batches read without torchvision (its import costs every worker about 1.7 s)
+    are torchvision's tensors exactly (torchvision's md5 check passes on these real files)."""
+    direct = D._read_cifar_files("cifar10", real_data_dir)
+    train, test = D._open_torchvision("cifar10", real_data_dir, False)
+    reference = [D._images(train.data), D._labels(train.targets)]
+    reference += [D._images(test.data), D._labels(test.targets)]
+    for a, b in zip(direct, reference, strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+
+
+def test_cifar100_files_read_directly(tmp_path: Path, monkeypatch) -> None:
+    """CIFAR-100's two pickles (fine labels, as torchvision's ``CIFAR100``), made here: the
+    stored CHW rows become ``[n, 3, 32, 32]``; a batch of the wrong size is not read here."""
+    monkeypatch.setattr(D, "CIFAR_SIZE", {"train": 6, "test": 2})
+    rng = np.random.default_rng(0)
+    folder = tmp_path / "cifar-100-python"
+    folder.mkdir()
+    stored = {}
+    for split, n in (("train", 6), ("test", 2)):
+        data = rng.integers(0, 256, (n, 3072)).astype(np.uint8)
+        fine, coarse = rng.integers(0, 100, n).tolist(), rng.integers(0, 20, n).tolist()
+        with open(folder / split, "wb") as f:
+            pickle.dump({"data": data, "fine_labels": fine, "coarse_labels": coarse}, f)
+        stored[split] = (data, fine)
+    x, y, xt, yt = D._read_cifar_files("cifar100", tmp_path)
+    assert x.shape == (6, 3, 32, 32) and x.dtype == torch.uint8 and y.dtype == torch.int64
+    assert torch.equal(x[:, 1].reshape(6, -1), torch.from_numpy(stored["train"][0][:, 1024:2048]))
+    assert y.tolist() == stored["train"][1] and yt.tolist() == stored["test"][1]
+    assert torch.equal(xt.reshape(2, -1), torch.from_numpy(stored["test"][0]))
+    monkeypatch.setattr(D, "CIFAR_SIZE", {"train": 5, "test": 2})
+    assert D._read_cifar_files("cifar100", tmp_path) is None
+    (folder / "test").write_bytes(b"not a pickle")
+    monkeypatch.setattr(D, "CIFAR_SIZE", {"train": 6, "test": 2})
+    assert D._read_cifar_files("cifar100", tmp_path) is None
+
+
 @pytest.mark.parametrize("name", ["mnist", "fashion-mnist"])
 def test_mnist_files_read_directly_equal_torchvision(tmp_path: Path, name: str) -> None:
     """Extracted MNIST-family files are read without torchvision (its import costs a sweep's
