@@ -377,6 +377,16 @@ def sweep_overheads(tracking_uri: str, profile: str | None = None, cpus: int | N
                 "overhead": wall / ideal - 1.0 if ideal > 0 else float("nan"),
                 "s_per_trial_outside_rounds": outside / len(kids) if kids else float("nan"),
                 "first_run_start": min((r.info.start_time for r in kids), default=0) / 1000,
+                # the sweep's fixed costs: Tune's start, new trial actors and their imports, the
+                # first trial's data (before); the figure's membership tags, Tune's end (after)
+                "s_before_first_trial": (
+                    (min(r.info.start_time for r in kids) - p.info.start_time) / 1000
+                    if kids
+                    else float("nan")
+                ),
+                "s_after_last_trial": (
+                    (end - max(r.info.end_time for r in kids)) / 1000 if kids else float("nan")
+                ),
                 "start": p.info.start_time / 1000,
                 "running": running,
                 "resumed": bool(kids) and min(r.info.start_time for r in kids) < p.info.start_time,
@@ -396,16 +406,18 @@ def print_store_overheads(uri: str, profile: str | None, as_json: bool) -> None:
         "round times spread over the CPUs"
     )
     print(
-        "| sweep | trials | wall | runs' own rounds (spread) | overhead | s/trial outside rounds |"
+        "| sweep | trials | wall | runs' own rounds (spread) | overhead | s/trial outside rounds "
+        "| s before the first trial | s after the last |"
     )
-    print("|---|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         note = " (resumed or re-run: spans two calls)" if r["resumed"] else ""
         note += " (still running: wall so far)" if r["running"] else ""
         print(
             f"| {r['figure']} [{r['profile']}]{note} | {r['trials']} | {r['wall_s']:.1f} s "
             f"| {r['runs_own_s']:.1f} s ({r['ideal_wall_s']:.1f} s) | {r['overhead'] * 100:.0f}% "
-            f"| {r['s_per_trial_outside_rounds']:.2f} |"
+            f"| {r['s_per_trial_outside_rounds']:.2f} | {r['s_before_first_trial']:.1f} "
+            f"| {r['s_after_last_trial']:.1f} |"
         )
     total = {
         "sweeps": len(rows),
@@ -421,7 +433,9 @@ def print_store_overheads(uri: str, profile: str | None, as_json: bool) -> None:
     total["span_overhead"] = total["span_s"] / ideal - 1.0 if ideal > 0 else float("nan")
     print(
         f"| all {total['sweeps']} sweeps | {total['trials']} | {total['wall_s']:.1f} s "
-        f"| {total['runs_own_s']:.1f} s ({ideal:.1f} s) | {total['overhead'] * 100:.0f}% | |"
+        f"| {total['runs_own_s']:.1f} s ({ideal:.1f} s) | {total['overhead'] * 100:.0f}% | "
+        f"| {sum(r['s_before_first_trial'] for r in rows):.1f} "
+        f"| {sum(r['s_after_last_trial'] for r in rows):.1f} |"
     )
     print(
         f"# first sweep's start to last sweep's end: {total['span_s']:.1f} s "

@@ -52,6 +52,8 @@ def test_sweep_overheads_reads_wall_own_rounds_and_outside_time(timed_store):
     assert row["ideal_wall_s"] == pytest.approx(60.0)  # 120 s over 2 workers
     assert row["overhead"] == pytest.approx(100 / 60 - 1)
     assert row["s_per_trial_outside_rounds"] == pytest.approx(2.0)
+    assert row["s_before_first_trial"] == pytest.approx(1.0)  # the first trial opens at 1001 s
+    assert row["s_after_last_trial"] == pytest.approx(45.0)  # the last ends at 1003 + 52 s
     assert not row["running"] and not row["resumed"]
     # one CPU: one worker, the ideal is the whole sum
     (one,) = sweep_overheads(timed_store, profile="quick", cpus=1)
