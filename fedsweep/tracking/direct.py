@@ -52,11 +52,12 @@ def write_metrics(client, run_id: str, rows: Sequence[tuple[str, float, int, int
         try:
             _write_sql(store, run_id, rows)
             return
-        except IntegrityError:
-            pass  # a row logged before (rolled back as a whole): MLflow's path skips it
-        except Exception as err:  # MlflowException wraps the IntegrityError
-            if not isinstance(getattr(err, "__cause__", None), IntegrityError):
+        except Exception as err:  # MLflow's session wraps it in an MlflowException
+            if not isinstance(err.__cause__, IntegrityError) and not isinstance(
+                err, IntegrityError
+            ):
                 raise
+            # a row logged before (the batch rolled back as a whole): MLflow's path skips it
     _write_client(client, run_id, rows)
 
 
