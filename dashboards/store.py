@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from fedsweep.sweep.spec import SweepSpec, Trial, expand
+from fedsweep.tracking.direct import DONE_STATUSES as DONE
 
-DONE = ("finished", "diverged")
 #: set on a finished run whose loss grew past ``tracking.blowup_factor`` x its first value
 #: (fedsweep/tracking/tracked_run.py): finite, but no evidence of convergence
 BLOWUP_TAG = "fedsweep.loss_blowup"  # = fedsweep.tracking.tracked_run.BLOWUP_TAG

@@ -21,8 +21,8 @@ from typing import Annotated, Any
 import typer
 
 from fedsweep.cli.common import TrackingUriOption, UsageError, clean_errors
+from fedsweep.tracking.direct import DONE_STATUSES as DONE
 
-DONE = ("finished", "diverged")
 OPERATORS = ("!=", ">=", "<=", "=", ">", "<")  # longest first: `a>=1` is not `a>` `=1`
 PAGE = 1000
 DEFAULT_UI = "http://127.0.0.1:5000"

@@ -22,6 +22,7 @@ import torch
 from fedsweep.config.schema import RunConfig
 from fedsweep.engine.client_state import externalize, internalize
 from fedsweep.engine.observers import Observer
+from fedsweep.tracking.direct import DONE_STATUSES
 from fedsweep.tracking.store import get_client
 from fedsweep.tracking.tracked_run import TrackedRun
 
@@ -185,7 +186,7 @@ def sibling_runs(
     )
     unfinished = ended = None
     for run in runs:
-        if run.data.tags.get("fedsweep.status") in ("finished", "diverged"):
+        if run.data.tags.get("fedsweep.status") in DONE_STATUSES:
             ended = ended or run.info.run_id
         else:
             unfinished = unfinished or run.info.run_id
