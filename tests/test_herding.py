@@ -184,3 +184,64 @@ def test_compiled_herd_equals_herd_on_random_and_exact_tie_inputs():
     assert herd_compiled(z32, 60) is None
     with pytest.raises(ValueError):
         herd_compiled(z32, 0)
+
+
+def test_compiled_gram_does_not_depend_on_the_number_of_parts_and_rejects_inf():
+    """The compiled Gram matrix is split into parts (one per thread) that centre the rows as
+    they read them: the numbers are the same bits for 1, 2 or 3 parts (so for any thread
+    count), and equal §3.5's float64 product to rounding. A NaN or ±inf in a float32 or float64 buffer gives
+    None (the tensor path then handles it)."""
+    import numpy as np
+
+    from fedsweep.selectors.herding import _compiled_kernel, centred_gram, herd_compiled
+
+    if _compiled_kernel() is None:
+        pytest.skip("numba is not available")
+    gram_kernel, _ = _compiled_kernel()
+    g = torch.Generator().manual_seed(7)
+    for tau, d in ((1, 5), (7, 33), (120, 784), (118, 100)):
+        z = (torch.randn(tau, d, generator=g) * 3 + 1).numpy()
+        size = 4 * ((tau + 3) // 4)
+        grams = []
+        for parts in (1, 2, 3):
+            out = np.empty((tau, tau))
+            bits = z.view(np.uint32)
+            assert gram_kernel(
+                z,
+                bits,
+                np.uint32(0x7F800000),
+                np.empty(d),
+                np.empty((parts, 4, d)),
+                np.empty((size, size)),
+                out,
+            )
+            grams.append(out)
+        assert np.array_equal(grams[0], grams[1]) and np.array_equal(grams[0], grams[2])
+        ref = centred_gram(torch.from_numpy(z)).numpy()
+        np.testing.assert_allclose(grams[0], ref, rtol=1e-12, atol=1e-9 * np.abs(ref).max())
+    for dtype in (torch.float32, torch.float64):
+        for bad in (float("inf"), float("-inf"), float("nan")):
+            z = torch.randn(20, 30, generator=g, dtype=dtype)
+            assert herd_compiled(z, 10) is not None
+            z[19, 29] = bad
+            assert herd_compiled(z, 10) is None, (dtype, bad)
+
+
+def test_compiled_greedy_falls_back_to_the_tensor_loop_when_a_key_overflows():
+    """The compiled greedy keeps taken candidates at +inf; a key that overflows to ±inf would
+    be ambiguous there, so it reports it and :func:`herd_gram` takes the tensor loop (torch's
+    ``argmin`` semantics). Exact-tie inputs still give the lowest index."""
+    from fedsweep.selectors.herding import _greedy_kernel, herd_gram, herd_gram_loop
+
+    if _greedy_kernel() is None:
+        pytest.skip("numba is not available")
+    huge = torch.full((6, 6), 1e308, dtype=torch.float64)
+    huge.diagonal().copy_(torch.tensor([3e307, 1e308, 2e307, 1e308, 5e307, 1e308]))
+    *_, ok = _greedy_kernel()(huge.numpy(), 4)
+    assert not ok
+    fast, loop = herd_gram(huge, 4), herd_gram_loop(huge, 4)
+    assert torch.equal(fast.order, loop.order)
+    assert torch.equal(fast.sum_sq, loop.sum_sq)
+    ties = torch.zeros(5, 5, dtype=torch.float64)
+    assert herd_gram(ties, 5).order.tolist() == [0, 1, 2, 3, 4]
+    assert herd_gram(ties, 5).selected.all()

@@ -55,6 +55,17 @@ def keep_count(alpha: float, tau: int, rounding: str = "half_up") -> int:
     return min(max(k, 1), tau)
 
 
+def _distances(sum_sq: torch.Tensor, k: int, paper_k: float) -> tuple[torch.Tensor, ...]:
+    """``(k, ||s||/k, ||s||/(α τ))`` as float64 0-dim tensors (§3.6). On the CPU from Python
+    floats in one tensor (the same IEEE square root and divisions as the tensor operations,
+    without four small operations per client); elsewhere as tensor operations (no sync)."""
+    if sum_sq.device.type == "cpu":
+        norm = math.sqrt(float(sum_sq))
+        return torch.tensor([float(k), norm / k, norm / paper_k], dtype=torch.float64).unbind()
+    norm = sum_sq.sqrt()
+    return torch.tensor(float(k), dtype=torch.float64), norm / k, norm / paper_k
+
+
 class BHerdConfig(Section):
     alpha: float = Field(0.5, gt=0, le=1)
     round: Literal["half_up", "ceil", "floor"] = "half_up"
@@ -141,12 +152,10 @@ class BHerd(Selector):
             extras["a"] = torch.tensor(float(tau), dtype=torch.float64)
         else:  # fedavg (Eq. 7) and scaffold (§3.8): η (E/α) Σ_π v
             delta = v_sel.mul_(ctx.lr * self.server_scale(ctx))
-        selected = torch.zeros(tau, dtype=torch.bool, device=z.device)
-        selected[result.order] = True
-        norm = result.sum_sq.sqrt()
-        metrics = {
-            "k": torch.tensor(float(k), dtype=torch.float64),
-            "dist": norm / k,
-            "dist_paper": norm / (self.alpha * tau),
-        }
+        selected = result.selected
+        if selected is None:
+            selected = torch.zeros(tau, dtype=torch.bool, device=z.device)
+            selected[result.order] = True
+        names = ("k", "dist", "dist_paper")
+        metrics = dict(zip(names, _distances(result.sum_sq, k, self.alpha * tau), strict=True))
         return Selection(delta, metrics, {"selected": selected}, extras)
