@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 
@@ -72,8 +73,8 @@ def test_bench_from_store_prints_the_table_and_json(timed_store, capsys):
 
 
 def test_bench_model_ratios_are_per_repeat():
-    """Every row's "÷ FedAvg" is the median of its per-repeat ratios: FedAvg's own is exactly 1,
-    whatever the repeats' times were; every timed row has one."""
+    """Every timed row has a "÷ FedAvg" (engine rows from paired rounds, the others from the
+    repeats); FedAvg's own is exactly 1, whatever the rounds' times were."""
     import torch
 
     from fedsweep import bench
@@ -92,3 +93,26 @@ def test_bench_model_ratios_are_per_repeat():
     assert set(ratios) == set(medians) >= {"proxy", "fedavg", "bherd"}
     assert ratios["fedavg"] == 1.0
     assert all(r > 0 for r in ratios.values())
+
+
+def test_paired_ratio_alternates_the_order_and_takes_the_median():
+    """:func:`bench.paired_ratio` runs the pairs as (base, other), (other, base), ...; its
+    result is the median of the pairs' ratios (here the first of each pair is timed slower,
+    which the alternation cancels)."""
+    from fedsweep import bench
+
+    calls: list[str] = []
+
+    def timer(name, fast, slow):
+        def run():
+            first = not calls or calls[-1] == "|"
+            calls.append(name)
+            if len(calls) % 3 == 2:
+                calls.append("|")
+            return slow if first else fast
+
+        return run
+
+    ratio = bench.paired_ratio(timer("a", 1.0, 1.2), timer("b", 1.1, 1.32), 4)
+    assert "".join(calls) == "ab|ba|ab|ba|"
+    assert ratio == pytest.approx(statistics.median([1.1 / 1.2, 1.32 / 1.0] * 2))
