@@ -191,10 +191,17 @@ def paired_ratio(base, other, pairs: int) -> float:
     return statistics.median(ratios)
 
 
-def bench_model(model: str, data, batches, repeats: int, variants: list[str]) -> tuple[dict, dict]:
+def bench_model(
+    model: str,
+    data,
+    batches,
+    repeats: int,
+    variants: list[str],
+    pair_seconds: float = PAIR_SECONDS,
+) -> tuple[dict, dict]:
     """Median seconds per round of the limit proxy and each engine variant, and each row's
     ratio to FedAvg. An engine row's ratio is :func:`paired_ratio` over ``repeats`` pairs, or
-    as many as fit in ``PAIR_SECONDS`` (up to ``MAX_PAIRS``: about 60 for the SVM, where one
+    as many as fit in ``pair_seconds`` (up to ``MAX_PAIRS``: about 60 for the SVM, where one
     round is 20 ms and a ratio of single rounds moves by ±5%; a CNN round is 30 s). The proxy
     and floor rows' ratios are the median of the per-repeat ratios (each repeat times every
     row one after the other)."""
@@ -227,7 +234,7 @@ def bench_model(model: str, data, batches, repeats: int, variants: list[str]) ->
     for name in engine_rows:
         if name == "fedavg":
             continue
-        pairs = int(PAIR_SECONDS / (medians[name] + medians["fedavg"]))
+        pairs = int(pair_seconds / (medians[name] + medians["fedavg"]))
         pairs = max(repeats, min(MAX_PAIRS, pairs))
         ratios[name] = paired_ratio(timers["fedavg"], timers[name], pairs)
     return medians, ratios
@@ -483,6 +490,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models", default="svm,cnn")
     parser.add_argument("--variants", default="fedavg,bherd,grab,fedveca")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--pair-seconds",
+        type=float,
+        default=PAIR_SECONDS,
+        help="seconds of paired rounds per engine row for its ÷ FedAvg (at least --repeats "
+        f"pairs, at most {MAX_PAIRS})",
+    )
     parser.add_argument("--no-resnet", action="store_true", help="skip the ResNet-18 step")
     parser.add_argument("--no-sweep", action="store_true", help="skip the sweep overhead")
     parser.add_argument(
@@ -534,7 +548,7 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"# one round = {CLIENTS} clients x {STEPS_PER_CLIENT} steps of B={BATCH} + test eval; "
         f"median of {args.repeats}; ÷ FedAvg: engine rows the median ratio of adjacent pairs "
-        f"of rounds (up to {MAX_PAIRS} pairs, {PAIR_SECONDS:g} s a row), proxy and floor the "
+        f"of rounds (up to {MAX_PAIRS} pairs, {args.pair_seconds:g} s a row), proxy and floor the "
         "median of the per-repeat ratios; "
         f"µs/step = s/round / {STEPS} (evaluation included)"
     )
@@ -550,7 +564,7 @@ def main(argv: list[str] | None = None) -> None:
         "fedveca": "FedVeca (fixed τ)",
     }
     for model in args.models.split(","):
-        med, ratio = bench_model(model, data, batches, args.repeats, variants)
+        med, ratio = bench_model(model, data, batches, args.repeats, variants, args.pair_seconds)
         if model != "svm":
             labels["proxy"] = "limit proxy (raw nn.Module loop)"
         for key, value in med.items():

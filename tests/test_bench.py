@@ -89,7 +89,7 @@ def test_bench_model_ratios_are_per_repeat():
             for _ in range(bench.CLIENTS)
         ]
     )
-    medians, ratios = bench.bench_model("svm", data, batches, 3, ["fedavg", "bherd"])
+    medians, ratios = bench.bench_model("svm", data, batches, 3, ["fedavg", "bherd"], 0.0)
     assert set(ratios) == set(medians) >= {"proxy", "fedavg", "bherd"}
     assert ratios["fedavg"] == 1.0
     assert all(r > 0 for r in ratios.values())

@@ -120,6 +120,8 @@ def test_bench_json_summary_is_the_last_line(capsys):
             "fedavg,bherd",
             "--repeats",
             "1",
+            "--pair-seconds",
+            "0",
             "--no-resnet",
             "--no-sweep",
             "--json",
