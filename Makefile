@@ -10,6 +10,9 @@ PROFILE ?= quick
 install:  ## install fedsweep and its pinned dependencies (CPU torch), plus dev tools
 	$(PIP) install torch==2.13.0
 	$(PIP) install -e ".[dev]"
+	@# the compiled kernels and the MLflow schema template, built once here instead of by the first
+	@# run (or by every first Ray worker of a sweep at once): fedsweep/warmup.py
+	$(PYTHON) -m fedsweep.warmup
 	@# PNG export (kaleido) needs a Chromium; best effort, figures still get HTML without it
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 	  { command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
@@ -17,7 +20,7 @@ install:  ## install fedsweep and its pinned dependencies (CPU torch), plus dev 
 	  echo "note: no Chromium found or installed; figures will be written as HTML only"
 
 test:  ## the whole test suite (uses real data when FEDSWEEP_DATA_DIR is set)
-	$(PYTHON) -m pytest -q tests
+	$(PYTHON) -m pytest -q --durations=25 tests
 
 lint:
 	$(PYTHON) -m ruff check fedsweep tests

@@ -199,3 +199,21 @@ def test_a_fused_run_keeps_the_threads_it_was_given():
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     )
     assert out.stdout.strip().splitlines()[-1] == "1", out.stdout + out.stderr
+
+
+def test_warmup_builds_the_kernels_and_the_schema_template(tmp_path, monkeypatch, capsys):
+    """``make install`` runs ``python -m fedsweep.warmup``: it compiles the kernels (numba's
+    disk cache) and builds the MLflow schema template, one line each; with the fused kernel
+    switched off it says the runs keep the per-step path, and it never raises."""
+    from fedsweep import warmup
+    from fedsweep.tracking import store as store_mod
+
+    monkeypatch.setenv(store_mod.SCHEMA_CACHE_ENV, str(tmp_path / "cache"))
+    warmup.main()
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("warm-up: kernels: fused SVM trajectory and compiled herding")
+    assert out[1].startswith(f"warm-up: MLflow schema template: {tmp_path / 'cache'}")
+    assert list((tmp_path / "cache").glob("mlflow-*.db"))
+    monkeypatch.setenv("FEDSWEEP_FUSED", "0")
+    warmup.main()
+    assert "unavailable" in capsys.readouterr().out.splitlines()[0]
