@@ -270,8 +270,8 @@ def herd_compiled(z: torch.Tensor, k: int) -> HerdResult | None:
     much as a quarter of the client's steps). The Gram matrix is §3.5's float64 explicit-
     centring product, blocked for the cache and summed in another order than BLAS (equal to
     rounding: about 1e-15 relative); the greedy is :func:`herd_gram`'s. None without numba,
-    off the CPU, or when ``z`` holds a NaN or an infinity (:func:`herd` then gives torch's NaN
-    behaviour)."""
+    off the CPU, when ``z`` holds a NaN or an infinity, or when a greedy key overflows
+    (:func:`herd` then gives torch's behaviour)."""
     fn = _compiled_kernel()
     if fn is None or z.device.type != "cpu" or z.dtype not in (torch.float32, torch.float64):
         return None
