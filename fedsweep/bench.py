@@ -231,9 +231,7 @@ def bench_model(
         for k, v in times.items()
     }
     engine_rows = [k for k in timers if k in runs or k == "fedavg_per_step"]
-    for name in engine_rows:
-        if name == "fedavg":
-            continue
+    for name in (k for k in engine_rows if k != "fedavg"):
         pairs = int(pair_seconds / (medians[name] + medians["fedavg"]))
         pairs = max(repeats, min(MAX_PAIRS, pairs))
         ratios[name] = paired_ratio(timers["fedavg"], timers[name], pairs)
@@ -406,6 +404,7 @@ def sweep_overheads(tracking_uri: str, profile: str | None = None, cpus: int | N
         running = p.info.end_time is None
         end = time.time() * 1000 if running else p.info.end_time
         wall = (end - p.info.start_time) / 1000
+        first = min((r.info.start_time for r in kids), default=None)  # first trial's start
         rows.append(
             {
                 "figure": tags.get("fedsweep.figure", p.info.run_name),
@@ -416,20 +415,18 @@ def sweep_overheads(tracking_uri: str, profile: str | None = None, cpus: int | N
                 "ideal_wall_s": ideal,
                 "overhead": wall / ideal - 1.0 if ideal > 0 else float("nan"),
                 "s_per_trial_outside_rounds": outside / len(kids) if kids else float("nan"),
-                "first_run_start": min((r.info.start_time for r in kids), default=0) / 1000,
+                "first_run_start": (first or 0) / 1000,
                 # the sweep's fixed costs: Tune's start, new trial actors and their imports, the
                 # first trial's data (before); the figure's membership tags, Tune's end (after)
                 "s_before_first_trial": (
-                    (min(r.info.start_time for r in kids) - p.info.start_time) / 1000
-                    if kids
-                    else float("nan")
+                    (first - p.info.start_time) / 1000 if kids else float("nan")
                 ),
                 "s_after_last_trial": (
                     (end - max(r.info.end_time for r in kids)) / 1000 if kids else float("nan")
                 ),
                 "start": p.info.start_time / 1000,
                 "running": running,
-                "resumed": bool(kids) and min(r.info.start_time for r in kids) < p.info.start_time,
+                "resumed": bool(kids) and first < p.info.start_time,
             }
         )
     rows.sort(key=lambda r: r["start"])

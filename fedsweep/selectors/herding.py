@@ -52,11 +52,21 @@ def herd_gram(gram: torch.Tensor, k: int) -> HerdResult:
     if greedy is not None and gram.device.type == "cpu" and gram.dtype == torch.float64:
         g = gram.contiguous()
         if not torch.isnan(g).any():
-            order, sum_sq, taken, ok = greedy(g.numpy(), k)
-            if ok:
-                sum_sq = torch.tensor(max(sum_sq, 0.0), dtype=gram.dtype)
-                return HerdResult(torch.from_numpy(order), sum_sq, torch.from_numpy(taken))
+            result = _greedy_result(greedy, g.numpy(), k)
+            if result is not None:
+                return result
     return herd_gram_loop(gram, k)
+
+
+def _greedy_result(greedy, gram: np.ndarray, k: int) -> HerdResult | None:
+    """The compiled ``greedy`` on a float64 numpy Gram matrix as a :class:`HerdResult`
+    (``||s||²`` clamped at 0 as :func:`herd_gram_loop` does), or None when a key overflowed
+    (the caller then takes torch's semantics, :func:`herd_gram_loop`)."""
+    order, sum_sq, taken, ok = greedy(gram, k)
+    if not ok:
+        return None
+    sum_sq = torch.tensor(max(sum_sq, 0.0), dtype=torch.float64)  # clamp_min(0), one tensor op
+    return HerdResult(torch.from_numpy(order), sum_sq, torch.from_numpy(taken))
 
 
 def herd_gram_loop(gram: torch.Tensor, k: int) -> HerdResult:
@@ -299,11 +309,7 @@ def herd_compiled(z: torch.Tensor, k: int) -> HerdResult | None:
     bits, mask = _EXPONENT_BITS[array.dtype.itemsize]
     if not centred_gram(array, array.view(bits), mask, *scratch):
         return None  # a NaN or an infinity (a diverged run): torch's behaviour (herd_gram_loop)
-    order, sum_sq, taken, ok = greedy(scratch[3], k)
-    if not ok:  # a key overflowed: torch's semantics (herd_gram_loop)
-        return None
-    sum_sq = torch.tensor(max(sum_sq, 0.0), dtype=torch.float64)  # clamp_min(0), one tensor op
-    return HerdResult(torch.from_numpy(order), sum_sq, torch.from_numpy(taken))
+    return _greedy_result(greedy, scratch[3], k)
 
 
 def herd(z: torch.Tensor, k: int) -> HerdResult:
