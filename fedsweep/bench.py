@@ -309,12 +309,19 @@ def smoke_sweep_spec(trials_seeds: int = 4) -> dict:
     }
 
 
-def bench_sweep(spec_path: str | Path | None = None, profile: str = "smoke") -> dict:
+def bench_sweep(
+    spec_path: str | Path | None = None, profile: str = "smoke", floor: bool = True
+) -> dict:
     """A sweep through Ray Tune into a fresh store (default: :func:`smoke_sweep_spec`; or the
     spec file ``spec_path`` at ``profile``): its wall time against the runs' own round times
     spread over the CPUs (the overhead), the seconds before the first trial's run opens
     (imports, spec checks, the store, Ray's start, the first actor) and the seconds each trial
-    spends outside its rounds (opening its run, data and model, checkpoints, logging)."""
+    spends outside its rounds (opening its run, data and model, checkpoints, logging).
+
+    With ``floor``, also Ray Tune's own cost for the same trials (:func:`bench_tune_floor`:
+    trials that only keep a CPU busy for their rounds' time, without and with the imports of a
+    tracked torch trial) and what fedsweep adds above the second, as a share of the ideal wall
+    time (``fedsweep_overhead``)."""
     import yaml
 
     from fedsweep.cli.sweep_console import ray_output_to
@@ -345,6 +352,19 @@ def bench_sweep(spec_path: str | Path | None = None, profile: str = "smoke") -> 
     trials = row.get("trials", 0)
     ideal = row.get("ideal_wall_s", 0.0)
     first = row["first_run_start"] - opened if trials else float("nan")
+    floors = {}
+    if trials and floor:
+        # the same trials through Ray Tune doing nothing but keep a CPU busy for their rounds'
+        # time (and, in the second, importing what a tracked torch trial imports): Ray Tune's
+        # own share
+        for name, imports in (("tune_floor", False), ("tune_floor_imports", True)):
+            floor_wall = bench_tune_floor(row["runs_own_each_s"], imports)
+            floors[f"{name}_wall_s"] = floor_wall
+            floors[f"{name}_overhead"] = floor_wall / ideal - 1.0 if ideal > 0 else float("nan")
+        # what fedsweep adds above Ray Tune and the imports, as a share of the ideal wall time
+        floors["fedsweep_overhead"] = (
+            (wall - floors["tune_floor_imports_wall_s"]) / ideal if ideal > 0 else float("nan")
+        )
     return {
         "spec": path.stem if spec_path is not None else "smoke (built in)",
         "profile": profile,
@@ -357,7 +377,40 @@ def bench_sweep(spec_path: str | Path | None = None, profile: str = "smoke") -> 
         "s_per_trial_start": (wall - ideal) / trials if trials else float("nan"),
         "s_before_first_trial": first,
         "s_per_trial_outside_rounds": row.get("s_per_trial_outside_rounds", float("nan")),
+        **floors,
     }
+
+
+def bench_tune_floor(seconds: list[float], imports: bool, cpu: float = 1.0) -> float:
+    """Ray Tune's own cost for a sweep whose trials' rounds take ``seconds``: the wall time
+    (Ray's start to the last trial's end, as :func:`bench_sweep` times a sweep) of a fresh
+    local Ray and one Tune experiment whose trials only keep a CPU busy that long (CPU time)
+    (``fedsweep.sweep.floor_trial``), ``cpu`` CPUs each, actors reused as in a sweep. With
+    ``imports`` every trial actor also imports torch and MLflow's SQL store. Ray and Tune are
+    imported in this process already when it runs after :func:`bench_sweep` (about 0.7 s less
+    than the sweep paid: the floor errs low, fedsweep's own share high)."""
+    from fedsweep.cli.sweep_console import ray_output_to
+    from fedsweep.sweep.floor_trial import wait_trial
+    from fedsweep.sweep.runner import init_ray, shutdown_ray
+
+    tmp = Path(tempfile.mkdtemp(prefix="fedsweep-bench-floor-"))
+    with ray_output_to(tmp / "ray.log"):
+        start = time.perf_counter()
+        from ray import tune
+
+        init_ray(None)
+        tuner = tune.Tuner(
+            tune.with_resources(wait_trial, {"cpu": cpu}),
+            param_space={"seconds": tune.grid_search(list(seconds)), "imports": imports},
+            tune_config=tune.TuneConfig(reuse_actors=True),
+            run_config=tune.RunConfig(name="floor", storage_path=str(tmp / "ray"), verbose=0),
+        )
+        results = tuner.fit()
+        wall = time.perf_counter() - start
+        shutdown_ray()
+    if results.errors:
+        raise RuntimeError(f"the Ray Tune floor's trials failed: {results.errors[0]}")
+    return wall
 
 
 def sweep_overheads(tracking_uri: str, profile: str | None = None, cpus: int | None = None):
@@ -394,8 +447,10 @@ def sweep_overheads(tracking_uri: str, profile: str | None = None, cpus: int | N
         kids = [r for r in children.get(p.info.run_id, []) if r.info.end_time]
         own = outside = 0.0
         workers = 0
-        for r in kids:
+        each = []  # every trial's own round time, in the order the trials started
+        for r in sorted(kids, key=lambda r: r.info.start_time):
             rounds = sum(m.value for m in client.get_metric_history(r.info.run_id, "round_time"))
+            each.append(rounds)
             own += rounds
             outside += (r.info.end_time - r.info.start_time) / 1000 - rounds
             threads = int(r.data.tags.get("fedsweep.threads", "1") or 1)
@@ -412,6 +467,7 @@ def sweep_overheads(tracking_uri: str, profile: str | None = None, cpus: int | N
                 "trials": len(kids),
                 "wall_s": wall,
                 "runs_own_s": own,
+                "runs_own_each_s": each,
                 "ideal_wall_s": ideal,
                 "overhead": wall / ideal - 1.0 if ideal > 0 else float("nan"),
                 "s_per_trial_outside_rounds": outside / len(kids) if kids else float("nan"),
@@ -600,6 +656,15 @@ def main(argv: list[str] | None = None) -> None:
             f"trial's run opens, {sw['s_per_trial_outside_rounds']:.2f} s per trial outside its "
             f"rounds, {sw['s_per_trial_start']:.2f} s per trial in all"
         )
+        if "tune_floor_wall_s" in sw:
+            print(
+                "# Ray Tune's floor for the same trials (a fresh Ray, trials that only keep a "
+                f"CPU busy for their rounds' time): {sw['tune_floor_wall_s']:.1f} s wall, overhead "
+                f"{sw['tune_floor_overhead'] * 100:.0f}%; with each actor importing torch and "
+                f"MLflow: {sw['tune_floor_imports_wall_s']:.1f} s, "
+                f"{sw['tune_floor_imports_overhead'] * 100:.0f}%; fedsweep above that floor: "
+                f"{sw['fedsweep_overhead'] * 100:.0f}% of the ideal wall time"
+            )
         summary["sweep"] = {k: round(v, 3) if isinstance(v, float) else v for k, v in sw.items()}
         summary["sweep_overhead"] = round(sw["overhead"], 4)
     if args.json:

@@ -50,6 +50,8 @@ def test_sweep_overheads_reads_wall_own_rounds_and_outside_time(timed_store):
     assert row["figure"] == "bench-fig" and row["trials"] == 3
     assert row["wall_s"] == pytest.approx(100.0)
     assert row["runs_own_s"] == pytest.approx(120.0)
+    # each trial's own rounds, in the order the trials started (the Ray Tune floor's trials)
+    assert row["runs_own_each_s"] == pytest.approx([30.0, 40.0, 50.0])
     assert row["ideal_wall_s"] == pytest.approx(60.0)  # 120 s over 2 workers
     assert row["overhead"] == pytest.approx(100 / 60 - 1)
     assert row["s_per_trial_outside_rounds"] == pytest.approx(2.0)
@@ -116,3 +118,28 @@ def test_paired_ratio_alternates_the_order_and_takes_the_median():
     ratio = bench.paired_ratio(timer("a", 1.0, 1.2), timer("b", 1.1, 1.32), 4)
     assert "".join(calls) == "ab|ba|ab|ba|"
     assert ratio == pytest.approx(statistics.median([1.1 / 1.2, 1.32 / 1.0] * 2))
+
+
+def test_floor_trial_keeps_its_thread_busy_for_the_cpu_time_asked():
+    import time
+
+    from fedsweep.sweep.floor_trial import busy
+
+    cpu, wall = time.thread_time(), time.perf_counter()
+    busy(0.05)
+    assert time.thread_time() - cpu >= 0.05  # CPU time, not a sleep
+    assert time.perf_counter() - wall >= 0.05
+
+
+def test_floor_trial_module_imports_neither_torch_nor_mlflow():
+    """The floor without imports measures Ray and Tune alone: the trainable's module must not
+    pull in torch or MLflow when a Ray worker unpickles it (checked in a fresh interpreter)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, fedsweep.sweep.floor_trial; "
+        "print(sorted(m for m in ('torch', 'mlflow', 'numba') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
