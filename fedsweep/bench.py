@@ -18,7 +18,8 @@ rounds (as many pairs as fit in 8 s, at least ``--repeats``, at most 60: :func:`
 
 Then one ResNet-18 CIFAR-10 local step (B=32, engine vs raw loop), and the sweep overhead: a
 smoke sweep through Ray Tune into a fresh MLflow store, its wall time against the sum of its
-runs' own round times, and seconds per trial start (``--no-sweep`` skips it).
+runs' own round times, and seconds per trial start, next to Ray Tune's floor for the same trials
+(:func:`bench_tune_floor`) (``--no-sweep`` skips it).
 
 ``--from-store URI`` only prints the overhead of every sweep already in an MLflow store (its
 wall time against its runs' own round times; :func:`sweep_overheads`).
