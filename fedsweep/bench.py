@@ -359,7 +359,7 @@ def bench_sweep(
         # time (and, in the second, importing what a tracked torch trial imports): Ray Tune's
         # own share
         for name, imports in (("tune_floor", False), ("tune_floor_imports", True)):
-            floor_wall = bench_tune_floor(row["runs_own_each_s"], imports)
+            floor_wall = bench_tune_floor(row["runs_own_each_s"], imports, row["threads"])
             floors[f"{name}_wall_s"] = floor_wall
             floors[f"{name}_overhead"] = floor_wall / ideal - 1.0 if ideal > 0 else float("nan")
         # what fedsweep adds above Ray Tune and the imports, as a share of the ideal wall time
@@ -391,7 +391,7 @@ def bench_tune_floor(seconds: list[float], imports: bool, cpu: float = 1.0) -> f
     imported in this process already when it runs after :func:`bench_sweep` (about 0.7 s less
     than the sweep paid: the floor errs low, fedsweep's own share high)."""
     from fedsweep.cli.sweep_console import ray_output_to
-    from fedsweep.sweep.floor_trial import wait_trial
+    from fedsweep.sweep.floor_trial import busy_trial
     from fedsweep.sweep.runner import init_ray, shutdown_ray
 
     tmp = Path(tempfile.mkdtemp(prefix="fedsweep-bench-floor-"))
@@ -401,7 +401,7 @@ def bench_tune_floor(seconds: list[float], imports: bool, cpu: float = 1.0) -> f
 
         init_ray(None)
         tuner = tune.Tuner(
-            tune.with_resources(wait_trial, {"cpu": cpu}),
+            tune.with_resources(busy_trial, {"cpu": cpu}),
             param_space={"seconds": tune.grid_search(list(seconds)), "imports": imports},
             tune_config=tune.TuneConfig(reuse_actors=True),
             run_config=tune.RunConfig(name="floor", storage_path=str(tmp / "ray"), verbose=0),
@@ -447,7 +447,7 @@ def sweep_overheads(tracking_uri: str, profile: str | None = None, cpus: int | N
             continue
         kids = [r for r in children.get(p.info.run_id, []) if r.info.end_time]
         own = outside = 0.0
-        workers = 0
+        workers = threads_max = 0
         each = []  # every trial's own round time, in the order the trials started
         for r in sorted(kids, key=lambda r: r.info.start_time):
             rounds = sum(m.value for m in client.get_metric_history(r.info.run_id, "round_time"))
@@ -455,6 +455,7 @@ def sweep_overheads(tracking_uri: str, profile: str | None = None, cpus: int | N
             own += rounds
             outside += (r.info.end_time - r.info.start_time) / 1000 - rounds
             threads = int(r.data.tags.get("fedsweep.threads", "1") or 1)
+            threads_max = max(threads_max, threads)
             workers = max(workers, cpus // max(1, threads))
         ideal = own / max(1, min(workers, len(kids))) if kids else 0.0
         running = p.info.end_time is None
@@ -469,6 +470,7 @@ def sweep_overheads(tracking_uri: str, profile: str | None = None, cpus: int | N
                 "wall_s": wall,
                 "runs_own_s": own,
                 "runs_own_each_s": each,
+                "threads": threads_max or 1,  # a trial's threads (= its CPUs in a sweep)
                 "ideal_wall_s": ideal,
                 "overhead": wall / ideal - 1.0 if ideal > 0 else float("nan"),
                 "s_per_trial_outside_rounds": outside / len(kids) if kids else float("nan"),

@@ -52,6 +52,7 @@ def test_sweep_overheads_reads_wall_own_rounds_and_outside_time(timed_store):
     assert row["runs_own_s"] == pytest.approx(120.0)
     # each trial's own rounds, in the order the trials started (the Ray Tune floor's trials)
     assert row["runs_own_each_s"] == pytest.approx([30.0, 40.0, 50.0])
+    assert row["threads"] == 1
     assert row["ideal_wall_s"] == pytest.approx(60.0)  # 120 s over 2 workers
     assert row["overhead"] == pytest.approx(100 / 60 - 1)
     assert row["s_per_trial_outside_rounds"] == pytest.approx(2.0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 
-def wait_trial(params: dict) -> None:
+def busy_trial(params: dict) -> None:
     from ray import tune
 
     if params.get("imports"):
