@@ -445,23 +445,27 @@ def sweep_overheads(tracking_uri: str, profile: str | None = None, cpus: int | N
             profile and tags.get("fedsweep.profile") != profile
         ):
             continue
-        kids = [r for r in children.get(p.info.run_id, []) if r.info.end_time]
-        own = outside = 0.0
+        # the sweep's finished trials, in the order they started
+        kids = sorted(
+            (r for r in children.get(p.info.run_id, []) if r.info.end_time),
+            key=lambda r: r.info.start_time,
+        )
+        outside = 0.0
         workers = threads_max = 0
-        each = []  # every trial's own round time, in the order the trials started
-        for r in sorted(kids, key=lambda r: r.info.start_time):
+        each = []  # every trial's own round time
+        for r in kids:
             rounds = sum(m.value for m in client.get_metric_history(r.info.run_id, "round_time"))
             each.append(rounds)
-            own += rounds
             outside += (r.info.end_time - r.info.start_time) / 1000 - rounds
             threads = int(r.data.tags.get("fedsweep.threads", "1") or 1)
             threads_max = max(threads_max, threads)
             workers = max(workers, cpus // max(1, threads))
+        own = sum(each)
         ideal = own / max(1, min(workers, len(kids))) if kids else 0.0
         running = p.info.end_time is None
         end = time.time() * 1000 if running else p.info.end_time
         wall = (end - p.info.start_time) / 1000
-        first = min((r.info.start_time for r in kids), default=None)  # first trial's start
+        first = kids[0].info.start_time if kids else None  # the first trial's start
         rows.append(
             {
                 "figure": tags.get("fedsweep.figure", p.info.run_name),
