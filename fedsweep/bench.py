@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -310,14 +311,76 @@ def smoke_sweep_spec(trials_seeds: int = 4) -> dict:
     }
 
 
+class CpuBusy:
+    """The machine's busy CPU time while a ``with`` block runs: every CPU, every process (Linux
+    ``/proc/stat``; elsewhere nothing is sampled and :meth:`between` gives NaN), sampled by a
+    thread every ``every`` seconds. Says whether a sweep's start-up waits on something or is
+    bound by the CPU work of Ray's processes, the imports and the stores."""
+
+    STAT = "/proc/stat"
+
+    def __init__(self, every: float = 0.05) -> None:
+        import threading
+
+        self.every = every
+        #: (wall time, busy ticks, all ticks) of all CPUs together
+        self.samples: list[tuple[float, int, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="cpu-busy", daemon=True)
+
+    @classmethod
+    def read(cls) -> tuple[int, int] | None:
+        """(busy, all) ticks of all CPUs since boot: user, nice, system, irq and softirq are
+        busy, idle and iowait are not; guest time is in user already, and a virtual machine's
+        steal (its host ran something else) counts as neither."""
+        try:
+            with open(cls.STAT) as f:
+                fields = [int(v) for v in f.readline().split()[1:8]]
+        except (OSError, ValueError):
+            return None
+        if len(fields) < 7:
+            return None
+        return sum(fields) - fields[3] - fields[4], sum(fields)
+
+    def _sample(self) -> None:
+        while True:
+            ticks = self.read()
+            if ticks is None:
+                return
+            self.samples.append((time.time(), *ticks))
+            if self._stop.wait(self.every):
+                return
+
+    def __enter__(self) -> CpuBusy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def between(self, start: float, end: float) -> tuple[float, float]:
+        """(busy CPU-seconds, CPU-seconds there were) from the last sample at or before
+        ``start`` to the first at or after ``end`` (wall times, ``time.time()``)."""
+        before = [s for s in self.samples if s[0] <= start] or self.samples[:1]
+        after = [s for s in self.samples if s[0] >= end] or self.samples[-1:]
+        if not before or not after or after[0][0] <= before[-1][0]:
+            return float("nan"), float("nan")
+        tick = os.sysconf("SC_CLK_TCK")
+        a, b = before[-1], after[0]
+        return (b[1] - a[1]) / tick, (b[2] - a[2]) / tick
+
+
 def bench_sweep(
     spec_path: str | Path | None = None, profile: str = "smoke", floor: bool = True
 ) -> dict:
     """A sweep through Ray Tune into a fresh store (default: :func:`smoke_sweep_spec`; or the
     spec file ``spec_path`` at ``profile``): its wall time against the runs' own round times
     spread over the CPUs (the overhead), the seconds before the first trial's run opens
-    (imports, spec checks, the store, Ray's start, the first actor) and the seconds each trial
-    spends outside its rounds (opening its run, data and model, checkpoints, logging).
+    (imports, spec checks, the store, Ray's start, the first actor), with the CPU work the
+    machine did until then (:class:`CpuBusy`: every process, Ray's included), and the seconds
+    each trial spends outside its rounds (opening its run, data and model, checkpoints,
+    logging).
 
     With ``floor``, also Ray Tune's own cost for the same trials (:func:`bench_tune_floor`:
     trials that only keep a CPU busy for their rounds' time, without and with the imports of a
@@ -337,7 +400,8 @@ def bench_sweep(
     uri = f"sqlite:///{tmp / 'store' / 'mlflow.db'}"
     start = time.perf_counter()
     opened = time.time()
-    with ray_output_to(tmp / "ray.log"):  # Ray's own tables and worker lines go to a file
+    cpu = CpuBusy()
+    with cpu, ray_output_to(tmp / "ray.log"):  # Ray's own tables and worker lines go to a file
         report = run_sweep(
             path,
             profile,
@@ -353,6 +417,8 @@ def bench_sweep(
     trials = row.get("trials", 0)
     ideal = row.get("ideal_wall_s", 0.0)
     first = row["first_run_start"] - opened if trials else float("nan")
+    # how busy the machine's CPUs were until then (start-up bound by CPU work, or waiting?)
+    busy_s, cpu_s = cpu.between(opened, row["first_run_start"]) if trials else (math.nan,) * 2
     floors = {}
     if trials and floor:
         # the same trials through Ray Tune doing nothing but keep a CPU busy for their rounds'
@@ -377,6 +443,8 @@ def bench_sweep(
         "overhead": wall / ideal - 1.0 if ideal > 0 else float("nan"),
         "s_per_trial_start": (wall - ideal) / trials if trials else float("nan"),
         "s_before_first_trial": first,
+        "cpu_s_before_first_trial": busy_s,
+        "cpu_busy_before_first_trial": busy_s / cpu_s if cpu_s > 0 else math.nan,
         "s_per_trial_outside_rounds": row.get("s_per_trial_outside_rounds", float("nan")),
         **floors,
     }
@@ -384,34 +452,25 @@ def bench_sweep(
 
 def bench_tune_floor(seconds: list[float], imports: bool, cpu: float = 1.0) -> float:
     """Ray Tune's own cost for a sweep whose trials' rounds take ``seconds``: the wall time
-    (Ray's start to the last trial's end, as :func:`bench_sweep` times a sweep) of a fresh
-    local Ray and one Tune experiment whose trials only keep a CPU busy that long (CPU time)
-    (``fedsweep.sweep.floor_trial``), ``cpu`` CPUs each, actors reused as in a sweep. With
-    ``imports`` every trial actor also imports torch and MLflow's SQL store. Ray and Tune are
-    imported in this process already when it runs after :func:`bench_sweep` (about 0.7 s less
-    than the sweep paid: the floor errs low, fedsweep's own share high)."""
-    from fedsweep.cli.sweep_console import ray_output_to
-    from fedsweep.sweep.floor_trial import busy_trial
-    from fedsweep.sweep.runner import init_ray, shutdown_ray
+    (Ray's import and start to the last trial's end, as :func:`bench_sweep` times a sweep) of a
+    fresh local Ray and one Tune experiment whose trials only keep a CPU busy that long (CPU
+    time) (``fedsweep.sweep.floor_trial``), ``cpu`` CPUs each, actors reused as in a sweep.
+    With ``imports`` every trial actor also imports torch and MLflow's SQL store. Runs in a
+    fresh interpreter, which has to import Ray as the sweep's driver had."""
+    import subprocess
+    import sys
 
-    tmp = Path(tempfile.mkdtemp(prefix="fedsweep-bench-floor-"))
-    with ray_output_to(tmp / "ray.log"):
-        start = time.perf_counter()
-        from ray import tune
-
-        init_ray(None)
-        tuner = tune.Tuner(
-            tune.with_resources(busy_trial, {"cpu": cpu}),
-            param_space={"seconds": tune.grid_search(list(seconds)), "imports": imports},
-            tune_config=tune.TuneConfig(reuse_actors=True),
-            run_config=tune.RunConfig(name="floor", storage_path=str(tmp / "ray"), verbose=0),
-        )
-        results = tuner.fit()
-        wall = time.perf_counter() - start
-        shutdown_ray()
-    if results.errors:
-        raise RuntimeError(f"the Ray Tune floor's trials failed: {results.errors[0]}")
-    return wall
+    args = json.dumps({"seconds": list(seconds), "imports": imports, "cpu": cpu})
+    out = subprocess.run(
+        [sys.executable, "-m", "fedsweep.sweep.floor_trial", args],
+        capture_output=True,
+        text=True,
+    )
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        tail = (out.stderr or out.stdout).strip()[-2000:]
+        raise RuntimeError(f"the Ray Tune floor failed (exit {out.returncode}): {tail}")
+    return float(json.loads(lines[-1])["wall_s"])
 
 
 def sweep_overheads(tracking_uri: str, profile: str | None = None, cpus: int | None = None):
@@ -660,8 +719,10 @@ def main(argv: list[str] | None = None) -> None:
             f"{sw['wall_s']:.1f} s wall; the runs' own round times sum to {sw['runs_own_s']:.1f} s "
             f"({sw['ideal_wall_s']:.1f} s spread over the CPUs); overhead "
             f"{sw['overhead'] * 100:.0f}%: {sw['s_before_first_trial']:.1f} s before the first "
-            f"trial's run opens, {sw['s_per_trial_outside_rounds']:.2f} s per trial outside its "
-            f"rounds, {sw['s_per_trial_start']:.2f} s per trial in all"
+            f"trial's run opens ({sw['cpu_s_before_first_trial']:.1f} CPU-s of work, the CPUs "
+            f"{sw['cpu_busy_before_first_trial'] * 100:.0f}% busy), "
+            f"{sw['s_per_trial_outside_rounds']:.2f} s per trial outside its rounds, "
+            f"{sw['s_per_trial_start']:.2f} s per trial in all"
         )
         if "tune_floor_wall_s" in sw:
             print(

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
+import os
 import statistics
 
 import pytest
 
+from fedsweep import bench
 from fedsweep.bench import main as bench_main
 from fedsweep.bench import sweep_overheads
 from fedsweep.tracking.store import get_client
@@ -80,8 +83,6 @@ def test_bench_model_ratios_are_per_repeat():
     repeats); FedAvg's own is exactly 1, whatever the rounds' times were."""
     import torch
 
-    from fedsweep import bench
-
     data = bench.synthetic_mnist()
     g = torch.Generator().manual_seed(1)
     batches = torch.stack(
@@ -102,7 +103,6 @@ def test_paired_ratio_alternates_the_order_and_takes_the_median():
     """:func:`bench.paired_ratio` runs the pairs as (base, other), (other, base), ...; its
     result is the median of the pairs' ratios (here the first of each pair is timed slower,
     which the alternation cancels)."""
-    from fedsweep import bench
 
     calls: list[str] = []
 
@@ -144,3 +144,40 @@ def test_floor_trial_module_imports_neither_torch_nor_mlflow():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_cpu_busy_between_takes_the_samples_around_the_interval(monkeypatch):
+    import os
+
+    tick = os.sysconf("SC_CLK_TCK")
+    cpu = bench.CpuBusy()
+    cpu.samples = [(0.0, 0, 0), (1.0, 100, 200), (2.0, 150, 400), (3.0, 350, 600)]
+    # from the last sample at or before the start to the first at or after the end
+    assert cpu.between(0.5, 2.5) == (350 / tick, 600 / tick)
+    assert cpu.between(1.0, 2.0) == (50 / tick, 200 / tick)
+    # outside the samples: the nearest ones
+    assert cpu.between(-5.0, 9.0) == (350 / tick, 600 / tick)
+    # no interval to speak of, or nothing sampled (no /proc/stat): NaN, never a made-up share
+    assert all(math.isnan(v) for v in cpu.between(3.5, 4.0))
+    monkeypatch.setattr(bench.CpuBusy, "STAT", "/nonexistent/stat")
+    assert bench.CpuBusy.read() is None
+    with bench.CpuBusy(every=0.01) as empty:
+        pass
+    assert empty.samples == [] and all(math.isnan(v) for v in empty.between(0.0, 1.0))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="Linux /proc/stat only")
+def test_cpu_busy_sees_a_busy_thread():
+    """A thread kept busy for 0.3 s of CPU time shows as at least most of that much busy CPU
+    time in the machine's counters (other processes can only add to it)."""
+    import time
+
+    from fedsweep.sweep.floor_trial import busy
+
+    with bench.CpuBusy(every=0.02) as cpu:
+        start = time.time()
+        busy(0.3)
+        end = time.time()
+        time.sleep(0.05)
+    busy_s, all_s = cpu.between(start, end)
+    assert 0.2 <= busy_s <= all_s

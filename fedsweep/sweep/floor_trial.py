@@ -6,10 +6,15 @@ on the machine (Ray's start, Tune's, the trial actors), and nothing of fedsweep.
 With ``imports`` the trial first imports what every tracked torch trial imports (torch and
 MLflow's client with its SQL store), so that floor also holds the actors' imports. This module
 imports nothing itself: a worker that runs it loads only Ray and Tune.
+
+``python -m fedsweep.sweep.floor_trial '{"seconds": [...], "imports": false, "cpu": 1}'`` runs
+such a sweep in a fresh interpreter (:func:`run_floor`) and prints its wall time as JSON.
 """
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 
 
@@ -29,3 +34,41 @@ def busy(seconds: float) -> None:
     end = time.thread_time() + seconds
     while time.thread_time() < end:
         pass
+
+
+def run_floor(seconds: list[float], imports: bool, cpu: float = 1.0) -> float:
+    """The wall time of a fresh local Ray and one Tune experiment of :func:`busy_trial` trials
+    (one per entry of ``seconds``, ``cpu`` CPUs each, actors reused as in a sweep), from before
+    Ray's import to the last trial's end, as ``fedsweep.bench.bench_sweep`` times a sweep
+    (whose driver imports Ray when its first stage starts). Run it in a fresh interpreter (the
+    ``__main__`` below): in one that has Ray imported already the floor errs low."""
+    import tempfile
+    from pathlib import Path
+
+    from fedsweep.cli.sweep_console import ray_output_to
+    from fedsweep.sweep.runner import init_ray, shutdown_ray
+
+    tmp = Path(tempfile.mkdtemp(prefix="fedsweep-bench-floor-"))
+    with ray_output_to(tmp / "ray.log"):
+        start = time.perf_counter()
+        from ray import tune
+
+        init_ray(None)
+        tuner = tune.Tuner(
+            tune.with_resources(busy_trial, {"cpu": cpu}),
+            param_space={"seconds": tune.grid_search(list(seconds)), "imports": imports},
+            tune_config=tune.TuneConfig(reuse_actors=True),
+            run_config=tune.RunConfig(name="floor", storage_path=str(tmp / "ray"), verbose=0),
+        )
+        results = tuner.fit()
+        wall = time.perf_counter() - start
+        shutdown_ray()
+    if results.errors:
+        raise RuntimeError(f"the Ray Tune floor's trials failed: {results.errors[0]}")
+    return wall
+
+
+if __name__ == "__main__":
+    args = json.loads(sys.argv[1])
+    wall = run_floor(args["seconds"], bool(args.get("imports")), float(args.get("cpu", 1.0)))
+    print(json.dumps({"wall_s": wall}))
