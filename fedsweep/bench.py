@@ -400,8 +400,8 @@ def bench_sweep(
     uri = f"sqlite:///{tmp / 'store' / 'mlflow.db'}"
     start = time.perf_counter()
     opened = time.time()
-    cpu = CpuBusy()
-    with cpu, ray_output_to(tmp / "ray.log"):  # Ray's own tables and worker lines go to a file
+    # Ray's own tables and worker lines go to a file
+    with CpuBusy() as cpu, ray_output_to(tmp / "ray.log"):
         report = run_sweep(
             path,
             profile,
