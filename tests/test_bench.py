@@ -103,7 +103,6 @@ def test_paired_ratio_alternates_the_order_and_takes_the_median():
     """:func:`bench.paired_ratio` runs the pairs as (base, other), (other, base), ...; its
     result is the median of the pairs' ratios (here the first of each pair is timed slower,
     which the alternation cancels)."""
-
     calls: list[str] = []
 
     def timer(name, fast, slow):
@@ -147,8 +146,6 @@ def test_floor_trial_module_imports_neither_torch_nor_mlflow():
 
 
 def test_cpu_busy_between_takes_the_samples_around_the_interval(monkeypatch):
-    import os
-
     tick = os.sysconf("SC_CLK_TCK")
     cpu = bench.CpuBusy()
     cpu.samples = [(0.0, 0, 0), (1.0, 100, 200), (2.0, 150, 400), (3.0, 350, 600)]

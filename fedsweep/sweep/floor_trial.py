@@ -5,7 +5,8 @@ on the machine (Ray's start, Tune's, the trial actors), and nothing of fedsweep.
 
 With ``imports`` the trial first imports what every tracked torch trial imports (torch and
 MLflow's client with its SQL store), so that floor also holds the actors' imports. This module
-imports nothing itself: a worker that runs it loads only Ray and Tune.
+imports nothing beyond the standard library at its top: a worker that runs it loads only Ray
+and Tune.
 
 ``python -m fedsweep.sweep.floor_trial '{"seconds": [...], "imports": false, "cpu": 1}'`` runs
 such a sweep in a fresh interpreter (:func:`run_floor`) and prints its wall time as JSON.
