@@ -22,7 +22,9 @@ runs' own round times, and seconds per trial start, next to Ray Tune's floor for
 (:func:`bench_tune_floor`) (``--no-sweep`` skips it).
 
 ``--from-store URI`` only prints the overhead of every sweep already in an MLflow store (its
-wall time against its runs' own round times; :func:`sweep_overheads`).
+wall time against its runs' own round times; :func:`sweep_overheads`), and what other schedules
+of the same trials would have taken, replayed from their runs' durations
+(:func:`schedule_what_if`).
 
 ``--json`` prints one JSON object as the last line (``svm_us_per_step``, ``bherd_over_fedavg``,
 ... ) so a bench run can be compared with an earlier one.
@@ -512,10 +514,12 @@ def sweep_overheads(tracking_uri: str, profile: str | None = None, cpus: int | N
         outside = 0.0
         workers = threads_max = 0
         each = []  # every trial's own round time
+        lasted = []  # every trial's run, opening to end (its rounds and what is around them)
         for r in kids:
             rounds = sum(m.value for m in client.get_metric_history(r.info.run_id, "round_time"))
             each.append(rounds)
-            outside += (r.info.end_time - r.info.start_time) / 1000 - rounds
+            lasted.append((r.info.end_time - r.info.start_time) / 1000)
+            outside += lasted[-1] - rounds
             threads = int(r.data.tags.get("fedsweep.threads", "1") or 1)
             threads_max = max(threads_max, threads)
             workers = max(workers, cpus // max(1, threads))
@@ -533,6 +537,8 @@ def sweep_overheads(tracking_uri: str, profile: str | None = None, cpus: int | N
                 "wall_s": wall,
                 "runs_own_s": own,
                 "runs_own_each_s": each,
+                "runs_each_s": lasted,
+                "workers": max(1, min(workers, len(kids))),
                 "threads": threads_max or 1,  # a trial's threads (= its CPUs in a sweep)
                 "ideal_wall_s": ideal,
                 "overhead": wall / ideal - 1.0 if ideal > 0 else float("nan"),
@@ -553,6 +559,45 @@ def sweep_overheads(tracking_uri: str, profile: str | None = None, cpus: int | N
         )
     rows.sort(key=lambda r: r["start"])
     return rows
+
+
+def list_schedule(durations: list[float], workers: int) -> float:
+    """The makespan of jobs of these ``durations`` on ``workers`` identical workers, each job
+    in turn going to the worker free first (what Tune does with a grid: trials in order, the
+    next one on the first CPU that frees up), all starting at 0."""
+    import heapq
+
+    free = [0.0] * max(1, workers)
+    for d in durations:
+        heapq.heappush(free, heapq.heappop(free) + d)
+    return max(free)
+
+
+def schedule_what_if(rows: list[dict]) -> dict:
+    """What other schedules of the same trials would have taken, replayed from the runs' real
+    durations (each trial's run, opening to end) with :func:`list_schedule` on each sweep's
+    workers: the sweeps' trials in the order they ran (``in_order_s``: the sweeps' wall time
+    less what lies outside the trials' runs: the starts, the gaps between trials, the ends);
+    each sweep's longest trials first (``longest_first_s``); every sweep's trials as one
+    experiment, in order (``one_experiment_s``: no sweep waits for another's last trials).
+    ``outside_runs_s``: the sweeps' wall time that no replay holds (their starts before the
+    first trial, the gaps between trials, the ends after the last), the part that one
+    experiment for all would pay once instead of per sweep, but for the gaps."""
+    rows = [r for r in rows if r.get("trials")]
+    wall = sum(r["wall_s"] for r in rows)
+    in_order = sum(list_schedule(r["runs_each_s"], r["workers"]) for r in rows)
+    longest = sum(list_schedule(sorted(r["runs_each_s"], reverse=True), r["workers"]) for r in rows)
+    workers = min((r["workers"] for r in rows), default=1)
+    together = list_schedule([d for r in rows for d in r["runs_each_s"]], workers)
+    return {
+        "sweeps": len(rows),
+        "wall_s": wall,
+        "in_order_s": in_order,
+        "longest_first_s": longest,
+        "one_experiment_s": together,
+        "outside_runs_s": wall - in_order,
+        "before_first_trials_s": sum(r["s_before_first_trial"] for r in rows),
+    }
 
 
 def print_store_overheads(uri: str, profile: str | None, as_json: bool) -> None:
@@ -600,8 +645,17 @@ def print_store_overheads(uri: str, profile: str | None, as_json: bool) -> None:
         f"# first sweep's start to last sweep's end: {total['span_s']:.1f} s "
         f"(overhead {total['span_overhead'] * 100:.0f}% with the driver's work between sweeps)"
     )
+    what = schedule_what_if(rows)
+    print(
+        f"# the trials' runs replayed on each sweep's workers (list scheduling, their real "
+        f"durations): in the order they ran {what['in_order_s']:.1f} s, each sweep's longest "
+        f"first {what['longest_first_s']:.1f} s, all {what['sweeps']} sweeps as one experiment "
+        f"{what['one_experiment_s']:.1f} s; outside the replayed runs "
+        f"{what['outside_runs_s']:.1f} s ({what['before_first_trials_s']:.1f} s of it before "
+        "the sweeps' first trials)"
+    )
     if as_json:
-        print(json.dumps({"sweeps": rows, "total": total}, sort_keys=True))
+        print(json.dumps({"sweeps": rows, "total": total, "what_if": what}, sort_keys=True))
 
 
 def main(argv: list[str] | None = None) -> None:

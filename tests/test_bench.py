@@ -69,6 +69,36 @@ def test_sweep_overheads_reads_wall_own_rounds_and_outside_time(timed_store):
     assert {r["profile"] for r in sweep_overheads(timed_store, cpus=2)} == {"quick", "smoke"}
 
 
+def test_list_schedule_gives_each_job_to_the_worker_free_first():
+    assert bench.list_schedule([], 2) == 0.0
+    assert bench.list_schedule([5.0], 2) == 5.0
+    assert bench.list_schedule([3.0, 3.0, 2.0, 2.0, 2.0], 2) == 7.0  # 3+2+2 | 3+2
+    assert bench.list_schedule([1.0, 1.0, 4.0], 2) == 5.0  # the long one last waits: 1+4 | 1
+    assert bench.list_schedule([4.0, 1.0, 1.0], 2) == 4.0  # longest first: 4 | 1+1
+    assert bench.list_schedule([1.0, 2.0, 3.0], 1) == 6.0
+
+
+def test_schedule_what_if_replays_the_trials_runs(timed_store):
+    """The three runs last 32, 42 and 52 s (their rounds and 2 s), on 2 workers: in order
+    32+52 | 42 = 84 s, longest first 52 | 42+32 = 74 s; one sweep, so one experiment is the
+    same as in order; its 100 s of wall time leave 16 s outside the replay."""
+    rows = sweep_overheads(timed_store, profile="quick", cpus=2)
+    assert rows[0]["runs_each_s"] == pytest.approx([32.0, 42.0, 52.0])
+    assert rows[0]["workers"] == 2
+    what = bench.schedule_what_if(rows)
+    assert what["sweeps"] == 1
+    assert what["in_order_s"] == pytest.approx(84.0)
+    assert what["longest_first_s"] == pytest.approx(74.0)
+    assert what["one_experiment_s"] == pytest.approx(84.0)
+    assert what["outside_runs_s"] == pytest.approx(16.0)
+    assert what["before_first_trials_s"] == pytest.approx(1.0)
+    # two copies of the sweep as one experiment: 32, 42, 52, 32, 42, 52 on 2 workers is
+    # 32+52+52 | 42+32+42 = 136 | 116, against 2 x 84 one sweep after the other
+    twice = bench.schedule_what_if(rows + rows)
+    assert twice["in_order_s"] == pytest.approx(168.0)
+    assert twice["one_experiment_s"] == pytest.approx(136.0)
+
+
 def test_bench_from_store_prints_the_table_and_json(timed_store, capsys):
     bench_main(["--from-store", timed_store, "--profile", "quick", "--json"])
     out = capsys.readouterr().out.splitlines()
@@ -76,6 +106,8 @@ def test_bench_from_store_prints_the_table_and_json(timed_store, capsys):
     summary = json.loads(out[-1])
     assert summary["total"]["trials"] == 3
     assert summary["total"]["overhead"] == pytest.approx(100 / 60 - 1)
+    assert summary["what_if"]["longest_first_s"] == pytest.approx(74.0)
+    assert any("each sweep's longest first 74.0 s" in line for line in out)
 
 
 def test_bench_model_ratios_are_per_repeat():
