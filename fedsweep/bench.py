@@ -33,6 +33,7 @@ of the same trials would have taken, replayed from their runs' durations
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import math
 import os
@@ -524,7 +525,8 @@ def sweep_overheads(tracking_uri: str, profile: str | None = None, cpus: int | N
             threads_max = max(threads_max, threads)
             workers = max(workers, cpus // max(1, threads))
         own = sum(each)
-        ideal = own / max(1, min(workers, len(kids))) if kids else 0.0
+        workers = max(1, min(workers, len(kids)))  # the trials that can run at once
+        ideal = own / workers if kids else 0.0
         running = p.info.end_time is None
         end = time.time() * 1000 if running else p.info.end_time
         wall = (end - p.info.start_time) / 1000
@@ -538,7 +540,7 @@ def sweep_overheads(tracking_uri: str, profile: str | None = None, cpus: int | N
                 "runs_own_s": own,
                 "runs_own_each_s": each,
                 "runs_each_s": lasted,
-                "workers": max(1, min(workers, len(kids))),
+                "workers": workers,
                 "threads": threads_max or 1,  # a trial's threads (= its CPUs in a sweep)
                 "ideal_wall_s": ideal,
                 "overhead": wall / ideal - 1.0 if ideal > 0 else float("nan"),
@@ -565,8 +567,6 @@ def list_schedule(durations: list[float], workers: int) -> float:
     """The makespan of jobs of these ``durations`` on ``workers`` identical workers, each job
     in turn going to the worker free first (what Tune does with a grid: trials in order, the
     next one on the first CPU that frees up), all starting at 0."""
-    import heapq
-
     free = [0.0] * max(1, workers)
     for d in durations:
         heapq.heappush(free, heapq.heappop(free) + d)
@@ -580,9 +580,8 @@ def schedule_what_if(rows: list[dict]) -> dict:
     less what lies outside the trials' runs: the starts, the gaps between trials, the ends);
     each sweep's longest trials first (``longest_first_s``); every sweep's trials as one
     experiment, in order (``one_experiment_s``: no sweep waits for another's last trials).
-    ``outside_runs_s``: the sweeps' wall time that no replay holds (their starts before the
-    first trial, the gaps between trials, the ends after the last), the part that one
-    experiment for all would pay once instead of per sweep, but for the gaps."""
+    ``outside_runs_s``: the sweeps' wall time outside the replayed runs (their starts before
+    the first trial, the gaps between trials, the ends after the last)."""
     rows = [r for r in rows if r.get("trials")]
     wall = sum(r["wall_s"] for r in rows)
     in_order = sum(list_schedule(r["runs_each_s"], r["workers"]) for r in rows)
