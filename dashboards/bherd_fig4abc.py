@@ -15,10 +15,12 @@ from plotly.subplots import make_subplots
 from dashboards import store
 from dashboards.figdata import figure_subtitle, make_result, prepare
 from dashboards.generic import letter
-from dashboards.model import BuildContext, FigureResult
+from dashboards.model import BuildContext, FigureDataError, FigureResult
 from dashboards.style import paper_layout
 
 COLORSCALE = [[0.0, "#f2f2f2"], [1.0, "#111111"]]
+#: the artifact of client i's selection record (0-based), as BHerd logs it
+RECORD = "records/selected_client{i}.npz"
 
 
 def heatmap(selected: np.ndarray, name: str) -> go.Heatmap:
@@ -38,6 +40,41 @@ def heatmap(selected: np.ndarray, name: str) -> go.Heatmap:
     )
 
 
+def missing_records(num_clients: int, arrays: dict[int, np.ndarray]) -> list[str]:
+    """The artifacts of one run's selection records that are not there (0-based clients)."""
+    return [RECORD.format(i=i) for i in range(num_clients) if i not in arrays]
+
+
+def check_records(ctx: BuildContext, data, panels, chosen: dict) -> None:
+    """Every run drawn must have its selection records (``records/selected_client{i}.npz``, one
+    per client; logged with ``tracking.log_records: true``); else :class:`FigureDataError`
+    naming each run and what it lacks, so nothing empty is drawn over a good figure."""
+    lacking = []
+    for panel in panels:
+        if panel.panel_id not in chosen:
+            continue
+        tr, arrays = chosen[panel.panel_id]
+        absent = missing_records(tr.trial.config.data.num_clients, arrays)
+        if not absent:
+            continue
+        what = (
+            f"records/selected_client{{0..{len(absent) - 1}}}.npz (all {len(absent)} clients)"
+            if not arrays
+            else ", ".join(absent)
+        )
+        lacking.append(f"run {tr.run.run_id} ({panel.label}, seed {tr.trial.seed}) lacks {what}")
+    if lacking:
+        res = data.resolution
+        raise FigureDataError(
+            f"{ctx.spec.figure}: selection records missing, nothing drawn: "
+            + "; ".join(lacking)
+            + ". They were logged without them (tracking.log_records: false?): delete those runs "
+            f"and run `fedsweep sweep {ctx.spec.figure} --profile {ctx.profile}` again",
+            runs=len(res.found),
+            expected_runs=len(res.trials),
+        )
+
+
 def build(ctx: BuildContext) -> FigureResult:
     """Fig. 4a-c: rows = cases, columns = clients; the lowest seed's run of each case."""
     spec = ctx.spec
@@ -47,6 +84,7 @@ def build(ctx: BuildContext) -> FigureResult:
     for tr in sorted(data.resolution.found, key=lambda tr: tr.trial.seed):
         if tr.trial.panel_id not in chosen:
             chosen[tr.trial.panel_id] = (tr, store.load_selected(ctx.client, tr.run.run_id))
+    check_records(ctx, data, panels, chosen)
     n_cols = max([tr.trial.config.data.num_clients for tr, _ in chosen.values()] or [5])
     fig = make_subplots(
         rows=len(panels),
@@ -63,8 +101,6 @@ def build(ctx: BuildContext) -> FigureResult:
             notes.append(f"{panel.label}: no run")
             continue
         tr, arrays = chosen[panel.panel_id]
-        if not arrays:
-            notes.append(f"{panel.label}: run {tr.run.run_id} has no selection records")
         for i, arr in arrays.items():
             name = f"{panel.label}, Client {i + 1} (seed {tr.trial.seed})"
             fig.add_trace(heatmap(arr, name), row=r, col=i + 1)

@@ -17,7 +17,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from dashboards import generic
+from dashboards import atomic, generic
 from dashboards.export import (
     IMAGE_FORMATS,
     OutputFolderError,
@@ -27,7 +27,7 @@ from dashboards.export import (
     write_pngs,
 )
 from dashboards.index import ENTRY_KEY, TEXT_FORMATS, write_index
-from dashboards.model import BuildContext, FigureOptions, FigureResult
+from dashboards.model import BuildContext, FigureDataError, FigureOptions, FigureResult
 from dashboards.registry import BUILDERS
 from dashboards.store import RunIndex
 from dashboards.style import BANDS
@@ -53,7 +53,9 @@ def builder_for(figure_id: str):
 
 def load_specs(sweeps_dir: str | Path, wanted: list[str] | None) -> dict[str, SweepSpec]:
     """Specs of ``sweeps_dir`` by figure id. A spec that fails to load is an error only if it
-    was asked for (by file stem) or if no figures were asked for."""
+    was asked for (by file stem) or if no figures were asked for. When every id of ``wanted``
+    is the stem of a spec declaring that id (``sweeps/<id>.yaml``), only those are loaded
+    (loading a spec checks every trial of every profile: seconds for a folder of them)."""
     specs: dict[str, SweepSpec] = {}
     errors: dict[str, SpecError] = {}
     folder = Path(sweeps_dir)
@@ -63,6 +65,15 @@ def load_specs(sweeps_dir: str | Path, wanted: list[str] | None) -> dict[str, Sw
             f"--sweeps-dir {folder}: {what} (allowed: a folder of sweep specs, e.g. sweeps/; "
             "or draw spec files with --spec PATH)"
         )
+    if wanted and all((folder / f"{fid}.yaml").is_file() for fid in wanted):
+        for fid in dict.fromkeys(wanted):
+            spec = load_spec(folder / f"{fid}.yaml")  # asked for: a broken one is an error
+            if spec.figure != fid:
+                break  # a file named after another id: look at every spec
+            specs[fid] = spec
+        else:
+            return specs
+        specs = {}
     for path in spec_paths(sweeps_dir):
         try:
             spec = load_spec(path)
@@ -97,13 +108,90 @@ def check_baseline(label: str | None, chosen: list[SweepSpec]) -> None:
     per-client figure such as Fig. 4d)."""
     from fedsweep.cli.common import did_you_mean
 
-    if not label or re.fullmatch(r"Client \d+", label):
+    if label is None or re.fullmatch(r"Client \d+", label):
         return
     labels = sorted({c.label for s in chosen for c in s.curve_list()})
+    if not label.strip():
+        raise FigureSelectionError(
+            f"--diff-from {label!r}: an empty label names no curve; curves: "
+            f"{', '.join(labels) or 'none'}"
+        )
     if label not in labels:
         raise FigureSelectionError(
             f"--diff-from {label!r}: no curve with that label{did_you_mean(label, labels)}; "
             f"curves: {', '.join(labels)}"
+        )
+
+
+#: a per-client metric key as logged (``client/3/dist``) -> its pattern (``client/{i}/dist``)
+CLIENT_KEY = re.compile(r"^client/\d+/")
+
+
+def metric_pattern(key: str) -> str:
+    """``client/3/dist`` -> ``client/{i}/dist``; other keys as they are."""
+    return CLIENT_KEY.sub("client/{i}/", key)
+
+
+def _pattern_problem(metric: str) -> str:
+    """What is wrong with ``metric`` as a key or a per-client pattern, "" if nothing."""
+    import string
+
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(metric) if f is not None]
+    except ValueError:
+        return "not a metric key, nor a per-client pattern such as client/{i}/dist (a stray brace)"
+    wrong = [f for f in fields if f != "i"]
+    if wrong:
+        return (
+            f"unknown placeholder {{{wrong[0]}}}: a per-client pattern uses {{i}}, e.g. "
+            "client/{i}/dist"
+        )
+    return ""
+
+
+def check_metrics(
+    metrics: tuple[str, ...] | list[str],
+    chosen: list[SweepSpec],
+    profile: str,
+    index: RunIndex,
+    overrides: dict[str, Any] | None = None,
+) -> None:
+    """``--metric``: each must be a key (or a ``client/{i}/NAME`` pattern) that the runs of the
+    figures drawn logged (every run in the store when those figures have none), or one of
+    their specs' metrics; else :class:`FigureSelectionError` with the nearest known metric,
+    before anything is drawn or written (as ``fedsweep compare`` does)."""
+    if not metrics:
+        return
+    from dashboards import fedveca
+    from dashboards.store import resolve_runs
+    from fedsweep.cli.common import did_you_mean
+
+    logged: set[str] = set()
+    for spec in chosen:  # without a client: a derived curve's runs are its sources' kind
+        for tr in resolve_runs(spec, profile, index, overrides).found:
+            logged |= tr.run.metrics
+    ids = [s.figure for s in chosen]
+    names = ", ".join(ids) if len(ids) <= 3 else f"the {len(ids)} figures drawn"
+    unlogged = f"none of the runs of {names} logged it"
+    if not logged:
+        logged = index.metric_keys
+        unlogged = (
+            f"{names} {'has' if len(ids) == 1 else 'have'} no runs, and no run in the store "
+            "logged it"
+            if logged
+            else "no run logged it (the store holds no finished runs)"
+        )
+    known = logged | {metric_pattern(k) for k in logged} | {m for s in chosen for m in s.metrics}
+    # Fig. 6 names its per-client estimates by their last part (tau = client/{i}/tau)
+    short = any(builder_for(f) is fedveca.build_estimates for f in ids)
+    shown = sorted({metric_pattern(k) for k in known})
+    for metric in metrics:
+        if metric in known or (short and fedveca.metric_key(metric) in known):
+            continue
+        problem = _pattern_problem(metric) or unlogged
+        raise FigureSelectionError(
+            f"--metric {metric!r}: {problem}{did_you_mean(metric, shown)}; "
+            f"metrics: {', '.join(shown) or 'none'}"
         )
 
 
@@ -161,9 +249,13 @@ def build_figures(
     figure's ``<id>.csv`` / ``<id>.tex``), and merge the figures into its ``index.html``. A figure drawn as
     several parts (Fig. 2a: loss, accuracy) writes ``<id>-<part>.*``. ``overrides`` = the
     ``--set`` overrides the sweep ran with; ``options`` = band, baseline, metrics. A figure
-    without runs is listed as "no runs"; image failures only warn. A local store that does not
-    exist draws every figure without runs (with a warning), or with ``require_store`` raises
-    ``StoreMissingError``; nothing creates it."""
+    without runs is listed as "no runs"; image failures only warn. A figure whose builder fails
+    draws nothing and keeps the previous build's files (listed in the index as its files). A
+    local store that does not exist draws every figure without runs (with a warning), or with
+    ``require_store`` raises ``StoreMissingError``; nothing creates it. ``options.metrics``
+    must be logged by the figures' runs (:func:`check_metrics`). Every file is written
+    atomically (:mod:`dashboards.atomic`); a write that fails raises ``OutputWriteError`` and
+    leaves the previous file."""
     from fedsweep.tracking.store import (
         StoreMissingError,
         get_client,
@@ -191,19 +283,26 @@ def build_figures(
     else:
         client = get_client(uri, create=False)
         index = RunIndex.load(client)
+    check_metrics(options.metrics, [specs[f] for f in ids], profile, index, overrides)
     try:
         out = output_folder(out_dir)
     except OutputFolderError as err:
         raise FigureSelectionError(str(err)) from None
+    atomic.remove_stale_parts(out)  # left by a build killed mid-write
     results: list[FigureResult] = []
     for fid in ids:
         ctx = BuildContext(client, specs[fid], profile, index, dict(overrides or {}), options)
         result = _build_one(fid, ctx)
         result.experiment_url = experiment_url(client, fid, ui_url)
         results.append(result)
+    # every file is written to a temporary name and renamed into place (dashboards.atomic), and
+    # a previous build's files are removed only once the new ones are written: a build killed
+    # halfway leaves every file either as it was or complete, never truncated or empty
     jobs = []
     for r in results:
-        _remove_old_files(out, r.figure_id)
+        if r.error:  # draw nothing over the previous build's figure: keep its files
+            _keep_old_files(out, r)
+            continue
         for stem, fig in r.stems():
             html = out / f"{stem}.html"
             links = [("all figures (index.html)", "index.html")]
@@ -217,8 +316,7 @@ def build_figures(
         if r.figure is None:
             continue
         for suffix, text in r.texts.items():
-            path = out / f"{r.figure_id}.{suffix}"
-            path.write_text(text, encoding="utf-8")
+            path = atomic.write_text(out / f"{r.figure_id}.{suffix}", text)
             r.files.append(path)
     written = write_pngs(jobs) if jobs else {}
     for r in results:
@@ -229,13 +327,16 @@ def build_figures(
                     r.files.append(path)
                     if fmt == "png" and r.png is None:
                         r.png = path
+    for r in results:
+        if not r.error:
+            _remove_old_files(out, r.figure_id, keep={p.name for p in r.files})
     write_index(results, out, uri)
     return results
 
 
-def _remove_old_files(out: Path, figure_id: str) -> None:
-    """Delete the files a previous build of ``figure_id`` listed in its index entry (and the
-    single-file names), so no stale picture stays beside new HTML."""
+def _old_files(out: Path, figure_id: str) -> set[str]:
+    """The file names a previous build of ``figure_id`` listed in its index entry (and the
+    single-file names)."""
     names = {f"{figure_id}.{kind}" for kind in ("html", *IMAGE_FORMATS, *TEXT_FORMATS)}
     entry = out / f"{figure_id}.json"
     if entry.is_file():
@@ -245,9 +346,25 @@ def _remove_old_files(out: Path, figure_id: str) -> None:
                 names |= {n for files in data.get("files", {}).values() for n in files}
         except (OSError, ValueError, AttributeError):
             pass
-    for name in names:
-        if "/" not in name and "\\" not in name:
-            (out / name).unlink(missing_ok=True)
+    return {n for n in names if "/" not in n and "\\" not in n}
+
+
+def _remove_old_files(out: Path, figure_id: str, keep: set[str] = frozenset()) -> None:
+    """Delete the files of a previous build of ``figure_id`` that this build did not write
+    again (``keep``), so no stale picture stays beside new HTML."""
+    for name in _old_files(out, figure_id) - set(keep):
+        (out / name).unlink(missing_ok=True)
+
+
+def _keep_old_files(out: Path, r: FigureResult) -> None:
+    """A figure that failed keeps the previous build's files (listed in its index entry as
+    ``kept``), and says so."""
+    r.kept = [out / n for n in sorted(_old_files(out, r.figure_id)) if (out / n).is_file()]
+    if r.kept:
+        r.notes.append(
+            "this build failed; the files shown are the previous build's: "
+            + ", ".join(p.name for p in r.kept)
+        )
 
 
 def _missing_sqlite(uri: str) -> bool:
@@ -261,6 +378,10 @@ def _build_one(fid: str, ctx: BuildContext) -> FigureResult:
     except Exception as err:  # noqa: BLE001 - one broken figure must not stop the others
         warnings.warn(f"{fid}: {type(err).__name__}: {err}", FigureBuildWarning, stacklevel=3)
         spec = ctx.spec
+        if isinstance(err, FigureDataError):  # the runs lack something: the message says what
+            text = str(err)
+        else:
+            text = "".join(traceback.format_exception_only(err)).strip()
         return FigureResult(
             fid,
             spec.title,
@@ -268,8 +389,8 @@ def _build_one(fid: str, ctx: BuildContext) -> FigureResult:
             None,
             [],
             [],
-            0,
-            0,
+            getattr(err, "runs", 0),
+            getattr(err, "expected_runs", 0),
             profile_note=spec.profiles[ctx.profile].note,
-            error="".join(traceback.format_exception_only(err)).strip(),
+            error=text,
         )

@@ -13,6 +13,7 @@ ONE warning is emitted per call, and the build goes on.
 
 from __future__ import annotations
 
+import functools
 import html
 import os
 import shutil
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
+from dashboards import atomic
 from dashboards.style import PLOT_CONFIG
 
 PNG_SCALE = 2
@@ -70,19 +72,43 @@ def write_html(
     fig: go.Figure, path: Path, title: str, links: list[tuple[str, str]] | None = None
 ) -> Path:
     """Offline HTML; ``plotly.min.js`` is written once beside it (``include_plotlyjs="directory"``).
-    ``links`` = (text, url) shown in a line above the figure (the index, the MLflow experiment)."""
+    ``links`` = (text, url) shown in a line above the figure (the index, the MLflow experiment).
+    Both files are written atomically (:mod:`dashboards.atomic`): a build killed halfway leaves
+    the previous file, never a truncated one."""
+    import plotly.io as pio
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.write_html(path, include_plotlyjs="directory", config=PLOT_CONFIG, full_html=True)
-    text = path.read_text(encoding="utf-8")
+    text = pio.to_html(fig, include_plotlyjs="directory", config=PLOT_CONFIG, full_html=True)
     text = text.replace("<head>", f"<head>\n    <title>{html.escape(title)}</title>", 1)
     if links:
         items = " · ".join(
             f'<a href="{html.escape(url)}">{html.escape(label)}</a>' for label, url in links
         )
         text = text.replace("<body>", f'<body>\n<div style="{HEADER_STYLE}">{items}</div>', 1)
-    path.write_text(text, encoding="utf-8")
+    write_plotlyjs(path.parent)
+    atomic.write_text(path, text)
     return path
+
+
+def write_plotlyjs(folder: Path) -> Path:
+    """``folder/plotly.min.js`` (the bundle shipped with plotly), written when missing or not
+    the bundle's size (a copy cut short by an older, non-atomic build)."""
+    path = Path(folder) / "plotly.min.js"
+    if not (path.is_file() and path.stat().st_size == _plotlyjs_size()):
+        atomic.write_bytes(path, _plotlyjs())
+    return path
+
+
+def _plotlyjs() -> bytes:
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs().encode("utf-8")
+
+
+@functools.cache
+def _plotlyjs_size() -> int:
+    return len(_plotlyjs())
 
 
 def _executable(path: str | None) -> bool:
@@ -111,7 +137,9 @@ def find_browser() -> str | None:
 
 def write_pngs(jobs: list[PngJob]) -> dict[Path, bool]:
     """Render all ``jobs`` (PNG, PDF or SVG, by the path's suffix) with one browser start;
-    returns path -> written. Warns once."""
+    returns path -> written. Warns once. Each image is rendered to a temporary file beside its
+    path and renamed into place once complete (:mod:`dashboards.atomic`): an export that fails
+    or is killed halfway leaves the previous image as it was, never a 0-byte file."""
     if not jobs:
         return {}
     done = {job.path: False for job in jobs}
@@ -126,31 +154,46 @@ def write_pngs(jobs: list[PngJob]) -> dict[Path, bool]:
             "BROWSER_PATH."
         )
         return done
+    parts: dict[Path, Path] = {}  # final path -> its temporary file
     try:
-        import kaleido
+        try:
+            import kaleido
 
-        specs = []
-        for job in jobs:
-            job.path.parent.mkdir(parents=True, exist_ok=True)
-            job.path.unlink(missing_ok=True)
-            layout = job.figure.layout
-            fmt = job.path.suffix.lstrip(".").lower()
-            if fmt not in IMAGE_FORMATS:
-                raise ValueError(f"{job.path}: image format {fmt!r}; allowed {IMAGE_FORMATS}")
-            opts = {"format": fmt, "width": layout.width or 1200, "height": layout.height or 700}
-            scale = PNG_SCALE if fmt == "png" else 1
-            specs.append({"fig": job.figure, "path": job.path, "opts": {**opts, "scale": scale}})
-        errors = kaleido.write_fig_from_object_sync(
-            specs, kopts={"path": browser, "mathjax": False}, cancel_on_error=False
-        )
-    except Exception as err:  # noqa: BLE001 - PNG must never break the build
-        _warn(f"PNG export failed with {browser}: {type(err).__name__}: {err}; HTML written.")
-        return done
-    for job in jobs:
-        done[job.path] = job.path.is_file() and job.path.stat().st_size > 0
+            specs = []
+            for job in jobs:
+                job.path.parent.mkdir(parents=True, exist_ok=True)
+                layout = job.figure.layout
+                fmt = job.path.suffix.lstrip(".").lower()
+                if fmt not in IMAGE_FORMATS:
+                    raise ValueError(f"{job.path}: image format {fmt!r}; allowed {IMAGE_FORMATS}")
+                opts = {
+                    "format": fmt,
+                    "width": layout.width or 1200,
+                    "height": layout.height or 700,
+                    "scale": PNG_SCALE if fmt == "png" else 1,
+                }
+                part = parts[job.path] = atomic.part_path(job.path)
+                specs.append({"fig": job.figure, "path": part, "opts": opts})
+            errors = kaleido.write_fig_from_object_sync(
+                specs, kopts={"path": browser, "mathjax": False}, cancel_on_error=False
+            )
+        except Exception as err:  # noqa: BLE001 - PNG must never break the build
+            _warn(f"PNG export failed with {browser}: {type(err).__name__}: {err}; HTML written.")
+            return done
+        write_errors = []
+        for path, part in parts.items():
+            if part.is_file() and part.stat().st_size > 0:
+                try:
+                    atomic.commit(part, path)
+                    done[path] = True
+                except OSError as err:
+                    write_errors.append(str(err))
+    finally:
+        for part in parts.values():
+            part.unlink(missing_ok=True)
     failed = [p.name for p, ok in done.items() if not ok]
     if failed:
-        detail = "; ".join(str(e) for e in (errors or ())[:2])
+        detail = "; ".join(str(e) for e in [*(errors or ())[:2], *write_errors[:2]])
         _warn(f"PNG export failed for {', '.join(failed)} ({detail}); HTML written.")
     return done
 

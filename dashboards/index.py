@@ -14,6 +14,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from dashboards import atomic
 from dashboards.model import FigureResult
 
 VERDICT_CLASS = {"yes": "yes", "no": "no", "n/a": "na", "n/t": "na"}
@@ -60,7 +61,7 @@ def _row(name: str, value: str) -> str:
 def entry(r: FigureResult, out_dir: Path, tracking_uri: str = "") -> dict[str, Any]:
     """The index entry of one figure (plain JSON types; file names relative to ``out_dir``)."""
     files: dict[str, list[str]] = {kind: [] for kind, _ in FILE_KINDS}
-    for path in r.files:
+    for path in [*r.files, *r.kept]:
         kind = Path(path).suffix.lstrip(".")
         if kind in files and Path(path).is_file():
             files[kind].append(Path(path).name)
@@ -101,6 +102,8 @@ def read_entries(out_dir: Path) -> list[dict[str, Any]]:
     """Every index entry in ``out_dir`` (``*.json`` files marked as entries), by figure id."""
     entries = []
     for path in sorted(Path(out_dir).glob("*.json")):
+        if path.name.startswith("."):  # not an entry (e.g. a temporary file of dashboards.atomic)
+            continue
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -189,7 +192,7 @@ def write_entries(results: list[FigureResult], out_dir: Path, tracking_uri: str 
     for r in results:
         path = Path(out_dir) / f"{r.figure_id}.json"
         text = json.dumps(entry(r, Path(out_dir), tracking_uri), indent=1, ensure_ascii=False)
-        path.write_text(text, encoding="utf-8")
+        atomic.write_text(path, text)
 
 
 def write_index(results: list[FigureResult], out_dir: str | Path, tracking_uri: str = "") -> Path:
@@ -218,6 +221,4 @@ def write_index(results: list[FigureResult], out_dir: str | Path, tracking_uri: 
         + "".join(_figure_section(e) for e in entries)
         + "</body></html>"
     )
-    path = out_dir / "index.html"
-    path.write_text(page, encoding="utf-8")
-    return path
+    return atomic.write_text(out_dir / "index.html", page)

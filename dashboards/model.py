@@ -81,6 +81,17 @@ class BuildContext:
         return list(default if default is not None else self.spec.metrics)
 
 
+class FigureDataError(Exception):
+    """The runs of a figure lack what it is drawn from (e.g. Fig. 4a-c's selection records):
+    the message names the runs and what each lacks. The figure fails (exit 1) and nothing is
+    drawn over the previous build's files. ``runs``/``expected_runs``: the runs found."""
+
+    def __init__(self, message: str, runs: int = 0, expected_runs: int = 0):
+        super().__init__(message)
+        self.runs = runs
+        self.expected_runs = expected_runs
+
+
 @dataclass
 class FigureResult:
     """What a builder produced: the figure (None without runs) and its bookkeeping.
@@ -114,6 +125,8 @@ class FigureResult:
     #: ``<id>.<suffix>`` (e.g. ``{"csv": ..., "tex": ...}`` for a table figure); listed in
     #: ``files`` once written
     texts: dict[str, str] = field(default_factory=dict)
+    #: a figure that failed: the previous build's files, left as they were (listed in the index)
+    kept: list[Path] = field(default_factory=list)
 
     def stems(self) -> list[tuple[str, go.Figure]]:
         """(file stem, figure) of every figure to write: ``<id>`` or ``<id>-<suffix>``s."""

@@ -47,6 +47,8 @@ class RunInfo:
     status: str
     start_time: int
     tags: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    #: the metric keys the run logged (``client/0/dist``, ``test_acc``, ...)
+    metrics: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
 
 class RunIndex:
@@ -74,7 +76,12 @@ class RunIndex:
                 h = tags.get("fedsweep.config_hash")
                 if h and tags.get("fedsweep.status") in DONE:
                     info = RunInfo(
-                        run.info.run_id, h, tags["fedsweep.status"], run.info.start_time or 0, tags
+                        run.info.run_id,
+                        h,
+                        tags["fedsweep.status"],
+                        run.info.start_time or 0,
+                        tags,
+                        frozenset(run.data.metrics),
                     )
                     runs.append(info)
             token = page.token
@@ -82,8 +89,18 @@ class RunIndex:
                 break
         return cls(runs)
 
+    @property
+    def metric_keys(self) -> set[str]:
+        """Every metric key logged by a run of the index."""
+        return {key for run in self.by_hash.values() for key in run.metrics}
+
     def get(self, config_hash: str) -> RunInfo | None:
         return self.by_hash.get(config_hash)
+
+    def find(self, trial: Trial) -> RunInfo | None:
+        """The trial's run: tagged with its config hash, else with its legacy hash (runs
+        hashed before 2026-11-25 with base sections the trial does not use)."""
+        return next((run for h in trial.hashes if (run := self.by_hash.get(h))), None)
 
     def __len__(self) -> int:
         return len(self.by_hash)
@@ -168,12 +185,12 @@ def resolve_runs(
     found: list[TrialRun] = []
     missing: list[Trial] = []
     for i, trial in enumerate(primary):
-        run = index.get(trial.config_hash)
+        run = index.find(trial)
         if run is not None:
             found.append(TrialRun(trial, run))
             continue
         if alt is not None and alt[i].config_hash != trial.config_hash:
-            run = index.get(alt[i].config_hash)
+            run = index.find(alt[i])
             if run is not None:
                 found.append(TrialRun(alt[i], run, fallback=True))
                 continue

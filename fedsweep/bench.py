@@ -21,6 +21,13 @@ smoke sweep through Ray Tune into a fresh MLflow store, its wall time against th
 runs' own round times, and seconds per trial start, next to Ray Tune's floor for the same trials
 (:func:`bench_tune_floor`) (``--no-sweep`` skips it).
 
+DivFL (issue 32): the peak memory and time of building DivFL's distance table ``Dst``, kept as
+its packed upper triangle (``samplers.divfl.packed_distance_table``) for ``--divfl-clients``
+clients (default 5,000; ``0`` skips) with 785 features (the SVM's gradient on MNIST), in a fresh
+interpreter with the engine's allocator setting: the peak RSS above the RSS before the build
+(gradients already in memory), next to the table's own ``4 N (N − 1)`` bytes and the bound on
+the rest (:func:`bench_divfl`).
+
 ``--from-store URI`` only prints the overhead of every sweep already in an MLflow store (its
 wall time against its runs' own round times; :func:`sweep_overheads`), and what other schedules
 of the same trials would have taken, replayed from their runs' durations
@@ -291,6 +298,96 @@ def bench_resnet_step(repeats: int, steps: int = 5) -> dict:
         "raw": statistics.median(raw() for _ in range(repeats)),
         "engine": statistics.median(engine() for _ in range(repeats)),
     }
+
+
+#: the features of DivFL's bench: the SVM's gradient on MNIST (784 weights and the bias)
+DIVFL_FEATURES = 785
+
+
+def _proc_status_bytes(field: str) -> int | None:
+    """``VmRSS``, ``VmHWM``, ... of this process in bytes (Linux ``/proc``); None elsewhere."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak_rss() -> bool:
+    """Reset this process's peak RSS (``VmHWM``) to its current RSS (Linux 4.0+)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def divfl_child(clients: int, features: int, threads: int | None = None) -> dict:
+    """In this (fresh) process: build DivFL's packed distance table of ``clients`` random float32
+    gradients of ``features`` on ``threads`` threads (default: every CPU), with freed memory
+    kept as in a run. ``build_bytes``: the peak RSS during the build above the RSS just before
+    it (the peak is reset first; where it cannot be, above the process's peak before it)."""
+    import resource
+    import sys
+
+    from fedsweep.samplers.divfl import build_scratch_elements, packed_distance_table, packed_size
+
+    kept = keep_freed_memory()
+    threads = set_threads(threads)
+    u = torch.randn(clients, features, generator=torch.Generator().manual_seed(0))
+    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, else KiB
+
+    def peak_since_start() -> int:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+
+    before = _proc_status_bytes("VmRSS") or peak_since_start()
+    reset = _reset_peak_rss()
+    if not reset:  # the peak cannot be reset: count only what the build adds to it
+        before = max(before, peak_since_start())
+    start = time.perf_counter()
+    table = packed_distance_table(u)
+    seconds = time.perf_counter() - start
+    peak = (_proc_status_bytes("VmHWM") if reset else None) or peak_since_start()
+    assert table.shape == (packed_size(clients),)
+    return {
+        "clients": clients,
+        "features": features,
+        "threads": threads,
+        "freed_memory_kept": kept,
+        "seconds": seconds,
+        "rss_before_bytes": before,
+        "peak_rss_bytes": peak,
+        "build_bytes": peak - before,
+        "table_bytes": table.numel() * table.element_size(),
+        "scratch_bound_bytes": build_scratch_elements(clients, features) * 8,
+    }
+
+
+def bench_divfl(clients: int, features: int = DIVFL_FEATURES, threads: int | None = None) -> dict:
+    """:func:`divfl_child` in a fresh interpreter (its peak RSS is this build's alone)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fedsweep.bench",
+            "--divfl-child",
+            f"{clients},{features},{threads or 0}",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        tail = (out.stderr or out.stdout).strip()[-2000:]
+        raise RuntimeError(f"the DivFL bench failed (exit {out.returncode}): {tail}")
+    return json.loads(lines[-1])
 
 
 def smoke_sweep_spec(trials_seeds: int = 4) -> dict:
@@ -672,6 +769,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-resnet", action="store_true", help="skip the ResNet-18 step")
     parser.add_argument("--no-sweep", action="store_true", help="skip the sweep overhead")
     parser.add_argument(
+        "--divfl-clients",
+        type=int,
+        default=5000,
+        help="clients of the DivFL distance-table row (e.g. 20000: 1.6 GB of table, minutes); "
+        "0 skips it",
+    )
+    parser.add_argument(
+        "--divfl-threads", type=int, default=None, help="threads of the DivFL row (default: all)"
+    )
+    parser.add_argument("--divfl-child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
         "--sweep-spec",
         default=None,
         help="measure the sweep overhead on this spec file (default: a built-in smoke sweep)",
@@ -687,6 +795,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", default=None, help="with --from-store: only this profile")
     parser.add_argument("--json", action="store_true", help="a JSON summary as the last line")
     args = parser.parse_args(argv)
+    if args.divfl_child:  # bench_divfl's fresh interpreter
+        clients, features, threads = (int(v) for v in args.divfl_child.split(","))
+        print(json.dumps(divfl_child(clients, features, threads or None)))
+        return
     if args.from_store:
         print_store_overheads(args.from_store, args.profile, args.json)
         return
@@ -765,6 +877,23 @@ def main(argv: list[str] | None = None) -> None:
         )
         summary["resnet18_ms_per_step"] = round(res["engine"] * 1e3, 2)
         summary["resnet18_raw_ms_per_step"] = round(res["raw"] * 1e3, 2)
+    if args.divfl_clients > 0:
+        dv = bench_divfl(args.divfl_clients, threads=args.divfl_threads)
+        mib = 1 << 20
+        threads = "1 thread" if dv["threads"] == 1 else f"{dv['threads']} threads"
+        print(
+            f"\n# DivFL distance table, {dv['clients']:,} clients x {dv['features']} features "
+            f"(float32 gradients, float64 table, {threads}, fresh process): "
+            f"{dv['seconds']:.1f} s; peak RSS {dv['peak_rss_bytes'] / mib:.0f} MiB, "
+            f"{dv['build_bytes'] / mib:.0f} MiB above the {dv['rss_before_bytes'] / mib:.0f} MiB "
+            f"before the build, of which the table is {dv['table_bytes'] / mib:.0f} MiB "
+            f"(4 N(N-1), packed): "
+            f"{(dv['build_bytes'] - dv['table_bytes']) / mib:.1f} MiB besides it "
+            f"(bound on the scratch: {dv['scratch_bound_bytes'] / mib:.0f} MiB)"
+        )
+        summary["divfl"] = dv
+        summary["divfl_build_s"] = round(dv["seconds"], 3)
+        summary["divfl_build_mib"] = round(dv["build_bytes"] / mib, 1)
     if not args.no_sweep:
         sw = bench_sweep(args.sweep_spec, args.sweep_profile)
         print(

@@ -149,6 +149,17 @@ HOOK_RULES: dict[str, dict[str, tuple[str, ...]]] = {
 }
 #: models a separate leash head can sit on (they return features: ``FLModel.feature_dim``)
 FEATURE_MODELS = ("mlp", "cnn-mcmahan", "resnet18")
+#: hook -> the base methods it aggregates with the simple mean ``1/m`` on: FedWalk's Eq. 4 is
+#: FedAvg's (W6); FedProx, FedNova and SCAFFOLD with the leash keep their own weights (§6.5)
+HOOK_SIMPLE_MEAN: dict[str, tuple[str, ...]] = {"fedwalk": ("fedavg",)}
+#: sampler -> the field and values that make its weights the simple mean ``1/m`` of its cohort
+#: (None: always; ``full`` is absent: it weights by ``p_i``)
+SIMPLE_MEAN_SAMPLERS: dict[str, tuple[str, tuple[str, ...]] | None] = {
+    "uniform": ("uniform.weighting", ("simple",)),
+    "replacement": None,  # 1/m per draw (scheme 1)
+    "poc": None,
+    "divfl": ("divfl.weighting", ("simple",)),
+}
 
 
 def _get(config: Any, key: str) -> Any:
@@ -187,6 +198,19 @@ def config_sections(config: Any) -> tuple[str, ...]:
                 if section not in out:
                     out.append(section)
     return tuple(out)
+
+
+def section_readers(section: str) -> list[tuple[str, str]]:
+    """The components that read config ``section``: ``[("selector", "bherd")]`` for ``bherd``."""
+    return [key for key, sections in COMPONENT_SECTIONS.items() if section in sections]
+
+
+def readers_text(section: str) -> str:
+    """``"server_optimizer 'adagrad' or 'adam' or 'yogi'"``: who reads ``section``, for messages."""
+    by_slot: dict[str, list[str]] = {}
+    for slot, name in section_readers(section):
+        by_slot.setdefault(slot, []).append(repr(name))
+    return "; ".join(f"{slot} {' or '.join(names)}" for slot, names in by_slot.items())
 
 
 def valid_compositions() -> list[str]:
@@ -239,6 +263,9 @@ def composition_errors(config) -> list[str]:
                     f"hook {hook!r} is not defined with {slot} {value!r} (allowed: "
                     f"{', '.join(allowed)}; {slot}s that exist: {offered})"
                 )
+    for hook in config.hooks:
+        if algorithm in HOOK_SIMPLE_MEAN.get(hook, ()):
+            out += _simple_mean_errors(config, hook)
     if len(set(config.hooks)) != len(config.hooks):
         out.append(f"hooks: each hook once, got {config.hooks}")
     if {"fedwalk", "leash_pretrain"} <= set(config.hooks):
@@ -271,6 +298,33 @@ def composition_errors(config) -> list[str]:
                 "set fednova.momentum = 0 and fednova.mu = 0"
             )
     return out
+
+
+def _simple_mean_errors(config, hook: str) -> list[str]:
+    """A sampler that does not weight ``hook``'s cohort by ``1/m`` (FedWalk Eq. 4, W6)."""
+    rule = (
+        f"hook {hook!r} with algorithm {config.algorithm!r} aggregates with the simple mean "
+        "1/m of FedWalk's Eq. 4, not by data size (docs/algorithms.md §6.1, W6)"
+    )
+    offered = ", ".join(
+        name if need is None else f"{name} with {need[0]} {' or '.join(need[1])}"
+        for name, need in SIMPLE_MEAN_SAMPLERS.items()
+    )
+    if config.sampler not in SIMPLE_MEAN_SAMPLERS:
+        return [
+            f"field `sampler`: got {config.sampler!r}, which weights clients by p_i, but {rule} "
+            f"(allowed: {offered}; every client each round: sampler uniform with cohort.size = "
+            "data.num_clients and uniform.weighting simple)"
+        ]
+    need = SIMPLE_MEAN_SAMPLERS[config.sampler]
+    if need is None:
+        return []
+    key, allowed = need
+    section, name = key.split(".")
+    value = getattr(getattr(config, section), name)
+    if value in allowed:
+        return []
+    return [f"field `{key}`: got {value!r}, but {rule} (allowed: {', '.join(allowed)})"]
 
 
 # ---------------------------------------------------------------------------------- building

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from fedsweep.algorithms.fedveca import TAU_RULES, register_tau_rule
 from fedsweep.config.load import build_config
 from fedsweep.data.datasets import TensorDataset
 
@@ -26,8 +27,11 @@ def tiny_dataset(
     )
 
 
-def tiny_config(**sections):
-    """A fast valid config; keyword arguments are dotted overrides, e.g. train__lr=0.1."""
+def tiny_config(unused: str = "keep", **sections):
+    """A fast valid config; keyword arguments are dotted overrides, e.g. train__lr=0.1.
+    ``unused="keep"``: sections the config's components do not read are kept (the engine tests
+    build pairs such as FedWalk and its base from one set of keywords); ``"refuse"``: as
+    ``fedsweep run`` and ``validate`` do."""
     tree = {
         "device": "cpu",
         "threads": 1,
@@ -37,7 +41,7 @@ def tiny_config(**sections):
         "tracking": {"enabled": False},
     }
     overrides = {k.replace("__", "."): v for k, v in sections.items()}
-    return build_config(tree, overrides)
+    return build_config(tree, overrides, unused=unused)
 
 
 def small_spec(
@@ -158,5 +162,9 @@ def run_rounds(cfg, data, rounds=None):
 
 def nan_tau_rule(A, g_norm2, phi):
     """A FedVeca ``tau_rule`` that returns NaN for every client (the non-finite guard's test:
-    ``fedveca.tau_rule: "tests.helpers:nan_tau_rule"``)."""
+    registered as ``fedveca.tau_rule: tests-nan``)."""
     return torch.full_like(A, float("nan"), dtype=torch.float64)
+
+
+if "tests-nan" not in TAU_RULES:  # this module may be imported as helpers and tests.helpers
+    register_tau_rule("tests-nan", nan_tau_rule)

@@ -49,7 +49,13 @@ def test_invalid_selector_composition_is_rejected_with_the_valid_ones():
 
 def test_overrides_are_yaml_typed_and_dotted():
     sets = parse_overrides(
-        ["train.lr=0.01", "bherd.alpha=0.3", "data.partition=case2", "eval.train_metrics=false"]
+        [
+            "train.lr=0.01",
+            "selector=bherd",
+            "bherd.alpha=0.3",
+            "data.partition=case2",
+            "eval.train_metrics=false",
+        ]
     )
     cfg = build_config({}, sets)
     assert cfg.train.lr == 0.01 and cfg.bherd.alpha == 0.3

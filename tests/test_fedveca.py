@@ -225,7 +225,7 @@ def test_non_finite_estimates_are_logged_and_the_run_goes_on(data):
         **VECA,
         train__rounds=4,
         fedveca__tau_init=2,
-        fedveca__tau_rule="tests.helpers:nan_tau_rule",
+        fedveca__tau_rule="tests-nan",  # registered by tests.helpers
     )
     run = FLRun(cfg, dataset=data)
     seen = []
@@ -253,8 +253,9 @@ def test_non_finite_estimates_are_logged_and_the_run_goes_on(data):
         ({"fedveca__tau_max": 0}, "fedveca.tau_max"),
         ({"fedveca__tau_init": 0}, "fedveca.tau_init"),
         ({"fedveca__tau_init": 101}, "tau_init (101) is above tau_max (100)"),
-        ({"fedveca__tau_rule": "R2"}, "unknown tau_rule 'R2' (allowed: R1, fixed"),
-        ({"fedveca__tau_rule": "nowhere.mod:rule"}, "cannot be loaded"),
+        ({"fedveca__tau_rule": "R2"}, "unknown tau_rule 'R2' (allowed: R1, "),
+        ({"fedveca__tau_rule": "nowhere.mod:rule"}, "unknown tau_rule 'nowhere.mod:rule'"),
+        ({"fedveca__tau_max": 10**9}, "at most 100 passes over the whole training set"),
         ({"fedveca__beta_est": "exact"}, "stoch_vs_full"),
         ({"selector": "bherd"}, "selector 'bherd' (allowed: none"),
         ({"sampler": "uniform"}, "sampler 'uniform' (allowed: full; samplers that exist: full"),

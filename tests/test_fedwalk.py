@@ -40,7 +40,12 @@ BASES = {
 
 
 def _cfg(**kw):
-    return tiny_config(**{**FW, **kw})
+    """FedWalk-FedAvg aggregates with the simple mean (Eq. 4, W6): its configs get
+    ``uniform.weighting: simple`` unless they set a weighting (the others keep FW's)."""
+    kw = {**FW, **kw}
+    if "fedwalk" in kw.get("hooks", []) and kw.get("algorithm", "fedavg") == "fedavg":
+        kw.setdefault("uniform__weighting", "simple")
+    return tiny_config(**kw)
 
 
 @pytest.fixture(scope="module")
@@ -182,6 +187,9 @@ def test_mapped_head_uses_the_fl_head_and_is_refused_without_a_mapping():
         (dict(algorithm="centralized", sampler="full"), "not defined with algorithm"),
         (dict(cohort__size=7), "cohort"),
         (dict(model__name="svm"), "needs a model with features"),
+        (dict(uniform__weighting="renorm"), "field `uniform.weighting`: got 'renorm'"),
+        (dict(sampler="full", cohort__size=None), "field `sampler`: got 'full'"),
+        (dict(sampler="divfl"), "field `divfl.weighting`: got 'data'"),
         (
             dict(
                 data__dataset="cifar10",

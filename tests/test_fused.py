@@ -124,6 +124,8 @@ def test_bench_json_summary_is_the_last_line(capsys):
             "0",
             "--no-resnet",
             "--no-sweep",
+            "--divfl-clients",
+            "0",  # the DivFL row has its own test (tests/test_i32_divfl.py)
             "--json",
         ]
     )

@@ -274,12 +274,11 @@ def test_sweep_names_reused_parent_membership_and_extends(ray_session, tmp_path,
     ]
     assert all(r.data.tags[used_by_tag("names-fig")] == "smoke" for r in children)
 
-    # an extension in another folder: reuses both runs, schedules only its new curve
-    mine = tmp_path / "mine"
-    mine.mkdir()
-    ext = mine / "ext.yaml"
+    # an extension beside it (extends stays in the spec's folder or sweeps/): reuses both runs,
+    # schedules only its new curve
+    ext = tmp_path / "ext.yaml"
     ext.write_text(
-        "extends: ../names-fig.yaml\nfigure: my-names\ntitle: my extension\n"
+        "extends: names-fig.yaml\nfigure: my-names\ntitle: my extension\n"
         "add_curves:\n- label: α=0.2\n  set: {bherd.alpha: 0.2}\n"
     )
     report = smoke_sweep(ext, store, tmp_path)

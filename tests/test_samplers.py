@@ -16,7 +16,17 @@ import torch
 
 from fedsweep.engine.seeding import numpy_rng
 from fedsweep.samplers.base import CohortConfig
-from fedsweep.samplers.divfl import DivFL, DivFLConfig, distance_rows, greedy, sample_size
+from fedsweep.samplers.divfl import (
+    DivFL,
+    DivFLConfig,
+    distance_rows,
+    distance_table,
+    greedy,
+    pack,
+    packed_size,
+    sample_size,
+    unpack,
+)
 from fedsweep.samplers.full import FullParticipation
 from fedsweep.samplers.poc import PocConfig, PowerOfChoice
 from fedsweep.samplers.replacement import ReplacementSampler
@@ -315,7 +325,8 @@ def test_divfl_sweeps_once_then_asks_only_the_selected() -> None:
     assert oracle.calls == [("gradients", list(range(N_DIV)))]
     assert sel_rng.bit_generator.state == selection(9, 1).bit_generator.state  # unused
     u1 = sampler.U.clone()
-    dst1 = sampler.Dst.clone()
+    assert sampler.Dst.shape == (packed_size(N_DIV),)  # the packed triangle, not [N, N]
+    dst1 = unpack(sampler.Dst)
     assert torch.equal(dst1, distance_rows(u1, list(range(N_DIV))))
     assert first.draws == greedy(dst1, 3, 3, numpy_rng(9, "divfl_greedy", 1))
     assert torch.equal(first.weights, p[first.clients] / p[first.clients].sum())
@@ -327,7 +338,7 @@ def test_divfl_sweeps_once_then_asks_only_the_selected() -> None:
     for k in range(N_DIV):
         row = fresh[second.draws.index(k)] if k in second.draws else u1[k]
         assert torch.equal(sampler.U[k], row)  # selected: at w_2; the others stale
-    dst2 = sampler.Dst
+    dst2 = unpack(sampler.Dst)
     assert torch.equal(dst2, distance_rows(sampler.U, list(range(N_DIV))))
     assert torch.equal(dst2, dst2.T) and bool((dst2.diagonal() == 0).all())
     stale = [k for k in range(N_DIV) if k not in second.draws]
@@ -341,7 +352,8 @@ def test_divfl_state_dict_resumes_identically() -> None:
     for t in (1, 2):
         sampler.sample(t, model(t, torch.float32), selection(5, t), oracle)
     state = sampler.state_dict()
-    assert state["U"].dtype == torch.float32 and state["Dst"].dtype == F64
+    assert state["U"].dtype == torch.float32 and state["Dst_packed"].dtype == F64
+    assert state["Dst_packed"].shape == (packed_size(N_DIV),) and "Dst" not in state
     resumed, resumed_oracle = DivFL(config, p), divfl_oracle()
     resumed.load_state_dict(state)
     a = sampler.sample(3, model(3, torch.float32), selection(5, 3), oracle)
@@ -353,6 +365,30 @@ def test_divfl_state_dict_resumes_identically() -> None:
     fresh = DivFL(config, p)
     fresh.load_state_dict({})
     assert fresh.U is None and fresh.state_dict() == {}
+
+
+def test_divfl_resumes_identically_from_a_checkpoint_with_the_whole_table() -> None:
+    """A checkpoint written before the table was packed holds ``Dst`` ``[N, N]`` (the table of
+    the current ``U``, as every version kept it): it is packed when loaded and the run goes on
+    exactly as the uninterrupted one, draws, weights, ``U`` and table, for two more rounds."""
+    p = weights_of([5, 1, 3, 8, 2, 7, 4, 6, 9, 1])
+    config = make_config(N_DIV, 3, seed=4)
+    sampler, oracle = DivFL(config, p), divfl_oracle()
+    for t in (1, 2):
+        sampler.sample(t, model(t, torch.float32), selection(4, t), oracle)
+    u = sampler.U.clone()
+    old = {"U": u, "Dst": distance_table(u)}  # what the [N, N] version's state_dict returned
+    assert old["Dst"].shape == (N_DIV, N_DIV) and torch.equal(pack(old["Dst"]), sampler.Dst)
+    resumed, resumed_oracle = DivFL(config, p), divfl_oracle()
+    resumed.load_state_dict(old)
+    assert resumed.Dst.shape == (packed_size(N_DIV),)
+    for t in (3, 4):
+        a = sampler.sample(t, model(t, torch.float32), selection(4, t), oracle)
+        b = resumed.sample(t, model(t, torch.float32), selection(4, t), resumed_oracle)
+        assert a.draws == b.draws and a.clients == b.clients and torch.equal(a.weights, b.weights)
+    assert resumed_oracle.calls == oracle.calls[2:]  # rounds 3 and 4: no second sweep
+    assert torch.equal(sampler.U, resumed.U) and torch.equal(sampler.Dst, resumed.Dst)
+    assert set(resumed.state_dict()) == {"U", "Dst_packed"}  # written back packed
 
 
 # ------------------------------------------------------------------------------------- streams

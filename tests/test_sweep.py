@@ -101,16 +101,65 @@ def test_sweep_runs_trials_as_child_runs_with_exact_metric_counts(ray_session, t
     assert sum(r.data.tags["fedsweep.config_hash"] == trial.config_hash for r in children) == 1
 
 
-def test_injected_crash_does_not_stop_the_others(ray_session, tmp_path, store):
+def test_injected_crash_does_not_stop_the_others_and_resume_reads_no_pickle(
+    ray_session, tmp_path, store
+):
+    """A crash (trial A) and a full disk (trial B, one line naming the cause) at round 3, after
+    the round-2 checkpoints, do not stop the others. Then (issue 32) B's checkpoint is
+    overwritten with random bytes, A's and B's runs are left RUNNING (as a kill -9 of the driver
+    leaves them) beside a stray RUNNING child, and Ray's pickles are planted in the sweep's
+    folder. ``--resume``: no pickle is read; A goes on from its checkpoint (its injected crash
+    at round 3 is skipped only by a trial restored from a checkpoint); B's checkpoint is set
+    aside with one warning and B restarts at round 0 in its run without logging a round twice;
+    every run ends FINISHED, the stray one FAILED."""
+    from fedsweep.sweep import trial as trial_mod
+    from tests.test_i32_resume import plant_pickles
+
     spec = write_spec(tmp_path, max_failures=0)
-    victim = expand(load_spec(spec), "smoke", extra={})[1].trial_id
-    report = smoke_sweep(spec, store, tmp_path, fail_at={victim: 2})
-    assert (report.finished, report.errored) == (3, 1)
-    assert "injected failure" in report.errors[0]
-    _, parents, children = child_runs(store, "test-fig")
+    a, b = expand(load_spec(spec), "smoke", extra={})[1:3]
+    report = smoke_sweep(spec, store, tmp_path, fail_at={a.trial_id: 3, b.trial_id: (3, "enospc")})
+    assert (report.finished, report.errored) == (2, 2)
+    assert "injected failure" in report.errors[1]
+    full = report.errors[0]  # the full disk: one line, no traceback
+    assert "\n" not in full and full.startswith(
+        "1 of 4 trials: the store's file system is full at "
+    )
+    assert "no space left on device" in full and b.config_hash in full, full
+    client, parents, children = child_runs(store, "test-fig")
     statuses = sorted(r.data.tags["fedsweep.status"] for r in children)
-    assert statuses == ["failed", "finished", "finished", "finished"]
+    assert statuses == ["failed", "failed", "finished", "finished"]
     assert parents[0].data.tags["fedsweep.status"] == "partial"
+
+    (sweep_dir,) = [p for p in (tmp_path / "ray").iterdir() if p.is_dir()]
+    kept = sorted((sweep_dir / "trials" / b.config_hash).glob("checkpoint_*"))
+    assert [p.name for p in kept] == ["checkpoint_000002"]
+    corrupt = kept[-1] / trial_mod.STATE_FILE
+    corrupt.write_bytes(os.urandom(corrupt.stat().st_size))
+    marker = tmp_path / "unpickled.txt"
+    plant_pickles(sweep_dir, marker)
+    for run in children:  # what a kill -9 of the driver leaves
+        if run.data.tags["fedsweep.status"] == "failed":
+            client.update_run(run.info.run_id, "RUNNING")
+    tags = {"mlflow.parentRunId": parents[0].info.run_id, "fedsweep.config_hash": "stray"}
+    client.create_run(parents[0].info.experiment_id, tags=tags)
+
+    lines: list[str] = []
+    resumed = smoke_sweep(
+        spec, store, tmp_path, resume=True, fail_at={a.trial_id: 3}, echo=lines.append
+    )
+    assert not marker.exists(), "a pickle in the store's ray_results folder was unpickled"
+    assert (resumed.scheduled, resumed.finished, resumed.errored) == (2, 2, 0), resumed.errors
+    warned = [line for line in lines if "does not load" in line]
+    assert len(warned) == 1 and str(corrupt) in warned[0] and "set aside" in warned[0], lines
+    client, parents, children = child_runs(store, "test-fig")
+    assert parents[0].info.status == "FINISHED"
+    by_hash = {r.data.tags["fedsweep.config_hash"]: r for r in children}
+    assert by_hash.pop("stray").info.status == "FAILED"
+    for run in by_hash.values():
+        assert run.info.status == "FINISHED" and run.data.tags["fedsweep.status"] == "finished"
+        for key in ("test_loss", "round_time", "client/0/dist"):
+            steps = [m.step for m in client.get_metric_history(run.info.run_id, key)]
+            assert steps == list(range(1, ROUNDS + 1)), (key, steps)
 
 
 def test_crashed_trial_is_retried_from_its_checkpoint_in_the_same_run(ray_session, tmp_path, store):

@@ -20,10 +20,17 @@ from estimates the clients make during round ``k``:
 
 **The τ rule is a reconstruction [U].** Every equation of the paper is lost in the copies we
 have (§5.0); ``R1`` caps each client's drift term at a ``1/φ`` share of the guaranteed decrease:
-``floor(1 + 2 ||ĝ_k||² / (φ A_i))`` (``A_i = 0`` gives ``τ_max``). To drop in the published
-Eq. (15), write a function with ``r1``'s signature and name it ``fedveca.tau_rule:
-"package.module:function"``; ``fixed`` keeps ``τ = tau_init`` (the estimates are still made and
-logged).
+``floor(1 + 2 ||ĝ_k||² / (φ A_i))`` (``A_i = 0`` gives ``τ_max``). ``fixed`` keeps
+``τ = tau_init`` (the estimates are still made and logged).
+
+**A rule of your own** (e.g. the published Eq. 15) is registered in Python, never imported
+because a config names it: a config only names a registered rule (``fedveca.tau_rule: eq15``),
+and validation imports nothing. Register it with :func:`register_tau_rule` in a module you name
+on the command line (``fedsweep run CONFIG --plugin mypkg.rules``; a sweep's trials import the
+same modules), or as an installed package's entry point in the group ``fedsweep.tau_rules``
+(``eq15 = "mypkg.rules:eq15"``: its name is read from the package's metadata, and the function
+is loaded only when a run uses it). Its signature is ``r1``'s; it is checked when registered.
+The rule's name, not its code, enters the config hash.
 
 Logged every round: per client ``tau`` (``τ_{k,i}``), ``beta``, ``delta``, ``A`` and ``tau_r1``
 (the rule's value before flooring and clamping, predicting ``τ_{k+1,i}``; from round 2); per round
@@ -33,8 +40,11 @@ Logged every round: per client ``tau`` (``τ_{k,i}``), ``beta``, ``delta``, ``A`
 
 from __future__ import annotations
 
-import importlib
+import functools
+import importlib.metadata
+import inspect
 import math
+import re
 from collections.abc import Callable
 from typing import Literal
 
@@ -59,22 +69,80 @@ def r1(A: torch.Tensor, g_norm2: torch.Tensor, phi: float) -> torch.Tensor:
     return torch.where(A == 0, torch.full_like(A, math.inf), value)
 
 
-#: the rules by name; ``fixed`` is handled by the policy (no rule is evaluated)
+#: the rules by name: the ones fedsweep ships, then those registered (``register_tau_rule``);
+#: ``fixed`` is handled by the policy (no rule is evaluated)
 TAU_RULES: dict[str, Callable] = {"R1": r1}
-RULE_NAMES = ("R1", "fixed")
+FIXED = "fixed"
+#: installed packages' rules: ``[project.entry-points."fedsweep.tau_rules"]``
+ENTRY_POINTS = "fedsweep.tau_rules"
+RULE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+
+
+class TauRuleError(ValueError):
+    """A rule that cannot be registered or loaded (bad name, not callable, wrong signature)."""
+
+
+def register_tau_rule(name: str, fn: Callable) -> Callable:
+    """Make ``fn`` the τ rule ``name`` (``fedveca.tau_rule: name``). ``fn(A, g_norm2, phi)``
+    takes the clients' ``A_i`` (float64 ``[n]``), ``||ĝ_k||²`` (0-dim) and ``φ`` and returns
+    the clients' values before flooring and clamping (``[n]``), like :func:`r1`. Returns
+    ``fn`` (usable as a decorator's body). Registering a name twice with another function, a
+    name that is not a plain identifier, or a function that cannot take those three arguments
+    raises :class:`TauRuleError`."""
+    if not isinstance(name, str) or not RULE_NAME.match(name) or name == FIXED:
+        raise TauRuleError(
+            f"tau rule name {name!r}: use letters, digits, '_', '.', '-', starting with a "
+            f"letter (and not {FIXED!r})"
+        )
+    check_rule(name, fn)
+    if TAU_RULES.get(name, fn) is not fn:
+        raise TauRuleError(f"tau rule {name!r} is registered already ({TAU_RULES[name]!r})")
+    TAU_RULES[name] = fn
+    return fn
+
+
+def check_rule(name: str, fn) -> None:
+    """Raise :class:`TauRuleError` unless ``fn`` is callable as ``fn(A, g_norm2, phi)``."""
+    if not callable(fn):
+        raise TauRuleError(f"tau rule {name!r}: {fn!r} is not callable")
+    try:
+        inspect.signature(fn).bind(None, None, None)
+    except TypeError as err:
+        raise TauRuleError(
+            f"tau rule {name!r}: {getattr(fn, '__qualname__', fn)!r} cannot be called as "
+            f"rule(A, g_norm2, phi) ({err}); see fedsweep.algorithms.fedveca.r1"
+        ) from None
+    except ValueError:  # no signature to inspect (a builtin): taken as it is
+        pass
+
+
+@functools.cache
+def _entry_points() -> dict:
+    """The installed packages' rules by name (read from their metadata once per process:
+    nothing imported)."""
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINTS)}
+
+
+def rule_names() -> tuple[str, ...]:
+    """Every name ``fedveca.tau_rule`` accepts now: built-in and registered rules, installed
+    packages' entry points, and ``fixed``."""
+    names = list(TAU_RULES)
+    names += [n for n in _entry_points() if n not in TAU_RULES]
+    return (*names, FIXED)
 
 
 def load_rule(name: str) -> Callable | None:
-    """The rule ``name`` names: a built-in (``R1``), ``None`` for ``fixed``, or a callable
-    imported from ``"package.module:function"``."""
-    if name == "fixed":
+    """The rule ``name`` names (``None`` for ``fixed``): a registered rule, else an installed
+    package's entry point, loaded now (a run that uses it is being built) and checked."""
+    if name == FIXED:
         return None
     if name in TAU_RULES:
         return TAU_RULES[name]
-    module, _, attr = name.partition(":")
-    fn = getattr(importlib.import_module(module), attr)
-    if not callable(fn):
-        raise TypeError(f"{name} is not callable")
+    point = _entry_points().get(name)
+    if point is None:
+        raise TauRuleError(f"unknown tau_rule {name!r} (allowed: {', '.join(rule_names())})")
+    fn = point.load()
+    check_rule(name, fn)
     return fn
 
 
@@ -84,8 +152,8 @@ class FedVecaConfig(Section):
     tau_max: int = Field(100, ge=1, description="Cap on every tau_{k,i} (V3).")
     tau_rule: str = Field(
         "R1",
-        description="R1 (the reconstruction), fixed (tau = tau_init), or 'package.module:function'"
-        " for a rule of your own (e.g. the published Eq. 15).",
+        description="R1 (the reconstruction), fixed (tau = tau_init), or the name of a rule "
+        "registered by a --plugin module or an installed package (e.g. the published Eq. 15).",
     )
     beta_est: Literal["stoch_vs_full", "same_batch"] = Field(
         "stoch_vs_full", description="beta_i against the full local gradient or the same batch."
@@ -94,20 +162,15 @@ class FedVecaConfig(Section):
     @field_validator("tau_rule")
     @classmethod
     def _known_rule(cls, value: str) -> str:
-        if value in RULE_NAMES:
+        """A registered name; nothing is imported here (a config never runs code)."""
+        names = rule_names()
+        if value in names:
             return value
-        if ":" not in value:
-            raise ValueError(
-                f"unknown tau_rule {value!r} (allowed: R1, fixed, or 'package.module:function')"
-            )
-        try:
-            load_rule(value)
-        except Exception as err:  # ImportError, AttributeError, TypeError
-            raise ValueError(
-                f"tau_rule {value!r} cannot be loaded ({type(err).__name__}: {err}); allowed: "
-                "R1, fixed, or an importable 'package.module:function'"
-            ) from None
-        return value
+        raise ValueError(
+            f"unknown tau_rule {value!r} (allowed: {', '.join(names)}; a rule of your own is "
+            "registered with fedsweep.algorithms.fedveca.register_tau_rule in a module named "
+            f"by --plugin MODULE, or by an installed package's {ENTRY_POINTS!r} entry point)"
+        )
 
     @model_validator(mode="after")
     def _init_within_cap(self) -> FedVecaConfig:

@@ -59,6 +59,7 @@ def clean_errors() -> Iterator[None]:
     """Turn the known bad-input errors into one red message and exit code 2 (3 for data)."""
     from fedsweep.config.load import ConfigError
     from fedsweep.data.datasets import DatasetNotFoundError
+    from fedsweep.plugins import PluginError
     from fedsweep.sweep.runner import RayUnavailableError, ResumeMismatchError, SweepBusyError
     from fedsweep.sweep.spec import SpecError
     from fedsweep.tracking.store import TrackingUriError
@@ -71,6 +72,7 @@ def clean_errors() -> Iterator[None]:
         SweepBusyError,
         ResumeMismatchError,
         RayUnavailableError,
+        PluginError,
     )
     try:
         yield
@@ -132,6 +134,16 @@ ConfigArg = Annotated[
     Path,
     typer.Argument(
         help="Run config YAML (see configs/).", exists=False, dir_okay=False, metavar="CONFIG"
+    ),
+]
+PluginOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--plugin",
+        metavar="MODULE",
+        help="Import this Python module first (it registers your own parts, e.g. a FedVeca "
+        "tau rule; a sweep's trials import it too). A config only names registered parts and "
+        "never imports code. Repeatable.",
     ),
 ]
 TrackingUriOption = Annotated[

@@ -20,7 +20,15 @@ from typing import Annotated, Any
 
 import typer
 
-from fedsweep.cli.common import TrackingUriOption, UsageError, clean_errors
+from fedsweep.cli.common import (
+    EXIT_FAILED,
+    PluginOption,
+    TrackingUriOption,
+    UsageError,
+    clean_errors,
+    did_you_mean,
+    fail,
+)
 from fedsweep.tracking.direct import DONE_STATUSES as DONE
 
 OPERATORS = ("!=", ">=", "<=", "=", ">", "<")  # longest first: `a>=1` is not `a>` `=1`
@@ -246,7 +254,7 @@ def run_config(client, run):
     import yaml
 
     from fedsweep.config.load import ConfigError, build_config
-    from fedsweep.sweep.spec import HASH_EXCLUDED, config_hash
+    from fedsweep.sweep.spec import HASH_EXCLUDED, config_hash, legacy_config_hash
 
     tag = run.data.tags.get("fedsweep.config_hash")
     tree: dict[str, Any] = {}
@@ -263,15 +271,16 @@ def run_config(client, run):
             node = node.setdefault(part, {})
         node[last] = value
     try:
-        cfg = build_config(tree, source=run.info.run_id)
-        if tag is None or config_hash(cfg) == tag:
+        cfg = build_config(tree, source=run.info.run_id, unused="keep")
+        if tag is None or tag in (config_hash(cfg), legacy_config_hash(cfg)):
             return cfg
     except (ConfigError, TypeError, AttributeError):
         pass
     try:
         with tempfile.TemporaryDirectory() as tmp:
             path = client.download_artifacts(run.info.run_id, "config.yaml", tmp)
-            return build_config(yaml.safe_load(Path(path).read_text()), source=run.info.run_id)
+            tree = yaml.safe_load(Path(path).read_text())
+            return build_config(tree, source=run.info.run_id, unused="keep")
     except Exception:  # noqa: BLE001 - no artifact, or a config this code cannot read
         return None
 
@@ -308,6 +317,31 @@ def _figure_runs(
         for run in _select(client, exp_ids, [*filters, extra], by_hash, limit):
             found.setdefault(run.info.run_id, run)
     return sorted(found.values(), key=lambda r: -(r.info.start_time or 0))
+
+
+def known_figures(client) -> list[str]:
+    """Figure ids ``--figure`` may name: the paper figures' (``dashboards.BUILDERS``), the
+    specs' in ./sweeps (a spec's id is its file name) and the store's experiments (a sweep logs
+    into the experiment named by its figure id, a spec of your own included)."""
+    from dashboards.registry import BUILDERS
+
+    ids = set(BUILDERS) | {e.name for e in client.search_experiments()}
+    folder = Path("sweeps")
+    if folder.is_dir():
+        ids |= {p.stem for p in folder.glob("*.yaml")}
+    ids.discard("Default")
+    return sorted(ids)
+
+
+def check_figure_id(client, figure: str) -> None:
+    """``runs --figure ID`` found nothing: a figure id nothing knows is a usage error (a typo),
+    not "no runs match"."""
+    known = known_figures(client)
+    if figure not in known:
+        raise UsageError(
+            f"--figure {figure!r}: no such figure{did_you_mean(figure, known)}; "
+            f"figures: {', '.join(known)}"
+        )
 
 
 # ---------------------------------------------------------------------------- fedsweep runs
@@ -356,6 +390,8 @@ def runs(
         exps = experiment_ids(client, experiment)
         if figure:
             found = _figure_runs(client, list(exps), figure, filters, by_hash, limit)
+            if not found:
+                check_figure_id(client, figure)
         else:
             found = _select(client, list(exps), filters, by_hash, limit)
     seen, rows = set(), []
@@ -429,6 +465,7 @@ def compare(
         bool, typer.Option("--png/--no-png", help="Also write a PNG (needs Chromium).")
     ] = True,
     tracking_uri: TrackingUriOption = None,
+    plugin: PluginOption = None,
 ) -> None:
     """Draw chosen runs grouped by config (mean ± std over seeds) and tabulate their metrics.
 
@@ -448,6 +485,9 @@ def compare(
     metrics = list(dict.fromkeys(metric or ["test_loss", "test_acc"]))
     ids = list(dict.fromkeys([*(run_ids or []), *(run or [])]))
     with clean_errors():
+        from fedsweep.plugins import load_plugins
+
+        load_plugins(plugin)  # parts the runs' configs name (a tau rule of your own)
         if not (ids or where or config_hash):
             raise UsageError(
                 "choose runs to compare: RUN_ID..., --where KEY=VALUE (e.g. "
@@ -502,7 +542,12 @@ def compare(
     common = common_note({g.key: flat for g, flat in groups.values()})
     sub = " · ".join(x for x in (common, "mean ± 1 std over seeds", f"store {uri}") if x)
     fig = compare_figure(long, ordered, metrics, heading, sub)
-    _write(fig, table, out, name, heading, png)
+    from dashboards.atomic import OutputWriteError
+
+    try:
+        _write(fig, table, out, name, heading, png)
+    except OutputWriteError as err:  # a full disk, a file-size limit: the old files stay
+        fail(str(err), EXIT_FAILED)
     _print_table(table, metrics)
     if dropped:
         typer.echo(
@@ -559,10 +604,14 @@ def _group(client, runs_: list, metrics: list[str]):
 
 
 def _write(fig, table, out: Path, name: str, title: str, png: bool) -> None:
+    from dashboards import atomic
     from dashboards.export import PngJob, write_html, write_pngs
 
+    # every file is written to a temporary name and renamed into place (dashboards.atomic): a
+    # compare killed halfway leaves the previous files as they were
+    atomic.remove_stale_parts(out)
     html = write_html(fig, out / f"{name}.html", title)
-    table.to_csv(out / f"{name}.csv", index=False)
+    atomic.write_text(out / f"{name}.csv", table.to_csv(index=False))
     typer.echo(f"figure: {html.resolve()}")
     if png:
         with warnings.catch_warnings(record=True) as caught:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -9,11 +10,13 @@ import typer
 
 from fedsweep.cli.common import (
     EXIT_FAILED,
+    PluginOption,
     ProfileOption,
     SetOption,
     TrackingUriOption,
     UsageError,
     clean_errors,
+    fail,
 )
 
 FORMAT_CHOICES = ("png", "pdf", "svg")
@@ -93,41 +96,54 @@ def figures(
     sweeps_dir: Annotated[
         Path, typer.Option(metavar="DIR", help="Where the sweep specs live.")
     ] = Path("sweeps"),
+    plugin: PluginOption = None,
 ) -> None:
     """Draw figures from the runs in MLflow: seed means with bands, as HTML, PNG, PDF, SVG.
 
     Draws the paper figures and any sweep spec of your own (--spec), and merges them into
     index.html, which checks each of the paper's claims against the data. Exit status 1 when a
-    figure could not be drawn (the others are written), 2 for bad input or a store that does
+    figure could not be drawn (the others are written; its previous files are kept) or a file
+    could not be written, 2 for bad input (an unknown --metric included) or a store that does
     not exist (this command never creates one)."""
     with clean_errors():
         from dashboards import FigureOptions, FigureSelectionError, build_figures
+        from dashboards.atomic import OutputWriteError
+        from dashboards.build import FigureBuildWarning
         from fedsweep.config.load import parse_overrides
+        from fedsweep.plugins import load_plugins
         from fedsweep.tracking.store import resolve_tracking_uri
 
+        load_plugins(plugin)  # parts a spec names (a tau rule of your own)
         overrides = parse_overrides(set_) if set_ else {}
         uri = resolve_tracking_uri(tracking_uri)
 
         options = FigureOptions(band=band, diff_from=diff_from, metrics=tuple(metric or ()))
         try:
-            results = build_figures(
-                uri,
-                profile=profile,
-                out_dir=out,
-                figures=figure or None,
-                sweeps_dir=sweeps_dir,
-                spec_files=list(spec or []),
-                options=options,
-                images=tuple(image_format or FORMAT_CHOICES),
-                ui_url=ui_url,
-                overrides=overrides,
-                require_store=True,  # reading never creates a store, nor draws "0 runs" figures
-            )
+            with warnings.catch_warnings():  # a failed figure's error is printed below, once
+                warnings.simplefilter("ignore", FigureBuildWarning)
+                results = build_figures(
+                    uri,
+                    profile=profile,
+                    out_dir=out,
+                    figures=figure or None,
+                    sweeps_dir=sweeps_dir,
+                    spec_files=list(spec or []),
+                    options=options,
+                    images=tuple(image_format or FORMAT_CHOICES),
+                    ui_url=ui_url,
+                    overrides=overrides,
+                    require_store=True,  # reading never creates a store, nor "0 runs" figures
+                )
         except FigureSelectionError as err:
             raise UsageError(str(err)) from None
+        except OutputWriteError as err:  # a full disk, a file-size limit: the old files stay
+            fail(str(err), EXIT_FAILED)
     failed = 0
     for res in results:
         files = ", ".join(p.name for p in res.files) or "no files"
+        if res.error:
+            kept = ", ".join(p.name for p in res.kept)
+            files = f"nothing drawn; kept the previous build's {kept}" if kept else "nothing drawn"
         typer.echo(f"{res.figure_id}: {res.run_count} runs -> {out}: {files}")
         if res.error:
             failed += 1

@@ -4,8 +4,11 @@ Start-up (reading the config, which imports torch; loading the data; partitionin
 the model; opening the MLflow run) takes seconds, so a spinner names the current stage
 (:meth:`RunProgress.stage`, fed by the ``on_stage`` callback of ``run_tracked``). The first
 round replaces it by the round bar: round t/T, the training loss and the test accuracy (each
-labelled), elapsed time and ETA. :attr:`RunProgress.wall` is the wall time since the command
-started, :attr:`RunProgress.training` the part spent in the round loop.
+labelled), elapsed time and ETA. Inside a round the bar moves with the local steps done (every
+client's, told by the engine's ``LocalTrainer.on_steps``), and a round that takes more than
+:data:`LONG_ROUND_S` shows them (``steps 51,200/400,000``): a FedVeca round at a large τ_max is
+not mistaken for a hang. :attr:`RunProgress.wall` is the wall time since the command started,
+:attr:`RunProgress.training` the part spent in the round loop.
 """
 
 from __future__ import annotations
@@ -35,15 +38,27 @@ def round_stats(metrics: dict[str, float]) -> str:
     return " · ".join(parts)
 
 
+#: a round running longer than this shows its local steps on the bar
+LONG_ROUND_S = 2.0
+#: at most one step update of the bar per this many seconds
+STEP_UPDATE_S = 0.25
+
+
 class RunProgress:
-    def __init__(self, rounds: int | None = None, enabled: bool = True, start: float | None = None):
+    def __init__(
+        self,
+        rounds: int | None = None,
+        enabled: bool = True,
+        start: float | None = None,
+        console: Console | None = None,
+    ):
         self.rounds = rounds
         self.enabled = enabled
         self.start = time.perf_counter() if start is None else start
         self.train_start: float | None = None
         self.wall = 0.0
         self.training = 0.0
-        self.console = Console()
+        self.console = console or Console()
         self._status = None
         self._progress = Progress(
             TextColumn("[bold]round"),
@@ -58,6 +73,9 @@ class RunProgress:
         )
         self._task = None
         self._bar_started = False
+        self._done_rounds = 0
+        self._stats = ""
+        self._round_start = self._last_steps = 0.0
 
     def __enter__(self):
         if self.enabled:
@@ -95,9 +113,29 @@ class RunProgress:
         total = self.rounds or run.config.train.rounds
         self._task = self._progress.add_task("run", total=total, stats="")
         self._progress.update(self._task, completed=run.round)
+        self._done_rounds = run.round
+        self._round_start = self._last_steps = time.perf_counter()
+        trainer = getattr(run, "trainer", None)
+        if trainer is not None and self.enabled:
+            trainer.on_steps = self.on_steps
+
+    def on_steps(self, done: int, total: int) -> None:
+        """Inside a round: ``done`` of its ``total`` local steps (every client's) are done."""
+        now = time.perf_counter()
+        if self._task is None or total <= 0 or now - self._last_steps < STEP_UPDATE_S:
+            return
+        self._last_steps = now
+        stats = self._stats
+        if now - self._round_start > LONG_ROUND_S:
+            stats = f"steps {done:,}/{total:,}" + (f" · {stats}" if stats else "")
+        self._progress.update(
+            self._task, completed=self._done_rounds + min(done / total, 1.0), stats=stats
+        )
 
     def on_round(self, t, metrics, result):
         stats = round_stats(metrics)
         if result.status == "diverged":
             stats += " [red]diverged[/red]"
+        self._stats, self._done_rounds = stats, t
+        self._round_start = time.perf_counter()
         self._progress.update(self._task, completed=t, stats=stats)

@@ -16,6 +16,7 @@ from fedsweep.cli.common import (
     EXIT_DIVERGED,
     ConfigArg,
     DataDirOption,
+    PluginOption,
     SetOption,
     TrackingUriOption,
     clean_errors,
@@ -97,10 +98,18 @@ def sigterm_as_interrupt() -> Iterator[TermSignal]:
 
 
 def _load(
-    config: Path, overrides: list[str] | None, data_dir: str | None, tracking_uri: str | None
+    config: Path,
+    overrides: list[str] | None,
+    data_dir: str | None,
+    tracking_uri: str | None,
+    plugins: list[str] | None = None,
 ):
-    """The validated config; a bad one raises ConfigError (callers wrap in ``clean_errors``)."""
+    """The validated config; a bad one raises ConfigError (callers wrap in ``clean_errors``).
+    ``plugins``: the ``--plugin`` modules, imported first (they register parts a config names)."""
     from fedsweep.config.load import load_config, parse_overrides
+    from fedsweep.plugins import load_plugins
+
+    load_plugins(plugins)
 
     sets = parse_overrides(overrides)
     if data_dir:
@@ -172,6 +181,7 @@ def run(
             "built from them, e.g. 'bherd-fedavg svm mnist case2 α=0.3'.",
         ),
     ] = None,
+    plugin: PluginOption = None,
 ) -> None:
     """Run one FL experiment: train, evaluate every round, log everything to MLflow.
 
@@ -182,7 +192,7 @@ def run(
     try:
         with sigterm_as_interrupt() as term:
             tracked, wall, training = _run(
-                config, set_, data_dir, tracking_uri, no_track, quiet, name, started, term
+                config, set_, data_dir, tracking_uri, no_track, quiet, name, started, term, plugin
             )
     except Terminated:
         typer.echo("fedsweep run: terminated (SIGTERM); the MLflow run is marked KILLED", err=True)
@@ -193,7 +203,9 @@ def run(
         raise typer.Exit(EXIT_DIVERGED)
 
 
-def _run(config, set_, data_dir, tracking_uri, no_track, quiet, name, started, term=None):
+def _run(
+    config, set_, data_dir, tracking_uri, no_track, quiet, name, started, term=None, plugins=None
+):
     """The body of ``fedsweep run``: (TrackedResult, wall time, training time)."""
     from fedsweep.cli.progress import RunProgress
 
@@ -201,7 +213,7 @@ def _run(config, set_, data_dir, tracking_uri, no_track, quiet, name, started, t
     # clean_errors outside the progress: the status line is gone before an error is printed
     with clean_errors(), progress:
         progress.stage("reading the config")
-        cfg = _load(config, set_, data_dir, tracking_uri)
+        cfg = _load(config, set_, data_dir, tracking_uri, plugins)
         if no_track:
             cfg.tracking.enabled = False
         from fedsweep.config.load import parse_overrides
@@ -229,7 +241,28 @@ def _run(config, set_, data_dir, tracking_uri, no_track, quiet, name, started, t
     return tracked, progress.wall, progress.training
 
 
-def validate(config: ConfigArg, set_: SetOption = None) -> None:
+def _refuse_sweep_spec(config: Path) -> None:
+    """``fedsweep validate`` on a sweep spec: one UsageError pointing to ``fedsweep sweep``
+    (instead of an "unknown key" line for each of the spec's keys). A file that cannot be read
+    is left to :func:`_load`, which names the problem."""
+    from fedsweep.cli.common import UsageError
+    from fedsweep.config.yamlio import YamlFileError, read_yaml
+    from fedsweep.sweep.spec import SPEC_MARKERS, sweep_spec_keys
+
+    try:
+        tree = read_yaml(config, "config file") if config.is_file() else None
+    except (YamlFileError, RecursionError):
+        return
+    keys = [k for k in sweep_spec_keys(tree) if k in SPEC_MARKERS]
+    if keys:
+        raise UsageError(
+            f"{config}: this is a sweep spec (top-level keys {', '.join(keys)}), not a run "
+            f"config: use `fedsweep sweep --plan {config} --profile P` (P: paper, quick or "
+            "smoke); `fedsweep validate` checks one run config (see configs/)"
+        )
+
+
+def validate(config: ConfigArg, set_: SetOption = None, plugin: PluginOption = None) -> None:
     """Validate a config (with overrides), print it resolved, its config hash and OK.
 
     Defaults are filled in; only the sections the config's algorithm and selector use are
@@ -240,7 +273,8 @@ def validate(config: ConfigArg, set_: SetOption = None) -> None:
     from fedsweep.sweep.spec import config_hash
 
     with clean_errors():
-        cfg = _load(config, set_, None, None)
+        _refuse_sweep_spec(config)
+        cfg = _load(config, set_, None, None, plugin)
     tree = cfg.model_dump(mode="json")
     sections = config_sections(cfg)
     shown = {k: v for k, v in tree.items() if not isinstance(v, dict) or k in sections}

@@ -13,6 +13,7 @@ import typer
 
 from fedsweep.cli.common import (
     DataDirOption,
+    PluginOption,
     ProfileOption,
     SetOption,
     TrackingUriOption,
@@ -74,6 +75,19 @@ def sweep(
             "writing it to the sweep log.",
         ),
     ] = False,
+    plugin: PluginOption = None,
+    plan: Annotated[
+        bool,
+        typer.Option(
+            "--plan",
+            help="List every trial without starting Ray or writing anything: its id, config "
+            "hash (and legacy hash), whether a finished run in the store is reused, and the "
+            "estimated time from the store's measured rounds.",
+        ),
+    ] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="With --plan: one JSON object per trial.")
+    ] = False,
 ) -> None:
     """Run sweep specs as Ray Tune trials (grid x seeds), each trial an MLflow child run.
 
@@ -85,10 +99,12 @@ def sweep(
     Ctrl-C or SIGTERM stops the trials (checkpoints kept), marks the parent and unfinished runs
     KILLED and exits 130 (143 for SIGTERM); --resume continues from the checkpoints."""
     from fedsweep.config.load import parse_overrides
+    from fedsweep.plugins import load_plugins
     from fedsweep.sweep.spec import SpecError, load_spec, spec_paths
 
     figures: list[str] = []
     with clean_errors():
+        plugins = load_plugins(plugin)  # before the specs: they may name a plugin's parts
         if max_concurrent is not None and max_concurrent < 1:
             raise UsageError(
                 f"--max-concurrent: got {max_concurrent} (allowed: 1 or more; leave it out to "
@@ -109,6 +125,13 @@ def sweep(
                     typer.echo(f"skipping {path}: this code cannot run it yet ({reason})")
             if not specs:
                 fail(f"no runnable sweep spec in {sweeps_dir}")
+        if json_out and not plan:
+            raise UsageError("--json: only with --plan (it prints the plan as JSON)")
+        if plan:
+            _print_plans(
+                specs, profile, overrides, data_dir, tracking_uri, max_concurrent, json_out
+            )
+            return
     run_args = dict(
         address=address,
         resume=resume,
@@ -117,6 +140,7 @@ def sweep(
         data_dir=data_dir,
         overrides=overrides,
         wait=wait,
+        plugins=plugins,
     )
     terminated: list[int] = []
     try:
@@ -132,7 +156,79 @@ def sweep(
             err=True,
         )
         raise typer.Exit(128 + (signal.SIGTERM if terminated else signal.SIGINT)) from None
+    except Exception as err:
+        full = _disk_full(err, tracking_uri)
+        if full is None:
+            raise
+        # a full file system: one line naming it (the runs are ended as far as the store
+        # can still be written), not Ray's and MLflow's chains of tracebacks
+        typer.secho(f"sweep failed: {full}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from None
     raise typer.Exit(1 if failed else 0)
+
+
+def _disk_full(err: BaseException, tracking_uri: str | None):
+    """A full file system in ``err``'s chain (``fedsweep.sweep.trial.disk_full``), naming the
+    store's folder when it names no path; else None."""
+    from fedsweep.sweep.runner import store_folder
+    from fedsweep.sweep.trial import disk_full
+    from fedsweep.tracking.store import default_store_dir, resolve_tracking_uri
+
+    full = disk_full(err)
+    if full is None:
+        return None
+    return full.at(store_folder(resolve_tracking_uri(tracking_uri)) or default_store_dir())
+
+
+def _print_plans(specs, profile, overrides, data_dir, tracking_uri, max_concurrent, as_json):
+    """``--plan``: each spec's trials and what the sweep would do with them (no Ray, no
+    writes; ``fedsweep.sweep.plan``)."""
+    import json
+
+    from fedsweep.sweep.plan import RUN, duration_text, plan_sweep, summary_line
+
+    plans = []
+    for path in specs:
+        plan = plan_sweep(
+            path,
+            profile,
+            tracking_uri=tracking_uri,
+            data_dir=data_dir,
+            overrides=overrides,
+            max_concurrent=max_concurrent,
+        )
+        plans.append(plan)
+        if as_json:
+            for row in plan.trials:
+                typer.echo(json.dumps(row.as_json(), sort_keys=True))
+            continue
+        typer.echo(summary_line(plan))
+        if plan.data_note:
+            typer.echo(f"  note: {plan.data_note}")
+        for row in plan.trials:
+            if row.status == RUN:
+                detail = f"≈ {duration_text(row.estimate_s)}" if row.estimate_s is not None else ""
+            elif row.run_id is not None:
+                detail = f"run {row.run_id}" + (
+                    " (by its legacy hash)" if row.matched_by == "legacy hash" else ""
+                )
+            else:
+                detail = row.note
+            legacy = row.legacy_hash or "-"
+            typer.echo(
+                f"  {row.status:<8} {row.config_hash:<16} {legacy:<16} {row.trial_id}"
+                + (f"  {detail}" if detail else "")
+            )
+    if not as_json and len(plans) > 1:
+        to_run = sum(p.count(RUN) for p in plans)
+        reused = sum(p.count("reuse") for p in plans)
+        derived = sum(p.count("derived") for p in plans)
+        wall = sum(p.wall_s for p in plans)
+        typer.echo(
+            f"total: {sum(len(p.trials) for p in plans)} trials in {len(plans)} sweeps: "
+            f"{to_run} to run, {reused} reused, {derived} derived; ≈ {duration_text(wall)} of "
+            "wall time where measured (the sweeps run one after the other)"
+        )
 
 
 @contextmanager

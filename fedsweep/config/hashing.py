@@ -4,6 +4,13 @@ Sweeps reuse a finished run whose ``fedsweep.config_hash`` tag equals a trial's 
 comparisons group runs by it, and every tracked run (``fedsweep run`` or a sweep trial) carries
 it. Changing what enters the hash orphans every finished run: keep it as it is. Keys that were
 renamed since are mapped back to their old place before hashing (``legacy_layout``).
+
+Only the sections of the components a config uses enter the hash (``compose.config_sections``):
+``bherd.alpha`` cannot change a run whose selector is ``none``, so it cannot split such runs into
+two hashes. Until 2026-11-25 every section entered it; a config that set a section it did not use
+(a sweep's shared ``base:``, e.g. Fig. 3a's FedAvg (RR) curve under a ``bherd:`` base) was hashed
+with it, and :func:`legacy_config_hash` still computes that hash, so those finished runs are found
+(a sweep ``Trial.legacy_hash``; figures and ``sweep --plan`` look under both).
 """
 
 from __future__ import annotations
@@ -11,6 +18,9 @@ from __future__ import annotations
 import hashlib
 import json
 
+from pydantic import BaseModel
+
+from fedsweep.compose import config_sections
 from fedsweep.config.schema import RENAMED, RunConfig
 
 #: config keys that do not change a run's numbers (excluded from the config hash)
@@ -18,12 +28,43 @@ HASH_EXCLUDED = ("name", "threads", "device", "tracking", "data.root", "data.dow
 
 
 def config_hash(config: RunConfig) -> str:
-    """Stable hash of everything in a config that can change its numbers.
+    """Stable hash of everything in a config that can change its numbers: the values that differ
+    from the schema defaults (so adding a field whose default keeps the old behaviour orphans no
+    finished run) in the general sections and the sections of the components in use."""
+    tree = config.model_dump(mode="json", exclude_defaults=True)
+    for section in unused_sections(config):
+        tree.pop(section, None)
+    return _digest(config, tree)
 
-    Only values that differ from the schema defaults enter the hash, so adding a new config
-    field (with a default that keeps the old behaviour) does not orphan finished runs.
-    """
-    tree = legacy_layout(config, config.model_dump(mode="json", exclude_defaults=True))
+
+def legacy_config_hash(config: RunConfig) -> str:
+    """The hash before 2026-11-25: every section's non-default values, used or not. Equal to
+    :func:`config_hash` unless the config sets a section none of its components reads."""
+    return _digest(config, config.model_dump(mode="json", exclude_defaults=True))
+
+
+def unused_sections(config: RunConfig) -> list[str]:
+    """The component sections of the schema that no component of ``config`` reads (in schema
+    order), e.g. ``bherd`` when the selector is ``none``."""
+    used = set(config_sections(config))
+    return [
+        name
+        for name, value in config
+        if name not in used and isinstance(value, BaseModel) and name not in HASH_EXCLUDED
+    ]
+
+
+def drop_unused(config: RunConfig) -> RunConfig:
+    """``config`` with every section it does not use back at its defaults (a sweep's shared
+    ``base:`` sets sections some curves do not use: those curves run and log without them)."""
+    unused = unused_sections(config)
+    if not unused:
+        return config
+    return config.model_copy(update={name: type(getattr(config, name))() for name in unused})
+
+
+def _digest(config: RunConfig, tree: dict) -> str:
+    tree = legacy_layout(config, tree)
     for key in HASH_EXCLUDED:
         node, *rest = key.split(".")
         if rest:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import difflib
+import json
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from fedsweep.config.hashing import drop_unused, unused_sections
 from fedsweep.config.schema import RunConfig, feasibility_errors, numeric_bounds
 from fedsweep.config.section import _numeric_kind
 from fedsweep.config.yamlio import YamlFileError, loads, read_yaml
@@ -169,10 +171,19 @@ def build_config(
     overrides: dict[str, Any] | None = None,
     source: str = "config",
     files: bool = True,
+    unused: Literal["refuse", "keep"] = "refuse",
 ) -> RunConfig:
     """Validate a raw dict (plus dotted overrides) into a RunConfig, or raise ConfigError.
-    ``files=False``: skip the checks that look at the file system (a sweep spec's profiles)."""
-    tree = dict(tree or {})
+    ``files=False``: skip the checks that look at the file system (a sweep spec's profiles).
+
+    ``unused="refuse"`` (one config: ``run``, ``validate``): a value set for a component the
+    config does not use (``bherd.alpha`` with ``selector: none``) cannot change the run, so it
+    is an error (:func:`unused_problems`); a section of the file that only an override made
+    unused (``--set selector=none`` on a BHerd config) is dropped. ``"keep"``: the sections
+    stay as given (a sweep spec's shared ``base:`` drops them per trial; stored runs' params
+    list every section)."""
+    base = dict(tree or {})
+    tree = json.loads(json.dumps(base))  # set_dotted must not write into the caller's dicts
     for key, value in (overrides or {}).items():
         set_dotted(tree, key, value)
     try:
@@ -180,9 +191,53 @@ def build_config(
     except ValidationError as err:
         raise ConfigError(format_validation_error(err, source)) from None
     problems = feasibility_errors(config, files=files)
+    if unused == "refuse":
+        problems += unused_problems(config, base, overrides or {})
     if problems:
         raise ConfigError("\n".join([f"invalid config ({source}):", *problems]))
-    return config
+    return drop_unused(config) if unused == "refuse" else config
+
+
+def unused_problems(config: RunConfig, tree: dict[str, Any], overrides: dict[str, Any]) -> list:
+    """One line per value set for a section no component of ``config`` reads and different
+    from its default: given by an override, or in the file ``tree`` when the file's own
+    components do not read it either (a section only an override made unused is not a problem:
+    it is dropped)."""
+    from fedsweep.compose import config_sections, readers_text, section_readers
+
+    out = []
+    own = set(config_sections(tree))  # the sections the file's own choice of components read
+    for section in unused_sections(config):
+        # values equal to the defaults change nothing, not even the hash (a saved config.yaml
+        # lists every section): only the others are problems
+        changed = getattr(config, section).model_dump(exclude_defaults=True)
+        given = [
+            f"{section}.{name}"
+            for name in changed
+            if section in overrides or f"{section}.{name}" in overrides
+        ]
+        block = tree.get(section)
+        if isinstance(block, dict) and section not in own:
+            given += [
+                f"{section}.{k}" for k in block if k in changed and f"{section}.{k}" not in given
+            ]
+        if not given:
+            continue
+        by_slot = dict.fromkeys(slot for slot, _ in section_readers(section))
+        choices = readers_text(section)
+        current = "; ".join(
+            f"{slot} is {getattr(config, slot)!r}"
+            if slot != "hooks"
+            else f"hooks are {config.hooks}"
+            for slot in by_slot
+        )
+        for key in given:
+            out.append(
+                f"  field `{key}`: set, but this config does not use section `{section}` "
+                f"(read only by {choices}; here {current}): it cannot change the run. Remove "
+                f"it, or choose a component that reads it"
+            )
+    return out
 
 
 def load_config(path: str | Path, overrides: list[str] | dict[str, Any] | None = None) -> RunConfig:

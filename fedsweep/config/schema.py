@@ -284,6 +284,8 @@ def feasibility_errors(config: RunConfig, files: bool = True) -> list[str]:
             f"  field `data.num_clients`: got {data.num_clients}: {why} "
             f"(allowed: 1..{limit} for data.partition {data.partition})"
         )
+    if config.step_policy == "fedveca":
+        out += tau_max_problems(config)
     if any(name in ("fedwalk", "leash_pretrain") for name in config.hooks):
         # the leash data's task, holdout and (``files``) folder and classes
         out += leash_problems(config.leash, data, files=files)
@@ -294,3 +296,40 @@ def feasibility_errors(config: RunConfig, files: bool = True) -> list[str]:
             f"{', '.join(ANY_CHANNELS)}; or data.dataset cifar10, cifar100)"
         )
     return out
+
+
+#: FedVeca's ``τ_max`` (§5.4) may let one client's round cover at most this many passes over the
+#: whole training set: beyond, a round never ends in any useful time (``tau_max: 1e9`` with a
+#: tiny ``phi`` ran one round for ever) and no paper setting comes near (τ_max = 100 of 600 batches)
+MAX_ROUND_PASSES = 100
+
+
+def tau_max_limit(config: RunConfig) -> tuple[int, str]:
+    """The largest ``fedveca.tau_max`` the data allows, and why: ``MAX_ROUND_PASSES`` passes
+    over the training set's ``|D|`` samples (all clients') at batch size ``B`` (``full``: a
+    step is one pass over the client's data, ``|D| / N`` samples on average)."""
+    data, batch = config.data, config.train.batch_size
+    total = TRAIN_SIZES[data.dataset] - data.holdout
+    if data.train_subset is not None:
+        total = min(total, data.train_subset)
+    if batch == "full":
+        limit = MAX_ROUND_PASSES * data.num_clients
+        how = f"batch_size full: a step is a pass over a client's data; {data.num_clients} clients"
+    else:
+        limit = MAX_ROUND_PASSES * max(1, -(-total // batch))
+        how = f"{total} training samples of {data.dataset} at batch size {batch}"
+    return limit, (
+        f"one client's round may take at most {MAX_ROUND_PASSES} passes over the whole training "
+        f"set ({how})"
+    )
+
+
+def tau_max_problems(config: RunConfig) -> list[str]:
+    limit, why = tau_max_limit(config)
+    tau_max = config.fedveca.tau_max
+    if tau_max <= limit:
+        return []
+    return [
+        f"  field `fedveca.tau_max`: got {tau_max}: {why} (allowed: 1..{limit}; "
+        f"fedveca.tau_init <= tau_max)"
+    ]

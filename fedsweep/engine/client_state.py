@@ -52,8 +52,12 @@ def externalize(state: dict, folder: str | Path, path: str = "") -> tuple[dict, 
                 if not target.is_file():
                     folder.mkdir(parents=True, exist_ok=True)
                     tmp = target.with_suffix(f".tmp{os.getpid()}")
-                    torch.save(tensor, tmp)
-                    os.replace(tmp, target)  # a reader never sees half a file
+                    try:
+                        with open(tmp, "wb") as handle:  # a file object: ENOSPC is an OSError
+                            torch.save(tensor, handle)
+                        os.replace(tmp, target)  # a reader never sees half a file
+                    finally:
+                        tmp.unlink(missing_ok=True)
                 files[k] = name
                 used.add(name)
             return {MARK: 1, "files": files, "versions": dict(node["versions"])}

@@ -62,6 +62,8 @@ class StepObserver:
         """After the last step: add measurements to ``update.metrics`` / ``update.extras``."""
 
 
+#: local steps between two ``LocalTrainer.on_steps`` calls inside one client's training
+STEP_REPORT = 256
 #: environment switch: ``0`` keeps the fused trajectory on the scattered training rows (bench)
 LAYOUT_ENV = "FEDSWEEP_LAYOUT"
 
@@ -72,6 +74,11 @@ class LocalTrainer:
         self.method, self.selector = method, selector
         self.observers: list[StepObserver] = list(observers)
         self.buffers = ClientBuffers(fm.buffers)  # BatchNorm statistics per client (§8.4)
+        #: ``on_steps(done, total)``: the local steps of this round done so far (every client),
+        #: told at most every :data:`STEP_REPORT` steps and after each client (a progress bar
+        #: inside long rounds: FedVeca's τ can reach τ_max); None: nobody asks
+        self.on_steps = None
+        self._steps_done = self._steps_total = 0
         self._layouts: dict[int, tuple] = {}  # client -> (its pass, x and y in batch order)
 
     def _layout(self, client: Client, numbers: torch.Tensor):
@@ -104,6 +111,11 @@ class LocalTrainer:
             return None
         buffers = self.selector.fused_buffers(direction)
         return None if buffers is None else (direction, buffers)
+
+    def begin_round(self, tasks: list[ClientTask]) -> None:
+        """A round of ``tasks`` starts: the BatchNorm statistics and the step count reset."""
+        self.buffers.begin_round()
+        self._steps_done, self._steps_total = 0, sum(task.num_steps for task in tasks)
 
     def train(self, client: Client, task: ClientTask, w: torch.Tensor, ctx: RoundContext):
         """``task.num_steps`` local steps of client ``client`` from the broadcast ``w``."""
@@ -142,6 +154,8 @@ class LocalTrainer:
                 obs.on_step(step, y, g, v, lr, (xb, yb))
             y.sub_(v, alpha=lr)
             loss_sum += loss
+            if self.on_steps is not None and step % STEP_REPORT == STEP_REPORT - 1:
+                self.on_steps(self._steps_done + step + 1, self._steps_total)
         sel = selector.finish_client(client.index, ctx)
         update: ClientUpdate = method.client_update(
             client.index,
@@ -165,4 +179,7 @@ class LocalTrainer:
                 nxt = (self.x.index_select(0, batch), self.y.index_select(0, batch))
             for obs in observers:
                 obs.end_client(y, nxt, update)
+        self._steps_done += tau
+        if self.on_steps is not None:
+            self.on_steps(self._steps_done, self._steps_total)
         return update

@@ -46,7 +46,7 @@ def federated_round(
     ctx = RoundContext(t, lr, local_epochs)
     cohort = parts.sampler.sample(t, w, rng, oracle)
     tasks = parts.step_policy.tasks(t, cohort.clients, lr)
-    trainer.buffers.begin_round()
+    trainer.begin_round(tasks)
     updates = [trainer.train(clients[task.client], task, w, ctx) for task in tasks]
     parts.selector.finish_round(updates, cohort.weights, ctx)
     direction = parts.method.aggregate(w, updates, cohort.weights, ctx)

@@ -91,11 +91,16 @@ class EpochSteps(StepPolicy):
         super().__init__(config, sizes)
         train = config.train
         self.tau = []
-        for i, n in enumerate(sizes):
+        small = 0  # clients with E|D_i|/B < 1: one warning with the count, not one per client
+        for n in sizes:
             b = client_batch_size(train.batch_size, n)
-            if int(train.local_epochs * n // b) == 0:
-                warnings.warn(f"client {i}: E|D_i|/B < 1, using tau_i = 1 (§1.2)", stacklevel=2)
+            small += int(train.local_epochs * n // b) == 0
             self.tau.append(local_steps(n, train.local_epochs, b))
+        if small:
+            warnings.warn(
+                f"{small} of {len(sizes)} clients have E|D_i|/B < 1: using tau_i = 1 (§1.2)",
+                stacklevel=2,
+            )
 
     def steps(self, t, client):
         return self.tau[client]

@@ -16,7 +16,9 @@ After the base method's aggregation gave ``W̄`` (round ``t``, cohort ``C`` of `
 first LLR is −∞ and round 1 leashes). The base method's rules are untouched (§6.5): FedProx's
 anchor is the broadcast model, FedNova normalises as always, SCAFFOLD's ``c``/``c_i`` are
 updated by the base method before the leash and never see a leash gradient. FedWalk-FedAvg
-aggregates with the simple mean (W6): that is the sampler's ``uniform.weighting: simple``.
+aggregates with the simple mean (Eq. 4, W6): the sampler's ``uniform.weighting: simple`` (or
+``divfl.weighting: simple``, ``replacement``, ``poc``); a config whose sampler weights by ``p_i``
+(``full``, ``renorm``, ...) is refused (``compose.HOOK_SIMPLE_MEAN``).
 
 Logged per round: ``Lc``, ``Ls`` (after this round's refresh), ``LLR``, ``leashed`` (0/1); per
 client ``L_k``. ``LLR`` is −∞ in round 1 under ``ls_init: inf`` (a diagnostic, not divergence);

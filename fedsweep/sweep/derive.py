@@ -149,7 +149,9 @@ def resolve(
         if trial.derive is None:
             continue
         src = source_of(trial, trials)
-        run_id = run_of(src.config_hash) if src is not None else None
+        run_id = None
+        for digest in src.hashes if src is not None else ():  # its hash, else its legacy hash
+            run_id = run_id or run_of(digest)
         if src is None or run_id is None:
             missing.append((trial, src))
             continue

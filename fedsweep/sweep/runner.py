@@ -10,7 +10,10 @@ Order of work (everything that can fail does so before Ray starts):
    figures), any other profile stops with the data error;
 4. create the MLflow store and the experiment (a fresh sqlite DB breaks when parallel trials
    create it), skip trials whose config hash already has a finished run, open a parent run;
-5. run the remaining trials with ``ray.tune.Tuner`` (or ``Tuner.restore`` with ``--resume``);
+5. run the remaining trials with a fresh ``ray.tune.Tuner``, with ``--resume`` too: each trial
+   finds its checkpoint in a folder fedsweep writes for it (``trials/<config hash>``, see
+   ``fedsweep.sweep.trial``) and its MLflow run by parent and config hash, so nothing of Ray's
+   saved state (its pickles) is ever read back;
 6. a spec with derived curves (``fedsweep.sweep.derive``) runs in two stages under the same
    parent run: 1-5 are stage 0 (every ordinary trial, the same Ray experiment and state file as
    without derived curves); stage 1 then computes each derived trial's values from its source
@@ -49,6 +52,11 @@ from fedsweep.tracking.store import (
 )
 
 STATE_FILE = "fedsweep_sweep.json"
+#: in a sweep's folder (``<store>/ray_results/<figure>-<profile>-<key>``), beside STATE_FILE:
+#: the trials' checkpoint folders, one per config hash (fedsweep's own), and Ray Tune's
+#: experiment (Ray's; removed before every fit and never read back)
+TRIALS_DIR = "trials"
+RAY_DIR = "ray"
 
 
 @dataclass
@@ -198,6 +206,26 @@ def finished_runs(client, hashes: set[str]) -> dict:
     return {h: runs[run_id] for h, (run_id, _) in ids.items() if run_id in runs}
 
 
+def trial_runs(client, trials: list[Trial]) -> dict:
+    """For each trial's config hash, its finished or diverged run: one tagged with that hash,
+    else one tagged with the trial's legacy hash (``Trial.legacy_hash``: hashed, before
+    2026-11-25, with base sections the trial does not use)."""
+    runs = finished_runs(client, {h for t in trials for h in t.hashes})
+    out = {}
+    for t in trials:
+        found = next((runs[h] for h in t.hashes if h in runs), None)
+        if found is not None:
+            out.setdefault(t.config_hash, found)
+    return out
+
+
+def finished_trials(client, trials: list[Trial]) -> set[str]:
+    """The config hashes of ``trials`` that have a finished or diverged run (under their hash
+    or their legacy hash)."""
+    done = finished_hashes(client, {h for t in trials for h in t.hashes})
+    return {t.config_hash for t in trials if done.intersection(t.hashes)}
+
+
 # ------------------------------------------------------------------- figure membership
 #: tag on every run a figure uses (its own trials and runs reused from other sweeps); the
 #: value is the profile(s) it is used under, comma-separated (e.g. ``smoke``)
@@ -218,7 +246,7 @@ def record_membership(client, trials: list[Trial], figure: str, profile: str) ->
     """Tag every finished run that ``trials`` use with ``fedsweep.used_by.<figure>``;
     returns ``[(trial, run), ...]`` in trial order (one entry per config hash)."""
     key = used_by_tag(figure)
-    runs = finished_runs(client, {t.config_hash for t in trials})
+    runs = trial_runs(client, trials)
     used, seen = [], set()
     for t in trials:
         run = runs.get(t.config_hash)
@@ -283,8 +311,11 @@ def trial_payload(
     tracking_uri: str,
     experiment: str,
     parent_run_id: str,
-    fail_at_round: int | None = None,
+    fail_at_round: int | tuple[int, str] | None = None,
+    plugins: list | None = None,
+    state_dir: str | Path | None = None,
 ) -> dict:
+    """What ``fl_trial`` gets; ``state_dir``: the trial's checkpoint folder (None: none)."""
     cfg = trial.config.model_copy(deep=True)
     cfg.threads = max(1, math.floor(spec.resources.cpu))  # torch threads = CPUs Ray gives
     cfg.tracking.uri = tracking_uri
@@ -295,7 +326,11 @@ def trial_payload(
         "config": cfg.model_dump(mode="json"),
         "parent_run_id": parent_run_id,
         "checkpoint_every": spec.checkpoint_every,
-        "fail_at_round": fail_at_round,
+        # fault injection (tests): a round, or (round, "enospc") for a full file system
+        "fail_at_round": fail_at_round[0] if isinstance(fail_at_round, tuple) else fail_at_round,
+        "fail_with": fail_at_round[1] if isinstance(fail_at_round, tuple) else None,
+        "state_dir": None if state_dir is None else str(state_dir),
+        "plugins": [list(p) for p in plugins or []],  # --plugin modules, imported first
         # a derived trial's readable provenance, logged once as a param at run creation
         "params": {"derived_from": trial.derived_note} if trial.derived_from else {},
         "tags": {
@@ -391,13 +426,15 @@ def run_sweep(
     storage_dir: str | Path | None = None,
     data_dir: str | Path | None = None,
     overrides: dict | None = None,
-    fail_at: dict[str, int] | None = None,
+    fail_at: dict[str, int | tuple[int, str]] | None = None,
     verbose: int = 1,
     echo=print,
     listener=None,
     wait: bool = False,
+    plugins: list | None = None,
 ) -> SweepReport:
-    """Run one sweep spec under ``profile``. ``fail_at`` (trial_id -> round) injects crashes.
+    """Run one sweep spec under ``profile``. ``fail_at`` (trial_id -> round, or -> (round,
+    "enospc") for a full file system) injects crashes.
 
     One driver per (spec, profile, store) at a time: another one running raises
     :class:`SweepBusyError`, or with ``wait`` this one waits for it to end.
@@ -405,7 +442,8 @@ def run_sweep(
     ``verbose`` is Ray Tune's verbosity (0: silent, 1: its tables); ``echo`` receives the
     driver's own lines; ``listener`` (e.g. ``fedsweep.cli.sweep_console.SweepConsole``) gets
     ``begin(report)`` once the trials are scheduled, then Tune's trial events
-    (``fedsweep.sweep.tune_events``)."""
+    (``fedsweep.sweep.tune_events``). ``plugins``: the ``--plugin`` modules the driver imported
+    (``fedsweep.plugins.load_plugins``' list), imported by every trial too."""
     bound_ray_connect(address)  # before anything imports ray
     spec_path = Path(spec_path).resolve()
     spec = load_spec(spec_path)
@@ -474,6 +512,7 @@ def run_sweep(
             verbose=verbose,
             echo=echo,
             listener=listener,
+            plugins=list(plugins or []),
         )
         return _run_locked(drive, trials, report)
 
@@ -504,6 +543,7 @@ class _Drive:
     verbose: int
     echo: object
     listener: object
+    plugins: list = field(default_factory=list)  # [(module, root)], imported by every trial
     parent_run_id: str | None = None
 
 
@@ -513,18 +553,20 @@ def _run_locked(drive: _Drive, trials: list[Trial], report: SweepReport) -> Swee
     derived trials, resolved from stage 0's runs, in a Ray experiment of their own)."""
     base = [t for t in trials if t.derive is None]
     derived = [t for t in trials if t.derive is not None]
-    if not derived:
-        _run_stage(drive, base, base, report, 0)
-        return report
-    _run_stage(drive, base, base, report, 0, follow=len(derived))
     try:
+        if not derived:
+            _run_stage(drive, base, base, report, 0)
+            return report
+        _run_stage(drive, base, base, report, 0, follow=len(derived))
         resolved = _resolve_stage(drive, trials, report)
+        _run_stage(drive, resolved, base + resolved, report, 1)
     except BaseException as err:
+        # on every way out (between the stages too) the parent run and the trials' runs still
+        # RUNNING end KILLED or FAILED: no run of an ended sweep stays RUNNING
         if drive.parent_run_id is not None:
             killed = isinstance(err, KeyboardInterrupt)
             end_parent_run(drive.client, drive.parent_run_id, "killed" if killed else "failed")
         raise
-    _run_stage(drive, resolved, base + resolved, report, 1)
     return report
 
 
@@ -533,7 +575,7 @@ def _resolve_stage(drive: _Drive, trials: list[Trial], report: SweepReport) -> l
     whose source has none (it failed) are counted in ``report.no_source`` and named."""
     from fedsweep.sweep.derive import DerivationError, resolve
 
-    runs = finished_runs(drive.client, {t.config_hash for t in trials if t.derive is None})
+    runs = trial_runs(drive.client, [t for t in trials if t.derive is None])
 
     def run_of(config_hash: str) -> str | None:
         run = runs.get(config_hash)
@@ -582,7 +624,7 @@ def _run_stage(
     final = not follow
     tune_name = drive.tune_name + (DERIVED_STAGE if stage else "")
     state_path = storage / tune_name / STATE_FILE
-    done = finished_hashes(client, {t.config_hash for t in trials})
+    done = finished_trials(client, trials)
     skipped = sum(t.config_hash in done for t in trials)
     report.skipped += skipped
     # Trials with equal configs share one run (e.g. a pooled centralized baseline drawn in
@@ -600,7 +642,11 @@ def _run_stage(
         parent_run_id = _parent(drive, state, tags)
         report.parent_run_id = parent_run_id
         if final:
-            _close(drive, members, report)
+            try:
+                _close(drive, members, report)
+            except BaseException:
+                end_parent_run(client, parent_run_id, "failed")
+                raise
         if final and not report.scheduled:  # a derived stage says it for the whole sweep
             echo(
                 f"{spec.figure} [{profile}]: all {len(members)} runnable trials already have a "
@@ -608,19 +654,19 @@ def _run_stage(
             )
         return
 
-    from ray import tune
+    from fedsweep.sweep.trial import disk_full
 
     path = storage / tune_name
-    restore = drive.resume and state is not None and tune.Tuner.can_restore(str(path))
+    restore = drive.resume and state is not None
     replanned = bool(restore and stage and not _resumable(state, pending))
     if replanned:
         # derived trials that the interrupted plan did not have (a source that had failed has
-        # finished since, or the spec's derived curves changed): Tune can restore only the
-        # trials it had; restart the stage (interrupted runs go on in their MLflow runs)
-        restore = False
+        # finished since, or the spec's derived curves changed): run the trials planned now,
+        # those the interrupted plan had from their checkpoints (found by config hash)
         echo(
             f"note: {tune_name}: the derived trials differ from the interrupted plan (a source "
-            "run finished since, or the spec changed); starting the derived trials afresh"
+            "run finished since, or the spec changed); running the derived trials planned now, "
+            "the interrupted ones from their checkpoints"
         )
     elif restore:
         check_resume_plan(state, pending, drive.overrides, spec.figure, profile)
@@ -643,7 +689,14 @@ def _run_stage(
         client.set_tag(parent_run_id, "fedsweep.status", "running")
         payloads = [
             trial_payload(
-                t, spec, drive.uri, spec.figure, parent_run_id, drive.fail_at.get(t.trial_id)
+                t,
+                spec,
+                drive.uri,
+                spec.figure,
+                parent_run_id,
+                drive.fail_at.get(t.trial_id),
+                drive.plugins,
+                state_dir=path / TRIALS_DIR / t.config_hash,
             )
             for t in pending
         ]
@@ -663,8 +716,9 @@ def _run_stage(
             "overrides": {k: v for k, v in drive.overrides.items() if k != "data.root"},
             "hashes": sorted({t.config_hash for t in pending}),
         }
-        if restore:  # the restored trials are the old plan's: keep its record
-            new_state["hashes"] = state.get("hashes", new_state["hashes"])
+        if restore:  # the resumed trials are the old plan's: keep its record
+            if "hashes" in state:
+                new_state["hashes"] = sorted(set(state["hashes"]) | set(new_state["hashes"]))
             new_state["overrides"] = state.get("overrides", new_state["overrides"])
         results = _fit(
             payloads,
@@ -678,12 +732,23 @@ def _run_stage(
             drive.verbose,
             report,
             drive.listener,
+            echo,
         )
+        full = []  # the trials that failed on a full file system: one line for all of them
         for res in results:
             if res.error is not None:
                 report.errored += 1
                 which = (res.config or {}).get("trial", {}).get("trial_id", res.path)
-                report.errors.append(f"{which}: {res.error}")
+                cause = disk_full(res.error)
+                if cause is not None:
+                    full.append(cause)
+                else:
+                    report.errors.append(f"{which}: {res.error}")
+        if full:
+            where = full[0].at(store_folder(drive.uri) or storage)
+            report.errors.insert(0, f"{len(full)} of {len(payloads)} trials: {where}")
+            with contextlib.suppress(Exception):  # room for the status writes (never read)
+                remove_inside(path / RAY_DIR, storage, missing_ok=True)
         # a trial Tune stopped on Ctrl-C / SIGTERM has neither an error nor a finished run
         # (a restored Tune experiment also lists the trials that had finished before)
         planned = {t.config_hash for t in pending}
@@ -701,22 +766,36 @@ def _run_stage(
             _close(drive, members, report)
     except BaseException as err:
         killed = isinstance(err, KeyboardInterrupt)
+        full = None if killed else disk_full(err)
+        if full is not None:  # room for the status writes: Ray's folder is never read back
+            with contextlib.suppress(Exception):
+                remove_inside(path / RAY_DIR, storage, missing_ok=True)
         end_parent_run(client, parent_run_id, "killed" if killed else "failed")
+        if full is not None:  # one line naming the cause, not a chain of tracebacks
+            raise full.at(store_folder(drive.uri) or storage) from None
         raise
     if report.errored == errored_before:  # all in MLflow; Ray's copy of the checkpoints can go
         remove_inside(path, storage, missing_ok=True)
 
 
 def _resumable(state: dict, pending: list[Trial]) -> bool:
-    """Whether Tune's saved experiment holds every pending trial (``check_resume_plan``'s
-    condition). In the derived stage a miss is no user error but a source that finished since;
-    starting the stage afresh runs only configs planned now (restoring would run the saved)."""
+    """Whether the interrupted plan (its state file) had every pending trial
+    (``check_resume_plan``'s condition). In the derived stage a miss is no user error but a
+    source that finished since: the stage runs the trials planned now, those the interrupted
+    plan had from their checkpoints."""
     return "hashes" not in state or {t.config_hash for t in pending} <= set(state["hashes"])
 
 
 def _close(drive: _Drive, members: list[Trial], report: SweepReport) -> None:
     """Close the sweep's parent run after its last stage, recording ``members`` (every trial of
-    every stage) as the figure's runs."""
+    every stage) as the figure's runs. A child run still RUNNING now belongs to no trial that
+    runs (its trial ended without closing it, e.g. its worker was killed): it ends FAILED."""
+    left = end_running_children(drive.client, drive.parent_run_id, "failed")
+    if left:
+        drive.echo(
+            f"note: {drive.spec.figure} [{drive.profile}]: {left} trial run(s) left RUNNING by "
+            "a trial that ended without closing them are marked FAILED"
+        )
     close_parent_run(
         drive.client,
         drive.parent_run_id,
@@ -750,19 +829,34 @@ def end_parent_run(client, parent_run_id: str, status: str) -> None:
     error that ended the sweep."""
     mlflow_status = "KILLED" if status == "killed" else "FAILED"
     with contextlib.suppress(Exception):
-        children = client.search_runs(
-            [client.get_run(parent_run_id).info.experiment_id],
-            filter_string=(
-                f"tags.`mlflow.parentRunId` = '{parent_run_id}' and attributes.status = 'RUNNING'"
-            ),
-            max_results=5000,
-        )
-        for child in children:
-            client.set_tag(child.info.run_id, "fedsweep.status", status)
-            client.set_terminated(child.info.run_id, mlflow_status)
+        end_running_children(client, parent_run_id, status)
     with contextlib.suppress(Exception):
         client.set_tag(parent_run_id, "fedsweep.status", status)
         client.set_terminated(parent_run_id, mlflow_status)
+
+
+def store_folder(tracking_uri: str) -> Path | None:
+    """The folder of a sqlite store (None for other stores)."""
+    if tracking_uri.startswith("sqlite:///"):
+        return Path(tracking_uri[len("sqlite:///") :]).parent
+    return None
+
+
+def end_running_children(client, parent_run_id: str, status: str) -> int:
+    """End every child run of ``parent_run_id`` that is still RUNNING as ``status`` (``killed``:
+    KILLED, else FAILED); returns how many."""
+    mlflow_status = "KILLED" if status == "killed" else "FAILED"
+    children = client.search_runs(
+        [client.get_run(parent_run_id).info.experiment_id],
+        filter_string=(
+            f"tags.`mlflow.parentRunId` = '{parent_run_id}' and attributes.status = 'RUNNING'"
+        ),
+        max_results=5000,
+    )
+    for child in children:
+        client.set_tag(child.info.run_id, "fedsweep.status", status)
+        client.set_terminated(child.info.run_id, mlflow_status)
+    return len(children)
 
 
 # ------------------------------------------------------------- one driver per sweep
@@ -862,7 +956,7 @@ def check_resume_plan(
         return
     saved = set(state["hashes"])
     now = {t.config_hash for t in pending}
-    if now <= saved:
+    if all(saved.intersection(t.hashes) for t in pending):  # a legacy hash: saved before
         return
     old_sets = state.get("overrides", {})
     new_sets = {k: v for k, v in overrides.items() if k != "data.root"}
@@ -1052,8 +1146,13 @@ def _fit(
     verbose,
     report: SweepReport | None = None,
     listener=None,
+    echo=None,
 ):
-    """Run (or, with ``restore``, resume) the trials with Ray Tune; Ray must be up."""
+    """Run the trials with a fresh Ray Tune experiment; Ray must be up. With ``restore``
+    (``--resume``) the trials' checkpoint folders (``TRIALS_DIR``) are kept and each trial goes
+    on from its newest checkpoint; without, they are removed first. Ray's own experiment folder
+    (``RAY_DIR``, its pickles included) is removed before the fit and never read: Ray restores
+    nothing, a resumed sweep is a new experiment over the pending trials."""
     from ray import tune
 
     from fedsweep.sweep.trial import fl_trial
@@ -1063,37 +1162,62 @@ def _fit(
         fl_trial, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
     )
     path = storage / tune_name
-    if restore:
-        # the restored run config brings back its own (stateless) TrialEvents callback
-        tuner = tune.Tuner.restore(
-            str(path), trainable=trainable, resume_unfinished=True, resume_errored=True
-        )
-    else:
-        if path.exists():  # a stale Ray experiment of the same name: start its schedule afresh
-            remove_inside(path, storage)
-        tuner = tune.Tuner(
-            trainable,
-            param_space={"trial": tune.grid_search(payloads)},
-            tune_config=tune.TuneConfig(
-                max_concurrent_trials=max_concurrent,
-                reuse_actors=True,
-                trial_name_creator=trial_name,
-                trial_dirname_creator=trial_dirname,
-            ),
-            run_config=tune.RunConfig(
-                name=tune_name,
-                storage_path=str(storage),
-                failure_config=tune.FailureConfig(max_failures=spec.max_failures),
-                # every checkpoint folder stays; the trial prunes their state files itself
-                # (trial.prune_states: Ray's own deletion raced with a kill -9 of the driver)
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
-                verbose=verbose,
-                callbacks=[TrialEvents()],
-            ),
-        )
-    path.mkdir(parents=True, exist_ok=True)
-    state_path.write_text(json.dumps(state))
+    if not restore and path.exists():  # a stale sweep folder: its checkpoints are not used
+        remove_inside(path, storage)
+    if (path / RAY_DIR).exists():  # an earlier fit's Ray experiment: never read back
+        remove_inside(path / RAY_DIR, storage)
+    tuner = tune.Tuner(
+        trainable,
+        param_space={"trial": tune.grid_search(payloads)},
+        tune_config=tune.TuneConfig(
+            max_concurrent_trials=max_concurrent,
+            reuse_actors=True,
+            trial_name_creator=trial_name,
+            trial_dirname_creator=trial_dirname,
+        ),
+        run_config=tune.RunConfig(
+            name=RAY_DIR,
+            storage_path=str(path),
+            # a retried trial goes on from its newest checkpoint, which it finds itself
+            failure_config=tune.FailureConfig(max_failures=spec.max_failures),
+            verbose=verbose,
+            callbacks=[TrialEvents()],
+        ),
+    )
+    (path / TRIALS_DIR).mkdir(parents=True, exist_ok=True)
+    write_atomic(state_path, json.dumps(state))
     if listener is not None and report is not None:
         listener.begin(report)
-    with listening(listener):
+    with listening(_Notes(listener, echo)):
         return tuner.fit()
+
+
+class _Notes:
+    """The listener of a fit: Tune's trial events go to ``listener``; a trial's warning (a
+    checkpoint set aside) goes to ``listener.trial_note`` when it has one, else to ``echo``."""
+
+    def __init__(self, listener, echo):
+        self.listener, self.echo = listener, echo
+
+    def trial_event(self, event, trials, trial) -> None:
+        if self.listener is not None:
+            self.listener.trial_event(event, trials, trial)
+
+    def trial_note(self, trial, text: str) -> None:
+        note = getattr(self.listener, "trial_note", None)
+        if note is not None:
+            note(trial, text)
+        elif self.echo is not None:
+            for line in text.splitlines():
+                self.echo(f"warning: {trial}: {line}")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file renamed into place: a reader (or a
+    ``--resume`` after a kill) sees the old file or the new one, never half of one."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -22,6 +22,14 @@ Extending a spec (your own study on top of a paper figure, in a file anywhere)::
     - label: α=0.2
       set: {bherd.alpha: 0.2}
 
+``extends`` stays among the specs: a path (``*.yaml``/``*.yml``, or with a ``/``) must resolve,
+symlinks and ``..`` included, to a ``.yaml``/``.yml`` file inside the extending file's folder or
+a ``sweeps/`` folder (the working directory's, fedsweep's own); a figure id must be claimed by
+exactly one spec of the first of those folders that has one (two: an error naming both). Looking
+for a figure id skips files that cannot be read as YAML, unless one is named ``<id>.yaml`` or
+sets ``figure: <id>``: then its error is the answer. An extended spec that is invalid on its own
+is named in the error (``... (extended by ...)``), not its extension.
+
 Merge rules: mappings (``base``, ``panels``, ``panel_labels``, ``profiles`` and everything in
 them, ``resources``) are deep-merged, the extension's values winning; lists and single values
 (``seeds``, ``claims``, a panel axis' values, ``metrics``) are replaced; ``curves`` in the
@@ -71,7 +79,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from fedsweep.config.hashing import HASH_EXCLUDED, config_hash  # noqa: F401  (re-exported)
+from fedsweep.config.hashing import (  # noqa: F401  (HASH_EXCLUDED re-exported)
+    HASH_EXCLUDED,
+    config_hash,
+    drop_unused,
+    legacy_config_hash,
+)
 from fedsweep.config.load import ConfigError, build_config, closest, set_dotted
 from fedsweep.config.schema import DataConfig, RunConfig
 from fedsweep.config.section import NoBoolNumbers
@@ -436,6 +449,15 @@ class Trial:
     derived_from: tuple[str, ...] = ()
     #: the derived layer's values, ((key, value), ...); placeholders while unresolved
     derived_set: tuple[tuple[str, Any], ...] = ()
+    #: the hash runs of this trial were tagged with before sections a curve does not use left
+    #: the hash (``config.hashing.legacy_config_hash``); None where it is ``config_hash``
+    legacy_hash: str | None = None
+
+    @property
+    def hashes(self) -> tuple[str, ...]:
+        """Every hash a finished run of this trial may carry: ``config_hash`` first."""
+        legacy = () if self.legacy_hash is None else (self.legacy_hash,)
+        return (self.config_hash, *legacy)
 
     @property
     def unresolved(self) -> bool:
@@ -498,14 +520,27 @@ def _unknown_key(loc: tuple) -> str:
 
 
 def load_spec(path: str | Path) -> SweepSpec:
+    """The validated spec of ``path`` (its ``extends`` chain resolved). An error names the file
+    it comes from: an extended spec that is invalid on its own is named, not its extension."""
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"sweep spec not found: {path}")
-    tree = _spec_tree(path.resolve(), ())
+    levels: list[tuple[Path, dict[str, Any]]] = []
+    tree = _spec_tree(path.resolve(), (), levels)
+    try:
+        return _checked_spec(tree, path, str(path))
+    except SpecError:
+        for where, level in levels[:-1]:  # the extended specs, the first of the chain first
+            _checked_spec(level, where, f"{where} (extended by {path})")
+        raise
+
+
+def _checked_spec(tree: dict[str, Any], path: Path, source: str) -> SweepSpec:
+    """``tree`` as a spec, every key of every profile checked; errors name ``source``."""
     try:
         spec = SweepSpec.model_validate(tree)
     except ValidationError as err:
-        lines = [f"invalid sweep spec {path}:"]
+        lines = [f"invalid sweep spec {source}:"]
         for e in err.errors():
             key = ".".join(str(p) for p in e["loc"])
             msg = _unknown_key(e["loc"]) if e["type"] == "extra_forbidden" else e["msg"]
@@ -513,7 +548,7 @@ def load_spec(path: str | Path) -> SweepSpec:
         raise SpecError("\n".join(lines)) from None
     spec._path = path  # type: ignore[attr-defined]
     for profile in PROFILES:  # validates every key of every profile against the run schema
-        expand(spec, profile, source=str(path))
+        expand(spec, profile, source=source)
     return spec
 
 
@@ -565,10 +600,16 @@ def expand(
                     (f"curve {curve.label!r}: derive.set", values),
                     ("--set", extra or {}),
                 ]
-                cfg = _build(spec, source, layers, seed, substitute or {})
+                full = _build(spec, source, layers, seed, substitute or {})
+                # a section of the shared base that this curve's components do not read is
+                # dropped (it cannot change the run); runs hashed with it are still found
+                cfg = drop_unused(full)
                 digest = config_hash(cfg)  # an ordinary trial: exactly as before derived curves
+                legacy = legacy_config_hash(full)
+                legacy = None if legacy == digest else legacy
                 if curve.derive is not None and not runs:
                     digest = UNRESOLVED + digest
+                    legacy = None
                 trials.append(
                     Trial(
                         spec.figure,
@@ -582,9 +623,31 @@ def expand(
                         derive=curve.derive,
                         derived_from=tuple(runs),
                         derived_set=tuple(values.items()),
+                        legacy_hash=legacy,
                     )
                 )
+    _check_extra_used(source, extra or {}, trials)
     return trials
+
+
+def _check_extra_used(source: str, extra: dict[str, Any], trials: list[Trial]) -> None:
+    """A ``--set`` value for a section that no trial's components read cannot change any run:
+    refused (a section some trials read is dropped for the others)."""
+    from fedsweep.compose import GENERAL_SECTIONS, config_sections, readers_text, section_readers
+
+    if not trials:
+        return
+    used = {s for t in trials for s in config_sections(t.config)}
+    for key in extra:
+        section = key.split(".", 1)[0]
+        if section in used or section in GENERAL_SECTIONS or not section_readers(section):
+            continue
+        readers = readers_text(section)
+        raise SpecError(
+            f"{source}: --set {key}: no trial of this sweep uses section `{section}` (read "
+            f"only by {readers}): it cannot change any run. Remove it, or set a component "
+            "that reads it"
+        )
 
 
 def _derived_layer(
@@ -617,7 +680,8 @@ def _build(spec: SweepSpec, source: str, layers, seed: int, substitute: dict[str
         data["dataset"] = substitute[dataset]
     tree["seed"] = seed
     try:
-        return build_config(tree, source=source, files=False)  # files: checked by the sweep
+        # files: checked by the sweep; sections a curve does not use: dropped by ``expand``
+        return build_config(tree, source=source, files=False, unused="keep")
     except ConfigError as err:
         raise SpecError(str(err)) from None
 
@@ -627,8 +691,26 @@ def spec_paths(folder: str | Path = "sweeps") -> list[Path]:
 
 
 # ----------------------------------------------------------------------------- extends
-#: where ``extends: <figure id>`` looks after the extending file's own folder
+#: where ``extends: <figure id>`` looks after the extending file's own folder (the working
+#: directory's ``sweeps/``, then fedsweep's own); with that folder, the only folders an
+#: ``extends`` path may point into
 SWEEPS_DIRS = (Path("sweeps"), Path(__file__).resolve().parents[2] / "sweeps")
+SPEC_SUFFIXES = (".yaml", ".yml")
+#: top-level keys that make a YAML file a sweep spec (a run config has none of them)
+SPEC_MARKERS = ("figure", "extends", "add_curves", "base", "panels", "curves", "profiles")
+
+
+def sweep_spec_keys(tree: Any) -> list[str]:
+    """The top-level sweep-spec keys of ``tree`` when it looks like a sweep spec rather than a
+    run config (a spec marker such as ``figure``/``curves``/``profiles``/``extends``, and more
+    spec keys than run-config sections), else ``[]``."""
+    if not isinstance(tree, dict):
+        return []
+    spec_keys = [k for k in tree if k in SweepSpec.model_fields or k == "add_curves"]
+    run_keys = [k for k in tree if k in RunConfig.model_fields]
+    if any(k in SPEC_MARKERS for k in spec_keys) and len(spec_keys) > len(run_keys):
+        return spec_keys
+    return []
 
 
 def _read_tree(path: Path) -> dict[str, Any]:
@@ -636,6 +718,10 @@ def _read_tree(path: Path) -> dict[str, Any]:
         tree = read_yaml(path, "sweep spec")
     except YamlFileError as err:
         raise SpecError(f"invalid sweep spec: {err}") from None
+    except RecursionError:
+        raise SpecError(
+            f"invalid sweep spec {path}: nested too deeply to be a sweep spec"
+        ) from None
     if tree is None:
         raise SpecError(f"sweep spec {path} is empty")
     if not isinstance(tree, dict):
@@ -644,38 +730,134 @@ def _read_tree(path: Path) -> dict[str, Any]:
 
 
 def _figure_of(path: Path) -> str | None:
+    """The figure id ``path`` sets; None for a file that cannot be read or sets none."""
     try:
         tree = read_yaml(path)
-    except YamlFileError:
+    except (YamlFileError, RecursionError):
         return None
-    return tree.get("figure") if isinstance(tree, dict) else None
+    figure = tree.get("figure") if isinstance(tree, dict) else None
+    return figure if isinstance(figure, str) else None
 
 
-def resolve_extends(ref: str, path: Path) -> Path:
+def _spec_folders(here: Path) -> list[Path]:
+    """The folders ``extends`` in a spec of folder ``here`` may reach, symlinks resolved: ``here``,
+    then the ``sweeps/`` folders of :data:`SWEEPS_DIRS` that exist."""
+    folders: list[Path] = []
+    for folder in (here, *SWEEPS_DIRS):
+        folder = folder.resolve()
+        if folder.is_dir() and folder not in folders:
+            folders.append(folder)
+    return folders
+
+
+def _inside(target: Path, folders: list[Path]) -> bool:
+    return any(target.is_relative_to(folder) for folder in folders)
+
+
+def _claims(candidate: Path, ref: str) -> bool:
+    """Whether a file that cannot be read as YAML still is the spec of figure id ``ref``: it is
+    named ``<ref>.yaml`` or its text sets ``figure: <ref>`` on a line of its own."""
+    if candidate.stem == ref:
+        return True
+    try:
+        text = candidate.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    line = rf"""^figure:[ \t]*(['"]?){re.escape(ref)}\1[ \t]*(#.*)?$"""
+    return re.search(line, text, flags=re.MULTILINE) is not None
+
+
+def _spec_of_figure(ref: str, folder: Path, path: Path, folders: list[Path]) -> Path | None:
+    """The one spec of ``folder`` whose figure id is ``ref``, None when there is none. Files
+    that cannot be read as YAML are skipped, unless one is that spec (:func:`_claims`): then its
+    error is raised; two specs with the figure id are an error naming both. Only ``<ref>.yaml``
+    and files whose text contains ``ref`` are read, and none that resolves outside ``folders``."""
+    me = path.resolve()
+    found: dict[Path, Path] = {}  # resolved -> as listed
+    broken: list[tuple[Path, str]] = []
+    for candidate in sorted(folder.glob("*.y*ml")):
+        target = candidate.resolve()
+        if (
+            candidate.suffix not in SPEC_SUFFIXES
+            or target == me
+            or target in found
+            or not _inside(target, folders)
+            or not target.is_file()
+        ):
+            continue
+        try:
+            if candidate.stem != ref and ref.encode() not in target.read_bytes():
+                continue
+            tree = read_yaml(candidate, "sweep spec")
+        except OSError:
+            continue
+        except (YamlFileError, RecursionError) as err:
+            if _claims(candidate, ref):
+                broken.append((candidate, str(err) or "nested too deeply to be a sweep spec"))
+            continue
+        if isinstance(tree, dict) and tree.get("figure") == ref:
+            found[target] = candidate
+    claimants = [*found.values(), *(c for c, _ in broken)]
+    if len(claimants) > 1:
+        names = ", ".join(str(c) for c in sorted(claimants))
+        raise SpecError(
+            f"{path}: key `extends`: figure id {ref!r} is claimed by {len(claimants)} specs in "
+            f"{folder}: {names}; give each its own figure id, or extend one by its path "
+            f"(extends: {claimants[0].name})"
+        )
+    if broken:
+        candidate, problem = broken[0]
+        raise SpecError(
+            f"{path}: key `extends`: the spec of figure id {ref!r}, {candidate}, cannot be "
+            f"read: {problem}"
+        )
+    return next(iter(found), None)
+
+
+def resolve_extends(ref: Any, path: Path) -> Path:
     """The spec file ``extends: ref`` in ``path`` names: a path relative to ``path``'s folder
-    (``*.yaml``/``*.yml`` or containing ``/``), else a figure id of a spec in ``path``'s folder
-    or in ``sweeps/`` (the working directory's, then fedsweep's own)."""
-    ref = str(ref)
-    if ref.endswith((".yaml", ".yml")) or "/" in ref:
-        target = (path.parent / ref).resolve()
+    (``*.yaml``/``*.yml`` or containing ``/``) that resolves (symlinks and ``..`` included)
+    inside that folder or a ``sweeps/`` folder, else a figure id of exactly one spec in
+    ``path``'s folder or, when it has none, in ``sweeps/`` (the working directory's, then
+    fedsweep's own). Anything else is a :class:`SpecError` saying what is allowed."""
+    path = Path(path)
+    here = path.resolve().parent
+    folders = _spec_folders(here)
+    allowed = (
+        "allowed: a figure id of a spec in the spec's folder or sweeps/ (e.g. bherd-fig3a), or "
+        "a path to a .yaml spec inside " + " or ".join(str(f) for f in folders)
+    )
+    if not isinstance(ref, str) or not ref:
+        raise SpecError(f"{path}: key `extends`: got {ref!r}; {allowed}")
+    if ref.endswith(SPEC_SUFFIXES) or "/" in ref:
+        target = (here / ref).resolve()
+        if not _inside(target, folders):
+            raise SpecError(
+                f"{path}: key `extends`: {ref!r} is outside the spec's folder and sweeps/ (it "
+                f"resolves to {target}); {allowed}"
+            )
+        if target.suffix not in SPEC_SUFFIXES:
+            raise SpecError(f"{path}: key `extends`: {ref!r} is not a .yaml file; {allowed}")
         if not target.is_file():
             raise SpecError(f"{path}: key `extends`: spec file {ref!r} not found ({target})")
         return target
+    if figure_id_problem(ref):
+        raise SpecError(
+            f"{path}: key `extends`: {ref!r} is neither a figure id nor a path to a .yaml spec; "
+            f"{allowed}"
+        )
+    for folder in folders:
+        found = _spec_of_figure(ref, folder, path, folders)
+        if found is not None:
+            return found
     known: dict[str, Path] = {}
-    for folder in (path.parent, *SWEEPS_DIRS):
-        if not folder.is_dir():
-            continue
-        named = folder / f"{ref}.yaml"
-        candidates = [named, *sorted(folder.glob("*.y*ml"))] if named.is_file() else []
-        candidates = candidates or sorted(folder.glob("*.y*ml"))
-        for candidate in candidates:
-            if candidate.resolve() == path:
-                continue
-            figure = _figure_of(candidate)
-            if figure == ref:
-                return candidate.resolve()
-            if isinstance(figure, str):
-                known.setdefault(figure, candidate)
+    for folder in folders:
+        for candidate in sorted(folder.glob("*.y*ml")):
+            target = candidate.resolve()
+            if _inside(target, folders) and target.is_file() and target != path.resolve():
+                figure = _figure_of(target)
+                if figure is not None:
+                    known.setdefault(figure, candidate)
     close = difflib.get_close_matches(ref, list(known), n=1, cutoff=0.6)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     raise SpecError(
@@ -705,20 +887,26 @@ def _curve_dicts(curves: Any, where: str) -> list[dict[str, Any]]:
     return [c.model_dump(exclude_defaults=True) for c in grid.curve_list()]
 
 
-def _spec_tree(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
-    """The spec's YAML with its ``extends`` chain resolved (rules: the module docstring)."""
+def _spec_tree(
+    path: Path, chain: tuple[Path, ...], levels: list[tuple[Path, dict[str, Any]]] | None = None
+) -> dict[str, Any]:
+    """The spec's YAML with its ``extends`` chain resolved (rules: the module docstring).
+    ``levels`` gets (file, its tree resolved so far) for each spec of the chain, the first
+    (the one that extends nothing) first."""
     tree = _read_tree(path)
     ref = tree.pop("extends", None)
     added = tree.pop("add_curves", None)
     if ref is None:
         if added is not None:
             raise SpecError(f"{path}: key `add_curves` needs `extends` (the spec to add to)")
+        if levels is not None:
+            levels.append((path, tree))
         return tree
     parent_path = resolve_extends(ref, path)
     if parent_path in (*chain, path):
         cycle = " -> ".join(str(p) for p in (*chain, path, parent_path))
         raise SpecError(f"{path}: key `extends`: circular extension ({cycle})")
-    parent = _spec_tree(parent_path, (*chain, path))
+    parent = _spec_tree(parent_path, (*chain, path), levels)
     for key in ("figure", "title"):
         if not tree.get(key):
             raise SpecError(
@@ -745,4 +933,6 @@ def _spec_tree(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
             )
     merged["curves"] = curves
     merged["extends"] = parent.get("figure")
+    if levels is not None:
+        levels.append((path, merged))
     return merged

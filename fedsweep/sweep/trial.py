@@ -1,19 +1,26 @@
 """The Ray Tune trainable: one trial = one whole FL run, tracked as an MLflow child run.
 
-The trial reports its progress to Tune (``tune.report``) at most every few seconds, and a
-checkpoint of the full FL state (global model, method/selector state, batch cursors and RNG
-streams, records, MLflow run id) every ``checkpoint_every`` rounds and at the end. On a restart (Ray retry after a crash, or
-``fedsweep sweep --resume`` after the driver was killed) it continues from the checkpoint in the
-same MLflow run; without a checkpoint it adopts the unfinished child run of the same parent and
-config hash, or, when that run already ended (the driver died before Tune recorded it), reports
-and returns without running: a sweep never duplicates a run.
+The trial reports its progress to Tune (``tune.report``) at most every few seconds, and writes
+a checkpoint of the full FL state (global model, method/selector state, batch cursors and RNG
+streams, records, MLflow run id) every ``checkpoint_every`` rounds and at the end, into its own
+folder, which fedsweep owns and finds from the trial's config hash alone
+(``<store>/ray_results/<sweep>/trials/<config hash>/checkpoint_<round>``, written atomically:
+a temporary folder renamed into place). Ray keeps no checkpoint and restores nothing: a trial
+that starts (the first attempt, a Ray retry after a crash, or ``fedsweep sweep --resume`` after
+the driver was killed) takes the newest checkpoint of its folder that loads (read with
+``torch.load(weights_only=True)``; one that does not is set aside with a warning) and continues
+in the same MLflow run, the unfinished child run of the same parent and config hash; without a
+checkpoint it starts at round 0 in that run (rounds already logged are not logged again). When
+that run already ended (the driver died before it saw the end) it reports and returns without
+running: a sweep never duplicates a run.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
-import tempfile
+import shutil
 import time
 from pathlib import Path
 
@@ -23,8 +30,9 @@ from fedsweep.config.schema import RunConfig
 from fedsweep.engine.client_state import externalize, internalize
 from fedsweep.engine.observers import Observer
 from fedsweep.tracking.direct import DONE_STATUSES
+from fedsweep.tracking.records import RecordSpool
 from fedsweep.tracking.store import get_client
-from fedsweep.tracking.tracked_run import TrackedRun
+from fedsweep.tracking.tracked_run import SPOOL_KEY, TrackedRun
 
 STATE_FILE = "fl_state.pt"
 META_FILE = "meta.json"
@@ -32,12 +40,62 @@ META_FILE = "meta.json"
 #: folder beside the checkpoints; each checkpoint lists the files it uses in CLIENT_FILES
 CLIENT_STATE_DIR = "client_state"
 CLIENT_FILES = "client_files.json"
+#: the trial's record spool (``tracking.records``), beside the checkpoints
+RECORDS_DIR = "records"
 #: metrics forwarded to Ray (everything goes to MLflow; Ray only needs a few for its tables)
 REPORTED = ("test_loss", "test_acc", "train_loss", "train_acc", "round_time")
+#: key of a trial's report that carries a warning for the driver's console (a checkpoint set
+#: aside); ``sweep.tune_events`` forwards it
+NOTE_KEY = "fedsweep_note"  # = tune_events.NOTE_KEY (that module imports Ray at its top)
 
 
 class InjectedFailure(RuntimeError):
     """Raised on purpose by the fault-injection hook (tests of crash handling)."""
+
+
+class StoreFullError(OSError):
+    """A write of the trial (checkpoint, MLflow store) failed because its file system is full
+    (``ENOSPC``, or SQLite's "database or disk is full"). The message names the path."""
+
+    def __init__(self, path: str | Path | None, detail: str = ""):
+        super().__init__(errno.ENOSPC, _full_text(path, detail))
+        self.path = None if path is None else str(path)
+        self.detail = detail
+
+    def at(self, path: str | Path) -> StoreFullError:
+        """This error, naming ``path`` when it names no path yet (e.g. the store's folder for
+        SQLite's "database or disk is full")."""
+        return self if self.path else StoreFullError(path, self.detail)
+
+    def __str__(self) -> str:
+        return self.strerror
+
+    def __reduce__(self):  # pickled by Ray to the driver
+        return (_store_full, (self.path, self.strerror, self.detail))
+
+
+def _store_full(path, text, detail=""):
+    err = StoreFullError(None, detail)
+    err.path, err.strerror = path, text
+    return err
+
+
+def _full_text(path, detail: str) -> str:
+    """``the store's file system is full at /x/y (0 MB free of 60 MB): no space left on
+    device``; the free space is that of the nearest existing folder of ``path``."""
+    where = usage = ""
+    if path:
+        where = f" at {path}"
+        folder = Path(path)
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        try:
+            disk = shutil.disk_usage(folder)
+            usage = f" ({disk.free / 2**20:.0f} MB free of {disk.total / 2**20:.0f} MB)"
+        except OSError:
+            pass
+    text = f"the store's file system is full{where}{usage}: no space left on device"
+    return text + (f" ({detail})" if detail else "")
 
 
 def fl_trial(params: dict) -> None:
@@ -45,26 +103,71 @@ def fl_trial(params: dict) -> None:
 
     payload = params["trial"]
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    if payload.get("plugins"):  # the driver's --plugin modules register parts the config names
+        from fedsweep.plugins import load_plugin_list
+
+        load_plugin_list(payload["plugins"])
     config = RunConfig.model_validate(payload["config"])
-    state, run_id = _restore(tune.get_checkpoint())
-    if run_id is None:
+    state_dir = Path(payload["state_dir"]) if payload.get("state_dir") else None
+    notes: list[str] = []
+    try:
+        state, saved_run = (
+            restore_newest(state_dir, warn=notes.append) if state_dir else (None, None)
+        )
         run_id, ended = sibling_runs(
             config.tracking.uri, payload["parent_run_id"], payload["tags"]["fedsweep.config_hash"]
         )
         if run_id is None and ended is not None:
-            # This trial's run already ended, but Ray's experiment state never saw it: the driver
-            # was killed between the run's last round and Tune's next snapshot (a short trial can
-            # start and finish between two). Running it again would duplicate the run.
+            # This trial's run already ended, but the driver never saw it: it was killed between
+            # the run's last round and its own record of the end. Running it again would
+            # duplicate the run.
             tune.report({"round": config.train.rounds, "already_ended": 1})
             return
-    tracked = TrackedRun(
-        config, tags=payload["tags"], params=payload.get("params"), run_id=run_id, state=state
-    )
-    # fault injection (tests): crash at this round, unless this attempt was restored from a
-    # checkpoint (so a retried trial gets past it)
-    fail_at = payload.get("fail_at_round") if state is None else None
-    reporter = TuneReporter(tracked, payload["checkpoint_every"], fail_at, payload["trial_id"])
-    tracked.execute(observers=[reporter])
+        if state is not None and not RecordSpool(state_dir / RECORDS_DIR).fits(
+            state.get(SPOOL_KEY)
+        ):
+            notes.append(
+                f"{state_dir / RECORDS_DIR}: the per-round records of the checkpoint of round "
+                f"{state['round']} are missing; starting at round 0"
+            )
+            state = None
+        if state is not None and saved_run != run_id:
+            # a checkpoint of another run (one deleted since, or of an earlier sweep's parent):
+            # not this run's rounds; start at round 0 in the run found
+            notes.append(
+                f"{state_dir}: the newest checkpoint belongs to MLflow run {saved_run}, not to "
+                f"{run_id or 'a new run'}; starting at round 0"
+            )
+            state = None
+        for note in notes:
+            print(f"warning: {note}", flush=True)
+        if notes:
+            done = int(state["round"]) if state is not None else 0
+            tune.report({"round": done, NOTE_KEY: "\n".join(notes)})
+        tracked = TrackedRun(
+            config,
+            tags=payload["tags"],
+            params=payload.get("params"),
+            run_id=run_id,
+            state=state,
+            # the per-round records, on disk beside the checkpoints (cut back to a restored one)
+            records_dir=state_dir / RECORDS_DIR if state_dir else None,
+        )
+        # fault injection (tests): crash at this round, unless this attempt continues from a
+        # checkpoint (so a retried trial gets past it)
+        fail_at = payload.get("fail_at_round") if state is None else None
+        reporter = TuneReporter(
+            tracked, payload["checkpoint_every"], fail_at, payload["trial_id"], state_dir
+        )
+        reporter.fail_with = payload.get("fail_with")
+        tracked.execute(observers=[reporter])
+        if state_dir is not None:  # the run ended (finished or diverged): no resume needs it
+            shutil.rmtree(state_dir, ignore_errors=True)
+    except Exception as err:
+        full = disk_full(err)
+        if full is not None:  # one line for the driver, not Ray's chain of tracebacks
+            raise full from None
+        raise
 
 
 #: seconds between two plain progress reports to Ray Tune (every round still goes to MLflow;
@@ -73,45 +176,86 @@ REPORT_EVERY_S = 2.0
 
 
 class TuneReporter(Observer):
-    """Reports to Ray Tune with a checkpoint of the full FL state (and the MLflow run id) every
-    ``every`` rounds and at the last round; between those, a plain progress report at most
-    every :data:`REPORT_EVERY_S` seconds (a report is a round trip to the driver, which writes
-    Tune's result files: short rounds spent more time reporting than training)."""
+    """Reports to Ray Tune and writes a checkpoint of the full FL state (and the MLflow run id)
+    into ``state_dir`` every ``every`` rounds and at the last round; between those, a plain
+    progress report at most every :data:`REPORT_EVERY_S` seconds (a report is a round trip to
+    the driver, which writes Tune's result files: short rounds spent more time reporting than
+    training)."""
 
     def __init__(
-        self, tracked: TrackedRun, every: int, fail_at: int | None = None, label: str = ""
+        self,
+        tracked: TrackedRun,
+        every: int,
+        fail_at: int | None = None,
+        label: str = "",
+        state_dir: str | Path | None = None,
     ) -> None:
         self.tracked, self.every, self.fail_at, self.label = tracked, every, fail_at, label
+        self.state_dir = None if state_dir is None else Path(state_dir)
+        self.fail_with: str | None = None  # "enospc": the injected failure is a full disk
         self._last_report = time.monotonic()
 
     def on_round(self, t, metrics, result) -> None:
         from ray import tune
 
         if self.fail_at is not None and t == self.fail_at:
+            if self.fail_with == "enospc":
+                where = self.state_dir / checkpoint_name(t) if self.state_dir else None
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(where))
             raise InjectedFailure(f"injected failure at round {t} ({self.label})")
         report = {k: metrics[k] for k in REPORTED if k in metrics}
         report["round"] = t
         last = t == self.tracked.config.train.rounds or result.status != "finished"
-        if t % self.every == 0 or last:
+        if (t % self.every == 0 or last) and self.state_dir is not None:
             # every round up to the checkpoint is in the store before the checkpoint exists (a
             # restored trial does not log the rounds the store has again)
             self.tracked.flush()
-            trial_dir = Path(tune.get_context().get_trial_dir())
-            with tempfile.TemporaryDirectory() as tmp:
-                # per-client tensors go to their own files, each written once per change
-                state, files = externalize(
-                    self.tracked.run.state_dict(), trial_dir / CLIENT_STATE_DIR
-                )
-                torch.save(state, Path(tmp) / STATE_FILE)
-                (Path(tmp) / CLIENT_FILES).write_text(json.dumps(sorted(files)))
-                meta = {"mlflow_run_id": self.tracked.run_id}
-                (Path(tmp) / META_FILE).write_text(json.dumps(meta))
-                tune.report(report, checkpoint=tune.Checkpoint.from_directory(tmp))
-            prune_states(trial_dir)
+            save_checkpoint(self.state_dir, self.tracked.state_dict(), self.tracked.run_id, t)
+            tune.report(report)
             self._last_report = time.monotonic()
         elif time.monotonic() - self._last_report >= REPORT_EVERY_S:
             tune.report(report)
             self._last_report = time.monotonic()
+
+
+# ----------------------------------------------------------------------------- checkpoints
+#: checkpoints of a trial that keep their FL state file; older ones keep only ``meta.json``
+KEEP_STATES = 2
+CHECKPOINT_GLOB = "checkpoint_*"
+
+
+def checkpoint_name(round_: int) -> str:
+    return f"checkpoint_{round_:06d}"
+
+
+def save_checkpoint(state_dir: str | Path, state: dict, run_id: str | None, round_: int) -> Path:
+    """Write ``state`` (an ``FLRun.state_dict``) as ``state_dir/checkpoint_<round>``: built in a
+    temporary folder and renamed into place (a reader sees a whole checkpoint or none), per-client
+    tensors in their own files (``client_state``, each written once per change); then prune.
+    A full file system raises :class:`StoreFullError` naming the folder."""
+    state_dir = Path(state_dir)
+    final = state_dir / checkpoint_name(round_)
+    tmp = state_dir / f".tmp-{final.name}-{os.getpid()}"
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        state, files = externalize(state, state_dir / CLIENT_STATE_DIR)
+        with open(tmp / STATE_FILE, "wb") as handle:  # a file object: ENOSPC stays an OSError
+            torch.save(state, handle)
+        (tmp / CLIENT_FILES).write_text(json.dumps(sorted(files)))
+        (tmp / META_FILE).write_text(json.dumps({"mlflow_run_id": run_id, "round": round_}))
+        if final.exists():  # this round again (a retry from an older checkpoint): replace it
+            old = state_dir / f".old-{final.name}-{os.getpid()}"
+            os.replace(final, old)
+            shutil.rmtree(old, ignore_errors=True)
+        os.replace(tmp, final)
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if err.errno == errno.ENOSPC:
+            raise StoreFullError(state_dir) from None
+        raise
+    prune_states(state_dir)
+    return final
 
 
 def load_state(path: str | Path) -> dict:
@@ -120,23 +264,14 @@ def load_state(path: str | Path) -> dict:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
-#: checkpoints of a trial that keep their FL state file; older ones keep only ``meta.json``
-KEEP_STATES = 2
-CHECKPOINT_GLOB = "checkpoint_*"
-
-
 def prune_states(trial_dir: str | Path, keep: int = KEEP_STATES) -> None:
-    """Delete the FL state file of every checkpoint of ``trial_dir`` but the newest ``keep``.
-
-    Ray keeps every checkpoint folder (``CheckpointConfig(num_to_keep=None)``): with Ray deleting
-    old checkpoints itself, a ``kill -9`` of the driver between its deletion of checkpoint k and
-    its next experiment-state snapshot (which still named k) made ``--resume`` fail that trial
-    ("Could not recover from checkpoint as it does not exist on storage anymore"; seen once in
-    the kill test under load). The folders stay (a few bytes each) and only the heavy state goes,
-    so a restore always finds the folder Ray names, and ``_restore`` then takes the newest state
-    that exists. Per-client files (``CLIENT_STATE_DIR``) that no remaining state lists go too."""
+    """Delete the FL state file of every checkpoint of ``trial_dir`` but the newest ``keep``
+    that have one (a checkpoint folder keeps its small ``meta.json``), and the per-client files
+    (``CLIENT_STATE_DIR``) that no remaining state lists: a trial's disk use stays that of
+    ``keep`` states."""
     folders = sorted(Path(trial_dir).glob(CHECKPOINT_GLOB))
-    for folder in folders[:-keep] if keep > 0 else folders:
+    with_state = [f for f in folders if (f / STATE_FILE).is_file()]
+    for folder in with_state[:-keep] if keep > 0 else with_state:
         (folder / STATE_FILE).unlink(missing_ok=True)
     side = Path(trial_dir) / CLIENT_STATE_DIR
     if not side.is_dir():
@@ -151,25 +286,127 @@ def prune_states(trial_dir: str | Path, keep: int = KEEP_STATES) -> None:
             path.unlink(missing_ok=True)
 
 
-def _restore(checkpoint) -> tuple[dict | None, str | None]:
-    """The FL state and MLflow run id of ``checkpoint``. When its state file was pruned, the
-    newest state of the same trial (a later round: the run is deterministic and rounds already
-    logged are not logged again); with none left, no state (the run restarts from round 0 in
-    the same MLflow run)."""
+class CorruptCheckpoint(ValueError):
+    """A checkpoint whose state does not load (torch refuses it, a file it lists is missing or
+    unreadable, or it is not an FL state)."""
+
+
+def _load_checkpoint(folder: Path) -> dict:
+    try:
+        state = load_state(folder / STATE_FILE)
+        if not isinstance(state, dict) or "round" not in state or "w" not in state:
+            raise CorruptCheckpoint("not an FL state: no round or model")
+        return internalize(state, folder.parent / CLIENT_STATE_DIR)
+    except CorruptCheckpoint:
+        raise
+    except Exception as err:  # torch's UnpicklingError, RuntimeError (no zip), EOFError, OSError
+        # the first sentence only: torch's message goes on to advise weights_only=False
+        first = (str(err).strip().splitlines() or [""])[0].split(". ")[0][:160]
+        raise CorruptCheckpoint(f"{type(err).__name__}: {first}") from None
+
+
+def set_aside(path: Path) -> Path:
+    """Rename a checkpoint file that does not load to ``<name>.corrupt-<time>`` (kept for a
+    look, never read again); returns the new path."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    os.replace(path, target)
+    return target
+
+
+def _meta_run(folder: Path) -> str | None:
+    """The MLflow run id a checkpoint folder names (None when its ``meta.json`` is unreadable)."""
+    try:
+        return json.loads((folder / META_FILE).read_text())["mlflow_run_id"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def restore_folder(folder: str | Path, warn=None) -> tuple[dict | None, str | None]:
+    """The FL state and MLflow run id of the checkpoint ``folder``. When its state file was
+    pruned (or does not load), the newest state of the same trial that loads: a later round
+    (the run is deterministic and rounds already logged are not logged again) or an earlier one;
+    with none left, no state (the run restarts from round 0 in the same MLflow run). A state
+    that does not load is set aside (:func:`set_aside`) and ``warn(text)`` told, once per file."""
+    folder = Path(folder)
+    run_id = _meta_run(folder)
+    others = sorted(folder.parent.glob(CHECKPOINT_GLOB), reverse=True)
+    state, _ = _newest_loading([folder] + [f for f in others if f != folder], warn)
+    return state, run_id
+
+
+def restore_newest(state_dir: str | Path, warn=None) -> tuple[dict | None, str | None]:
+    """The newest state of the trial folder ``state_dir`` that loads and the MLflow run id its
+    checkpoint names; without a state that loads, ``None`` and the newest checkpoint's run id;
+    ``(None, None)`` without a checkpoint. A state that does not load is set aside
+    (:func:`set_aside`) and ``warn(text)`` told, once per file."""
+    folders = sorted(Path(state_dir).glob(CHECKPOINT_GLOB), reverse=True)
+    state, folder = _newest_loading(folders, warn)
+    if folder is not None:
+        return state, _meta_run(folder)
+    return None, next((r for r in map(_meta_run, folders) if r is not None), None)
+
+
+def _newest_loading(folders: list[Path], warn) -> tuple[dict | None, Path | None]:
+    """The state of the first of ``folders`` whose state loads, and that folder."""
+    for folder in folders:
+        path = folder / STATE_FILE
+        if not path.is_file():
+            continue
+        try:
+            if _meta_run(folder) is None:
+                raise CorruptCheckpoint(f"its {META_FILE} is unreadable")
+            return _load_checkpoint(folder), folder
+        except CorruptCheckpoint as err:
+            target = set_aside(path)
+            if warn is not None:
+                warn(
+                    f"checkpoint {path} does not load ({err}); set aside as {target.name}, "
+                    "continuing from the previous good checkpoint, or round 0 without one"
+                )
+    return None, None
+
+
+def _restore(checkpoint, warn=None) -> tuple[dict | None, str | None]:
+    """:func:`restore_folder` of a checkpoint given as an object with ``as_directory()`` (e.g.
+    a ``ray.tune.Checkpoint`` of the layout above), or ``(None, None)`` for None."""
     if checkpoint is None:
         return None, None
     with checkpoint.as_directory() as folder:
-        folder = Path(folder)
-        meta = json.loads((folder / META_FILE).read_text())
-        candidates = [folder / STATE_FILE] + [
-            f / STATE_FILE for f in sorted(folder.parent.glob(CHECKPOINT_GLOB), reverse=True)
-        ]
-        state = next((load_state(c) for c in candidates if c.is_file()), None)
-        if state is not None:
-            state = internalize(state, folder.parent / CLIENT_STATE_DIR)
-    return state, meta["mlflow_run_id"]
+        return restore_folder(folder, warn)
 
 
+# ------------------------------------------------------------------------------ disk full
+#: SQLite's text for a full disk (``SQLITE_FULL``), in MLflow's and SQLAlchemy's messages
+SQLITE_FULL = "database or disk is full"
+
+
+def disk_full(err: BaseException | None) -> StoreFullError | None:
+    """A :class:`StoreFullError` when ``err`` or an exception it carries (cause, context, a Ray
+    error's ``cause``) is a full file system: ``ENOSPC`` (with the path when known) or SQLite's
+    "database or disk is full"; else None."""
+    seen: set[int] = set()
+    stack = [err]
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if type(e) is StoreFullError:  # not Ray's wrapper class (its text is a traceback)
+            return e
+        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+            return StoreFullError(e.filename)
+        if SQLITE_FULL in str(e).lower():
+            return StoreFullError(None, "the MLflow store: " + SQLITE_FULL)
+        stack += [e.__cause__, e.__context__, getattr(e, "cause", None)]
+    return None
+
+
+# --------------------------------------------------------------------------- sibling runs
 def sibling_runs(
     tracking_uri: str, parent_run_id: str, config_hash: str
 ) -> tuple[str | None, str | None]:

@@ -1,13 +1,14 @@
 """Ray Tune's trial events, forwarded from the driver's tuning loop to the sweep console.
 
-:class:`TrialEvents` is a ``ray.tune.Callback`` without state: Tune pickles its run config
-(callbacks included) into the experiment folder, and ``Tuner.restore`` (``fedsweep sweep
---resume``) brings the old callback back. A stateless callback that forwards to whatever
-listener is active (:func:`listening`) therefore drives the new console after a restore too.
+:class:`TrialEvents` is a ``ray.tune.Callback`` without state that forwards to whatever listener
+is active (:func:`listening`). (Tune pickles its run config, callbacks included, into its
+experiment folder; fedsweep never reads that back: ``--resume`` starts a new experiment.)
 
-A listener has one method, ``trial_event(event, trials, trial)``: ``event`` is ``start``,
+A listener has the method ``trial_event(event, trials, trial)``: ``event`` is ``start``,
 ``complete``, ``error`` (failed for good), ``recover`` (failed, retried) or ``step`` (one turn
 of Tune's loop, ``trial`` is ``None``); ``trials`` is Tune's list of every trial of the sweep.
+It may also have ``trial_note(trial, text)``: a warning a trial reported (its result's
+``fedsweep_note``, e.g. a checkpoint that did not load and was set aside).
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ def listening(listener) -> Iterator[None]:
         _listener = previous
 
 
+#: the result key of a trial's warning (``fedsweep.sweep.trial.NOTE_KEY``)
+NOTE_KEY = "fedsweep_note"
+
+
 def _emit(event: str, trials, trial) -> None:
     if _listener is None:
         return
@@ -56,6 +61,15 @@ class TrialEvents(Callback):
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         _emit("recover", trials, trial)
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        text = result.get(NOTE_KEY) if isinstance(result, dict) else None
+        note = getattr(_listener, "trial_note", None)
+        if text and note is not None:
+            try:
+                note(trial, str(text))
+            except Exception:  # a display must never stop a sweep
+                _log.exception("sweep console failed on a trial's note")
 
     def on_step_end(self, iteration, trials, **info):
         _emit("step", trials, None)

@@ -20,6 +20,9 @@ MAX_PARAMS = 100
 #: seconds of rounds gathered into one metrics write (a write to a SQLite store costs about
 #: 30 ms, as much as a 20-round smoke trial's round; a round longer than this is written alone)
 FLUSH_EVERY_S = 2.0
+#: metric values held at most before a write, however short the rounds (the run's memory stays
+#: bounded: thousands of clients' per-client metrics in 2 s of rounds were megabytes)
+FLUSH_ROWS = 5000
 #: MLflow 3.17's UI groups metric charts into sections by key prefix (``client/0/dist`` ->
 #: section ``client/0``) and draws the prefixed sections first, sorted, and the unprefixed
 #: "Model metrics" (``test_acc``, ``test_loss``, ...) last (``getBaseChartAndSectionConfigs`` in
@@ -104,8 +107,9 @@ class MlflowRunLogger:
 
     def log_round(self, step: int, metrics: dict[str, float]) -> None:
         """A round's metrics, written with the rounds before it once ``FLUSH_EVERY_S`` seconds
-        have passed since the last write (``flush``; ``end`` writes the rest). A sweep trial
-        flushes before each checkpoint, so every round up to a checkpoint is in the store."""
+        have passed since the last write or ``FLUSH_ROWS`` values wait (``flush``; ``end``
+        writes the rest). A sweep trial flushes before each checkpoint, so every round up to a
+        checkpoint is in the store."""
         now = int(time.time() * 1000)
         self._pending += [(k, float(v), now, step) for k, v in metrics.items()]
         self._pending += [
@@ -113,7 +117,7 @@ class MlflowRunLogger:
             for k, v in metrics.items()
             if "/" not in k
         ]
-        if time.monotonic() - self._flushed_at >= FLUSH_EVERY_S:
+        if len(self._pending) >= FLUSH_ROWS or time.monotonic() - self._flushed_at >= FLUSH_EVERY_S:
             self.flush()
 
     def flush(self) -> None:

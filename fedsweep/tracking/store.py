@@ -338,7 +338,12 @@ def _schema_problem(db: Path) -> str | None:
         finally:
             con.close()
     except sqlite3.DatabaseError as err:
-        return f"it is not an MLflow sqlite database ({err})"
+        return (
+            f"the MLflow store {db} cannot be opened: it is not an MLflow sqlite database, or "
+            f"it is damaged ({err}). Check --tracking-uri / MLFLOW_TRACKING_URI; if this is "
+            f"your store, restore it from a backup, or move it away (mv {db} {db}.broken) and "
+            "run again"
+        )
     if not tables:
         return None
     head = _get_latest_schema_revision()

@@ -3,19 +3,28 @@
 ``TrackedRun`` is shared by ``fedsweep run`` and the sweep trials. A trial may continue an
 existing MLflow run (``run_id``) from a checkpoint (``state``); rounds that the run already
 logged are not logged again (the engine is deterministic, so they would carry the same values).
+A tracked run's memory does not grow with its rounds: metrics are written every few seconds,
+and the per-round records go to a :class:`~fedsweep.tracking.records.RecordSpool` on disk
+every few rounds (or are dropped with ``tracking.log_records: false``).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from fedsweep.config.hashing import config_hash
 from fedsweep.config.schema import RunConfig
 from fedsweep.engine.observers import Observer
 from fedsweep.engine.run import FLRun, RunResult, run_federated
+from fedsweep.tracking.records import DRAIN_EVERY, RecordSpool
 from fedsweep.tracking.run_logger import MlflowRunLogger, git_commit
+
+#: key of a checkpointed state that holds the record spool's rows (``RecordSpool.state``)
+SPOOL_KEY = "record_spool"
 
 #: tag of a finished run whose test loss grew past ``tracking.blowup_factor`` x its first value
 BLOWUP_TAG = "fedsweep.loss_blowup"
@@ -105,10 +114,16 @@ class MlflowObserver(Observer):
     records, the blow-up tag and the final status; an abort ends the run KILLED/FAILED."""
 
     def __init__(
-        self, logger: MlflowRunLogger, run: FLRun, watch: BlowupWatch, logged_until: int
+        self,
+        logger: MlflowRunLogger,
+        run: FLRun,
+        watch: BlowupWatch,
+        logged_until: int,
+        records=None,
     ) -> None:
         self.logger, self.run, self.watch = logger, run, watch
         self.logged_until = logged_until
+        self.records = records or run.record_arrays  # () -> the record arrays to log
         self.blowup: str | None = None
 
     def on_round(self, t, metrics, result) -> None:
@@ -118,7 +133,7 @@ class MlflowObserver(Observer):
     def on_end(self, result: RunResult) -> None:
         self.blowup = self.watch.text() if result.status == "finished" else None
         if self.run.config.tracking.log_records:
-            self.logger.log_arrays(self.run.record_arrays(), "records")
+            self.logger.log_arrays(self.records(), "records")
         if self.blowup is not None:
             self.logger.set_tags({BLOWUP_TAG: self.blowup})
         self.logger.end(result.status)
@@ -141,13 +156,21 @@ class TrackedRun:
         state: dict | None = None,
         on_stage=None,
         params: dict[str, str] | None = None,
+        records_dir: str | Path | None = None,
     ):
         """``params``: extra params beside the config's, logged once when the run is created
-        (a derived sweep trial's provenance, ``derived_from``); a resumed run has them."""
+        (a derived sweep trial's provenance, ``derived_from``); a resumed run has them.
+        ``records_dir``: the folder of the record spool (a sweep trial's, kept with its
+        checkpoints); default a temporary one, removed when the run ends."""
         self.config = config
         self.run = FLRun(config, dataset=dataset, on_stage=on_stage)
         if state is not None:
             self.run.load_state_dict(state)
+        self.spool: RecordSpool | None = None
+        self._spooled = config.tracking.enabled and config.tracking.log_records
+        if self._spooled and records_dir is not None:
+            self.spool = RecordSpool(records_dir)
+            self.spool.restore((state or {}).get(SPOOL_KEY))  # rows after the checkpoint go
         self.logger: MlflowRunLogger | None = None
         self.logged_until = 0
         if config.tracking.enabled:
@@ -175,20 +198,67 @@ class TrackedRun:
         return self.logger.run_id if self.logger else None
 
     def flush(self) -> None:
-        """Write the rounds' metrics the logger still holds (before a checkpoint)."""
+        """Write the rounds' metrics the logger still holds and the records the run holds
+        (before a checkpoint)."""
         if self.logger is not None:
             self.logger.flush()
+        self.drain()
+
+    def drain(self) -> None:
+        """Move the run's records to the spool (or drop them when they are not logged)."""
+        if self.spool is not None:
+            self.spool.drain(self.run)
+        elif self.config.tracking.enabled:  # log_records off: nothing reads them
+            self.run.records, self.run.record_rounds = {}, {}
+
+    def state_dict(self) -> dict:
+        """The run's state for a checkpoint, with the spool's rows (call after :meth:`flush`)."""
+        state = self.run.state_dict()
+        if self.spool is not None:
+            state[SPOOL_KEY] = self.spool.state()
+        return state
+
+    def record_arrays(self) -> dict:
+        """The run's records stacked over rounds (``FLRun.record_arrays``' layout)."""
+        if self.spool is None:
+            return self.run.record_arrays()
+        self.spool.drain(self.run)
+        return self.spool.arrays(self.run.round)
 
     def execute(self, on_round=None, observers=()) -> TrackedResult:
         """Train, with the blow-up watch, the MLflow logger, ``on_round`` and ``observers``
         observing every round, in that order."""
         chain = [self.watch]
         if self.logger is not None:
-            chain.append(MlflowObserver(self.logger, self.run, self.watch, self.logged_until))
-        result = run_federated(self.run, [*chain, on_round, *observers])
+            chain.append(
+                MlflowObserver(
+                    self.logger, self.run, self.watch, self.logged_until, self.record_arrays
+                )
+            )
+        chain.append(_Drain(self))
+        own = self._spooled and self.spool is None  # a temporary spool for this call
+        if own:
+            self.spool = RecordSpool(tempfile.mkdtemp(prefix="fedsweep-records-"))
+        try:
+            result = run_federated(self.run, [*chain, on_round, *observers])
+        finally:
+            if own:  # its records are logged (or the run failed): the folder goes
+                self.spool.remove()
+                self.spool = None
         blowup = self.watch.text() if result.status == "finished" else None
         uri = self.logger.tracking_uri if self.logger else None
         return TrackedResult(result, self.run_id, uri, blowup)
+
+
+class _Drain(Observer):
+    """Moves the run's records out of memory every :data:`DRAIN_EVERY` rounds."""
+
+    def __init__(self, tracked: TrackedRun) -> None:
+        self.tracked = tracked
+
+    def on_round(self, t, metrics, result) -> None:
+        if t % DRAIN_EVERY == 0:
+            self.tracked.drain()
 
 
 def run_tracked(

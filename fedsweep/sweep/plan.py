@@ -1,0 +1,247 @@
+"""``fedsweep sweep --plan``: what a sweep would do, without starting Ray or writing anything.
+
+For every trial of a spec under a profile: its id (``figure|profile|panel|curve|seed=N``), its
+config hash, the legacy hash where the hash changed (``config.hashing.legacy_config_hash``), and
+what the sweep would do with it:
+
+* ``run``: no finished run has its hash; it would be scheduled (with an estimate of its time);
+* ``reuse``: a finished or diverged run has its hash (or its legacy hash): skipped;
+* ``shared``: an earlier trial of the plan has the same config: they share one run;
+* ``derived``: a derived curve whose source has no finished run yet: it runs after the source
+  (its config, and so its hash, is known only then);
+* ``no data``: its data set (or leash data) is missing and the profile skips such trials.
+
+The estimate of a trial to run is its rounds times the seconds per round of the store's finished
+runs of the same figure and profile: the same panel and curve (other seeds) if there are any,
+else the same curve, else the whole figure; trials without such a run have no estimate. The
+sweep's wall time is the trials' sum over the trials that run at once (the CPUs here divided by
+a trial's ``resources.cpu``, or ``--max-concurrent``). Reading the store never creates it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from fedsweep.data.datasets import resolve_data_root
+from fedsweep.sweep.spec import SweepSpec, Trial, expand, load_spec
+from fedsweep.tracking.store import get_client, resolve_tracking_uri, store_missing
+
+RUN, REUSE, SHARED, DERIVED, NO_DATA = "run", "reuse", "shared", "derived", "no data"
+
+
+@dataclass
+class PlannedTrial:
+    """One row of a plan (``--json`` prints these fields)."""
+
+    figure: str
+    profile: str
+    trial_id: str
+    config_hash: str
+    legacy_hash: str | None
+    status: str
+    run_id: str | None = None  # the reused run
+    matched_by: str | None = None  # "hash" or "legacy hash" (reuse)
+    derived_from: str | None = None  # the source curve (derived trials)
+    rounds: int = 0
+    estimate_s: float | None = None  # run: rounds x the measured seconds per round
+    note: str = ""
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class SweepPlan:
+    figure: str
+    profile: str
+    trials: list[PlannedTrial] = field(default_factory=list)
+    workers: int = 1
+    data_note: str = ""
+    measured_runs: int = 0  # finished runs of the figure the estimates come from
+
+    def count(self, status: str) -> int:
+        return sum(t.status == status for t in self.trials)
+
+    @property
+    def to_run(self) -> list[PlannedTrial]:
+        return [t for t in self.trials if t.status == RUN]
+
+    @property
+    def trial_seconds(self) -> float:
+        return sum(t.estimate_s or 0.0 for t in self.to_run)
+
+    @property
+    def unestimated(self) -> int:
+        return sum(t.estimate_s is None for t in self.to_run)
+
+    @property
+    def wall_s(self) -> float:
+        """The estimated wall time: the trials' seconds over the trials run at once (the
+        longest trial at least)."""
+        longest = max((t.estimate_s or 0.0 for t in self.to_run), default=0.0)
+        return max(self.trial_seconds / max(1, self.workers), longest)
+
+
+def plan_sweep(
+    spec_path: str | Path,
+    profile: str,
+    *,
+    tracking_uri: str | None = None,
+    data_dir: str | Path | None = None,
+    overrides: dict | None = None,
+    max_concurrent: int | None = None,
+    check_data: bool = True,
+) -> SweepPlan:
+    """The plan of one spec under ``profile`` against the store (see the module docstring).
+    ``check_data``: look for the data sets as the sweep would (fallbacks, skipped panels)."""
+    from fedsweep.sweep import runner
+
+    spec = load_spec(spec_path)
+    data_root = resolve_data_root(data_dir)
+    extra = {"data.root": str(data_root), **(overrides or {})}
+    trials = expand(spec, profile, extra=extra)
+    uri = resolve_tracking_uri(tracking_uri)
+    plan = SweepPlan(spec.figure, profile, workers=_workers(spec, max_concurrent))
+    skipped: set = set()
+    substitute: dict[str, str] = {}
+    if check_data:
+        data = runner.check_data(trials, spec, profile, data_root)
+        plan.data_note = data.note
+        substitute = data.substitute
+        if substitute:
+            trials = expand(spec, profile, extra=extra, substitute=substitute)
+        skipped = {
+            t.trial_id
+            for t in trials
+            if t.config.data.dataset in data.skipped
+            or (t.panel, t.curve, t.seed) in data.skipped_trials
+        }
+    client = None if store_missing(uri) else get_client(uri, create=False)
+    runs = {}
+    if client is not None:
+        runs = runner.trial_runs(client, [t for t in trials if t.derive is None])
+        trials = _resolve_derived(spec, profile, trials, runs, client, extra, substitute)
+        runs.update(runner.trial_runs(client, [t for t in trials if t.derive is not None]))
+    per_round, plan.measured_runs = _round_times(client, spec.figure, profile)
+    seen: dict[str, str] = {}
+    for t in trials:
+        row = PlannedTrial(
+            t.figure,
+            t.profile,
+            t.trial_id,
+            t.config_hash,
+            t.legacy_hash,
+            RUN,
+            rounds=t.config.train.rounds,
+        )
+        run = runs.get(t.config_hash)
+        if t.trial_id in skipped:
+            row.status, row.note = NO_DATA, plan.data_note
+        elif t.unresolved:
+            row.status, row.derived_from = DERIVED, t.derive.from_
+            row.note = f"derived from {t.derive.from_}: runs once its run has finished"
+        elif run is not None:
+            tag = run.data.tags.get("fedsweep.config_hash")
+            row.status, row.run_id = REUSE, run.info.run_id
+            row.matched_by = "hash" if tag == t.config_hash else "legacy hash"
+        elif t.config_hash in seen:
+            row.status, row.note = SHARED, f"the same config as {seen[t.config_hash]}"
+        else:
+            seen[t.config_hash] = t.trial_id
+            row.estimate_s = _estimate(per_round, t)
+        if t.derive is not None and t.derived_from:
+            row.derived_from = t.derive.from_
+        plan.trials.append(row)
+    return plan
+
+
+def _workers(spec: SweepSpec, max_concurrent: int | None) -> int:
+    """The trials a local Ray runs at once: the CPUs over a trial's, at most ``max_concurrent``."""
+    cpus = os.cpu_count() or 1
+    workers = max(1, math.floor(cpus / max(spec.resources.cpu, 1e-9)))
+    return min(workers, max_concurrent) if max_concurrent else workers
+
+
+def _resolve_derived(spec, profile, trials, runs, client, extra, substitute) -> list[Trial]:
+    """The derived trials resolved from their sources' finished runs (as the sweep's second
+    stage does); those whose source has none stay unresolved."""
+    if not any(t.derive is not None for t in trials):
+        return trials
+    from fedsweep.sweep.derive import resolve
+
+    def run_of(config_hash: str) -> str | None:
+        run = runs.get(config_hash)
+        return run.info.run_id if run is not None else None
+
+    return resolve(spec, profile, trials, run_of, client, extra=extra, substitute=substitute).trials
+
+
+def _round_times(client, figure: str, profile: str) -> tuple[dict, int]:
+    """Seconds per round of the figure's finished runs under ``profile``, by (panel, curve),
+    by curve and overall (medians); and how many runs they come from."""
+    if client is None:
+        return {}, 0
+    experiment = client.get_experiment_by_name(figure)
+    if experiment is None:
+        return {}, 0
+    runs = client.search_runs(
+        [experiment.experiment_id],
+        filter_string=(
+            f"tags.`fedsweep.profile` = '{profile}' and tags.`fedsweep.status` = 'finished'"
+        ),
+        max_results=5000,
+    )
+    samples: dict[tuple, list[float]] = {}
+    count = 0
+    for run in runs:
+        rounds = run.data.params.get("train.rounds")
+        start, end = run.info.start_time, run.info.end_time
+        if not rounds or not start or not end or end <= start:
+            continue
+        per = (end - start) / 1000.0 / max(1, int(float(rounds)))
+        tags = run.data.tags
+        panel, curve = tags.get("fedsweep.panel"), tags.get("fedsweep.curve")
+        for key in ((panel, curve), (curve,), ()):
+            samples.setdefault(key, []).append(per)
+        count += 1
+    return {k: statistics.median(v) for k, v in samples.items()}, count
+
+
+def _estimate(per_round: dict, trial: Trial) -> float | None:
+    for key in ((trial.panel_id, trial.curve), (trial.curve,), ()):
+        if key in per_round:
+            return per_round[key] * trial.config.train.rounds
+    return None
+
+
+def duration_text(seconds: float) -> str:
+    """``42 s``, ``3 min 20 s``, ``2 h 05 min``."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def summary_line(plan: SweepPlan) -> str:
+    """``bherd-fig3a [quick]: 54 trials: 12 to run, 40 reused, 2 shared; ≈ 3 min 20 s ...``."""
+    parts = [f"{plan.count(RUN)} to run", f"{plan.count(REUSE)} reused"]
+    for status, word in ((SHARED, "shared"), (DERIVED, "derived"), (NO_DATA, "without data")):
+        if plan.count(status):
+            parts.append(f"{plan.count(status)} {word}")
+    line = f"{plan.figure} [{plan.profile}]: {len(plan.trials)} trials: {', '.join(parts)}"
+    if plan.to_run:
+        known = len(plan.to_run) - plan.unestimated
+        if known:
+            line += (
+                f"; ≈ {duration_text(plan.wall_s)} of wall time ({duration_text(plan.trial_seconds)}"
+                f" of trials, {plan.workers} at once; from {plan.measured_runs} measured runs)"
+            )
+        if plan.unestimated:
+            line += f"; {plan.unestimated} trials without a measured run to estimate from"
+    return line
