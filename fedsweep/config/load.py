@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
-import json
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
@@ -183,7 +183,7 @@ def build_config(
     stay as given (a sweep spec's shared ``base:`` drops them per trial; stored runs' params
     list every section)."""
     base = dict(tree or {})
-    tree = json.loads(json.dumps(base))  # set_dotted must not write into the caller's dicts
+    tree = copy.deepcopy(base)  # set_dotted must not write into the caller's dicts
     for key, value in (overrides or {}).items():
         set_dotted(tree, key, value)
     try:
