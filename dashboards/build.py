@@ -17,7 +17,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from dashboards import atomic, generic
+from dashboards import generic
 from dashboards.export import (
     IMAGE_FORMATS,
     OutputFolderError,
@@ -31,6 +31,7 @@ from dashboards.model import BuildContext, FigureDataError, FigureOptions, Figur
 from dashboards.registry import BUILDERS
 from dashboards.store import RunIndex
 from dashboards.style import BANDS
+from fedsweep import atomic
 from fedsweep.sweep.spec import PROFILES, SpecError, SweepSpec, expand, load_spec, spec_paths
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -254,7 +255,7 @@ def build_figures(
     local store that does not exist draws every figure without runs (with a warning), or with
     ``require_store`` raises ``StoreMissingError``; nothing creates it. ``options.metrics``
     must be logged by the figures' runs (:func:`check_metrics`). Every file is written
-    atomically (:mod:`dashboards.atomic`); a write that fails raises ``OutputWriteError`` and
+    atomically (:mod:`fedsweep.atomic`); a write that fails raises ``OutputWriteError`` and
     leaves the previous file."""
     from fedsweep.tracking.store import (
         StoreMissingError,
@@ -295,7 +296,7 @@ def build_figures(
         result = _build_one(fid, ctx)
         result.experiment_url = experiment_url(client, fid, ui_url)
         results.append(result)
-    # every file is written to a temporary name and renamed into place (dashboards.atomic), and
+    # every file is written to a temporary name and renamed into place (fedsweep.atomic), and
     # a previous build's files are removed only once the new ones are written: a build killed
     # halfway leaves every file either as it was or complete, never truncated or empty
     jobs = []

@@ -369,24 +369,21 @@ def divfl_child(clients: int, features: int, threads: int | None = None) -> dict
 
 def bench_divfl(clients: int, features: int = DIVFL_FEATURES, threads: int | None = None) -> dict:
     """:func:`divfl_child` in a fresh interpreter (its peak RSS is this build's alone)."""
+    args = ["fedsweep.bench", "--divfl-child", f"{clients},{features},{threads or 0}"]
+    return child_json(args, "the DivFL bench")
+
+
+def child_json(args: list[str], what: str) -> dict:
+    """``python -m ARGS`` in a fresh interpreter; the JSON object on its last line of output,
+    else a RuntimeError naming ``what``, its exit code and the end of its output."""
     import subprocess
     import sys
 
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fedsweep.bench",
-            "--divfl-child",
-            f"{clients},{features},{threads or 0}",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    out = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True)
     lines = out.stdout.strip().splitlines()
     if out.returncode != 0 or not lines:
         tail = (out.stderr or out.stdout).strip()[-2000:]
-        raise RuntimeError(f"the DivFL bench failed (exit {out.returncode}): {tail}")
+        raise RuntimeError(f"{what} failed (exit {out.returncode}): {tail}")
     return json.loads(lines[-1])
 
 
@@ -557,20 +554,9 @@ def bench_tune_floor(seconds: list[float], imports: bool, cpu: float = 1.0) -> f
     time) (``fedsweep.sweep.floor_trial``), ``cpu`` CPUs each, actors reused as in a sweep.
     With ``imports`` every trial actor also imports torch and MLflow's SQL store. Runs in a
     fresh interpreter, which has to import Ray as the sweep's driver had."""
-    import subprocess
-    import sys
-
     args = json.dumps({"seconds": list(seconds), "imports": imports, "cpu": cpu})
-    out = subprocess.run(
-        [sys.executable, "-m", "fedsweep.sweep.floor_trial", args],
-        capture_output=True,
-        text=True,
-    )
-    lines = out.stdout.strip().splitlines()
-    if out.returncode != 0 or not lines:
-        tail = (out.stderr or out.stdout).strip()[-2000:]
-        raise RuntimeError(f"the Ray Tune floor failed (exit {out.returncode}): {tail}")
-    return float(json.loads(lines[-1])["wall_s"])
+    result = child_json(["fedsweep.sweep.floor_trial", args], "the Ray Tune floor")
+    return float(result["wall_s"])
 
 
 def sweep_overheads(tracking_uri: str, profile: str | None = None, cpus: int | None = None):

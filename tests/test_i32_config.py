@@ -318,20 +318,26 @@ def test_shipped_trials_keep_their_hash_or_carry_the_old_one_as_legacy():
             assert t.config.fedwalk == type(t.config.fedwalk)() and t.config.hooks == []
 
 
-def _legacy_store(tmp_path):
-    """A store with one finished run of a FedAvg trial under a ``bherd:`` base, tagged as the
-    code before this change tagged it (its hash with the unused bherd section), and the spec."""
-    from fedsweep.tracking.tracked_run import TrackedRun
-
-    spec_tree = small_spec(
-        "legacyfig",
+def _bherd_base_spec(tmp_path, figure: str) -> Path:
+    """A spec whose shared base sets ``bherd.alpha = 0.9`` with a BHerd and a FedAvg curve (the
+    FedAvg curve does not use the section)."""
+    tree = small_spec(
+        figure,
         base={"bherd": {"alpha": 0.9}},
         curves=[
             {"label": "BHerd", "set": {"selector": "bherd"}},
             {"label": "FedAvg", "set": {"selector": "none"}},
         ],
     )
-    spec_path = write_yaml(tmp_path / "legacyfig.yaml", spec_tree)
+    return write_yaml(tmp_path / f"{figure}.yaml", tree)
+
+
+def _legacy_store(tmp_path):
+    """A store with one finished run of a FedAvg trial under a ``bherd:`` base, tagged as the
+    code before this change tagged it (its hash with the unused bherd section), and the spec."""
+    from fedsweep.tracking.tracked_run import TrackedRun
+
+    spec_path = _bherd_base_spec(tmp_path, "legacyfig")
     spec = load_spec(spec_path)
     fedavg = next(t for t in expand(spec, "smoke") if t.curve == "FedAvg")
     assert fedavg.legacy_hash is not None and fedavg.config.bherd.alpha == 0.5
@@ -474,15 +480,7 @@ def test_a_sweep_drops_unused_base_sections_per_curve_and_refuses_an_unused_set(
     uses is refused."""
     from fedsweep.sweep.spec import SpecError
 
-    tree = small_spec(
-        "dropfig",
-        base={"bherd": {"alpha": 0.9}},
-        curves=[
-            {"label": "BHerd", "set": {"selector": "bherd"}},
-            {"label": "FedAvg", "set": {"selector": "none"}},
-        ],
-    )
-    spec = load_spec(write_yaml(tmp_path / "dropfig.yaml", tree))
+    spec = load_spec(_bherd_base_spec(tmp_path, "dropfig"))
     bherd, fedavg = expand(spec, "smoke")
     assert (bherd.config.bherd.alpha, bherd.legacy_hash) == (0.9, None)
     assert fedavg.config.bherd.alpha == 0.5 and fedavg.legacy_hash is not None

@@ -257,7 +257,7 @@ def test_stale_temporary_files_of_killed_builds_are_removed(store, good):
 
 
 def test_atomic_write_failure_keeps_the_file_and_leaves_no_part(tmp_path):
-    from dashboards import atomic
+    from fedsweep import atomic
 
     path = tmp_path / "t.csv"
     path.write_text("good")

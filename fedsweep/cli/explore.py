@@ -542,7 +542,7 @@ def compare(
     common = common_note({g.key: flat for g, flat in groups.values()})
     sub = " · ".join(x for x in (common, "mean ± 1 std over seeds", f"store {uri}") if x)
     fig = compare_figure(long, ordered, metrics, heading, sub)
-    from dashboards.atomic import OutputWriteError
+    from fedsweep.atomic import OutputWriteError
 
     try:
         _write(fig, table, out, name, heading, png)
@@ -604,10 +604,10 @@ def _group(client, runs_: list, metrics: list[str]):
 
 
 def _write(fig, table, out: Path, name: str, title: str, png: bool) -> None:
-    from dashboards import atomic
     from dashboards.export import PngJob, write_html, write_pngs
+    from fedsweep import atomic
 
-    # every file is written to a temporary name and renamed into place (dashboards.atomic): a
+    # every file is written to a temporary name and renamed into place (fedsweep.atomic): a
     # compare killed halfway leaves the previous files as they were
     atomic.remove_stale_parts(out)
     html = write_html(fig, out / f"{name}.html", title)

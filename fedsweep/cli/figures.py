@@ -107,8 +107,8 @@ def figures(
     not exist (this command never creates one)."""
     with clean_errors():
         from dashboards import FigureOptions, FigureSelectionError, build_figures
-        from dashboards.atomic import OutputWriteError
         from dashboards.build import FigureBuildWarning
+        from fedsweep.atomic import OutputWriteError
         from fedsweep.config.load import parse_overrides
         from fedsweep.plugins import load_plugins
         from fedsweep.tracking.store import resolve_tracking_uri

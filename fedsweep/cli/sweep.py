@@ -185,7 +185,8 @@ def _print_plans(specs, profile, overrides, data_dir, tracking_uri, max_concurre
     writes; ``fedsweep.sweep.plan``)."""
     import json
 
-    from fedsweep.sweep.plan import RUN, duration_text, plan_sweep, summary_line
+    from fedsweep.sweep.plan import RUN, plan_sweep, summary_line
+    from fedsweep.sweep.runner import duration
 
     plans = []
     for path in specs:
@@ -207,7 +208,7 @@ def _print_plans(specs, profile, overrides, data_dir, tracking_uri, max_concurre
             typer.echo(f"  note: {plan.data_note}")
         for row in plan.trials:
             if row.status == RUN:
-                detail = f"≈ {duration_text(row.estimate_s)}" if row.estimate_s is not None else ""
+                detail = f"≈ {duration(row.estimate_s)}" if row.estimate_s is not None else ""
             elif row.run_id is not None:
                 detail = f"run {row.run_id}" + (
                     " (by its legacy hash)" if row.matched_by == "legacy hash" else ""
@@ -226,7 +227,7 @@ def _print_plans(specs, profile, overrides, data_dir, tracking_uri, max_concurre
         wall = sum(p.wall_s for p in plans)
         typer.echo(
             f"total: {sum(len(p.trials) for p in plans)} trials in {len(plans)} sweeps: "
-            f"{to_run} to run, {reused} reused, {derived} derived; ≈ {duration_text(wall)} of "
+            f"{to_run} to run, {reused} reused, {derived} derived; ≈ {duration(wall)} of "
             "wall time where measured (the sweeps run one after the other)"
         )
 

@@ -223,13 +223,13 @@ def unused_problems(config: RunConfig, tree: dict[str, Any], overrides: dict[str
             ]
         if not given:
             continue
-        by_slot = dict.fromkeys(slot for slot, _ in section_readers(section))
+        slots = dict.fromkeys(slot for slot, _ in section_readers(section))
         choices = readers_text(section)
         current = "; ".join(
             f"{slot} is {getattr(config, slot)!r}"
             if slot != "hooks"
             else f"hooks are {config.hooks}"
-            for slot in by_slot
+            for slot in slots
         )
         for key in given:
             out.append(

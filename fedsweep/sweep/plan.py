@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fedsweep.data.datasets import resolve_data_root
+from fedsweep.sweep import runner
+from fedsweep.sweep.runner import duration
 from fedsweep.sweep.spec import SweepSpec, Trial, expand, load_spec
 from fedsweep.tracking.store import get_client, resolve_tracking_uri, store_missing
 
@@ -98,8 +100,6 @@ def plan_sweep(
 ) -> SweepPlan:
     """The plan of one spec under ``profile`` against the store (see the module docstring).
     ``check_data``: look for the data sets as the sweep would (fallbacks, skipped panels)."""
-    from fedsweep.sweep import runner
-
     spec = load_spec(spec_path)
     data_root = resolve_data_root(data_dir)
     extra = {"data.root": str(data_root), **(overrides or {})}
@@ -205,27 +205,23 @@ def _round_times(client, figure: str, profile: str) -> tuple[dict, int]:
         per = (end - start) / 1000.0 / max(1, int(float(rounds)))
         tags = run.data.tags
         panel, curve = tags.get("fedsweep.panel"), tags.get("fedsweep.curve")
-        for key in ((panel, curve), (curve,), ()):
+        for key in _estimate_keys(panel, curve):
             samples.setdefault(key, []).append(per)
         count += 1
     return {k: statistics.median(v) for k, v in samples.items()}, count
 
 
+def _estimate_keys(panel: str | None, curve: str | None) -> tuple[tuple, ...]:
+    """Where a trial's seconds per round come from, the closest first: its panel and curve, its
+    curve, the whole figure."""
+    return ((panel, curve), (curve,), ())
+
+
 def _estimate(per_round: dict, trial: Trial) -> float | None:
-    for key in ((trial.panel_id, trial.curve), (trial.curve,), ()):
+    for key in _estimate_keys(trial.panel_id, trial.curve):
         if key in per_round:
             return per_round[key] * trial.config.train.rounds
     return None
-
-
-def duration_text(seconds: float) -> str:
-    """``42 s``, ``3 min 20 s``, ``2 h 05 min``."""
-    s = int(round(seconds))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
 def summary_line(plan: SweepPlan) -> str:
@@ -239,7 +235,7 @@ def summary_line(plan: SweepPlan) -> str:
         known = len(plan.to_run) - plan.unestimated
         if known:
             line += (
-                f"; ≈ {duration_text(plan.wall_s)} of wall time ({duration_text(plan.trial_seconds)}"
+                f"; ≈ {duration(plan.wall_s)} of wall time ({duration(plan.trial_seconds)}"
                 f" of trials, {plan.workers} at once; from {plan.measured_runs} measured runs)"
             )
         if plan.unestimated:

@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fedsweep import atomic
 from fedsweep.compose import HOOKS
 from fedsweep.data.datasets import DatasetNotFoundError, load_dataset, resolve_data_root
 from fedsweep.data.leash import leash_problems
@@ -1185,7 +1186,7 @@ def _fit(
         ),
     )
     (path / TRIALS_DIR).mkdir(parents=True, exist_ok=True)
-    write_atomic(state_path, json.dumps(state))
+    atomic.write_text(state_path, json.dumps(state))  # a --resume sees old or new, never half
     if listener is not None and report is not None:
         listener.begin(report)
     with listening(_Notes(listener, echo)):
@@ -1210,14 +1211,3 @@ class _Notes:
         elif self.echo is not None:
             for line in text.splitlines():
                 self.echo(f"warning: {trial}: {line}")
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file renamed into place: a reader (or a
-    ``--resume`` after a kill) sees the old file or the new one, never half of one."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

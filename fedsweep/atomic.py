@@ -1,6 +1,7 @@
 """Atomic output files: every file ``fedsweep figures`` / ``compare`` writes (HTML, PNG, PDF,
-SVG, CSV, TeX, the index entries, ``index.html``, ``plotly.min.js``) is written to a temporary
-file in the same folder and renamed into place (``os.replace``, atomic on POSIX and Windows).
+SVG, CSV, TeX, the index entries, ``index.html``, ``plotly.min.js``), and a sweep's state file,
+is written to a temporary file in the same folder and renamed into place (``os.replace``,
+atomic on POSIX and Windows).
 
 A process killed mid-write (``kill -9``, a full disk, a failed export) therefore leaves the
 previous good file untouched: a reader sees the old file or the complete new one, never a
