@@ -4,12 +4,12 @@ PIP ?= $(PYTHON) -m pip
 export RAY_USAGE_STATS_ENABLED := 0
 export MLFLOW_DISABLE_TELEMETRY := true
 
-.PHONY: install test lint format bench bench-peers ui clean reproduce-figures
+.PHONY: install test test-fast lint format bench bench-peers ui clean reproduce-figures docs
 PROFILE ?= quick
 
 install:  ## install fedsweep and its pinned dependencies (CPU torch), plus dev tools
 	$(PIP) install torch==2.13.0
-	$(PIP) install -e ".[dev]"
+	$(PIP) install -e ".[dev,docs]"
 	@# the compiled kernels and the MLflow schema template, built once here instead of by the first
 	@# run (or by every first Ray worker of a sweep at once): fedsweep/warmup.py
 	$(PYTHON) -m fedsweep.warmup
@@ -22,13 +22,16 @@ install:  ## install fedsweep and its pinned dependencies (CPU torch), plus dev 
 test:  ## the whole test suite (uses real data when FEDSWEEP_DATA_DIR is set)
 	$(PYTHON) -m pytest -q --durations=25 tests
 
+test-fast:  ## the suite without the slow end-to-end Ray Tune / MLflow tests (about 2 min)
+	$(PYTHON) -m pytest -q -m "not slow" tests
+
 lint:
-	$(PYTHON) -m ruff check fedsweep tests
-	$(PYTHON) -m ruff format --check fedsweep tests
+	$(PYTHON) -m ruff check fedsweep dashboards tests
+	$(PYTHON) -m ruff format --check fedsweep dashboards tests
 
 format:
-	$(PYTHON) -m ruff format fedsweep tests
-	$(PYTHON) -m ruff check --fix fedsweep tests
+	$(PYTHON) -m ruff format fedsweep dashboards tests
+	$(PYTHON) -m ruff check --fix fedsweep dashboards tests
 
 BENCH_ARGS ?=
 bench:  ## µs per local step vs the machine's limits, overheads, ResNet-18 step, sweep overhead (BENCH_ARGS=--json)
@@ -51,8 +54,12 @@ reproduce-figures:  ## every runnable sweep (PROFILE=quick|paper|smoke), then ev
 	$(PYTHON) -m fedsweep.cli.main sweep --profile $(PROFILE)
 	$(PYTHON) -m fedsweep.cli.main figures --profile $(PROFILE) --out figures/$(PROFILE)
 
+docs:  ## the docs site in site/: the generated references (config keys, CLI), then mkdocs build --strict
+	$(PYTHON) docs/gen_reference.py
+	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict
+
 ui:  ## MLflow UI on 127.0.0.1:5000 for the project's store (./mlruns)
 	$(PYTHON) -m fedsweep.cli.main ui
 
 clean:
-	rm -rf .pytest_cache .ruff_cache build *.egg-info
+	rm -rf .pytest_cache .ruff_cache build *.egg-info site

@@ -28,7 +28,7 @@ import torch
 
 from fedsweep.config.load import build_config
 from fedsweep.engine.client_state import externalize
-from fedsweep.engine.run import FLRun
+from fedsweep.experiment import FLRun
 
 
 def peak_gib() -> float:

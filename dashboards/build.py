@@ -28,10 +28,10 @@ from dashboards.export import (
 )
 from dashboards.index import ENTRY_KEY, TEXT_FORMATS, write_index
 from dashboards.model import BuildContext, FigureDataError, FigureOptions, FigureResult
-from dashboards.registry import BUILDERS
+from dashboards.registry import BUILDERS, CRITERIA, METRIC_KEYS
 from dashboards.store import RunIndex
 from dashboards.style import BANDS
-from fedsweep import atomic
+from fedsweep.core import atomic
 from fedsweep.sweep.spec import PROFILES, SpecError, SweepSpec, expand, load_spec, spec_paths
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -90,7 +90,7 @@ def load_specs(sweeps_dir: str | Path, wanted: list[str] | None) -> dict[str, Sw
 
 def check_options(profile: str, options: FigureOptions, images: tuple[str, ...]) -> None:
     """Profile, band and image formats against their allowed values (before MLflow starts)."""
-    from fedsweep.cli.common import did_you_mean
+    from fedsweep.core.suggest import did_you_mean
 
     for what, value, allowed in (
         ("profile", profile, PROFILES),
@@ -107,7 +107,7 @@ def check_options(profile: str, options: FigureOptions, images: tuple[str, ...])
 def check_baseline(label: str | None, chosen: list[SweepSpec]) -> None:
     """``--diff-from`` must name a curve of one of the figures drawn (or a "Client i" curve of a
     per-client figure such as Fig. 4d)."""
-    from fedsweep.cli.common import did_you_mean
+    from fedsweep.core.suggest import did_you_mean
 
     if label is None or re.fullmatch(r"Client \d+", label):
         return
@@ -163,9 +163,8 @@ def check_metrics(
     before anything is drawn or written (as ``fedsweep compare`` does)."""
     if not metrics:
         return
-    from dashboards import fedveca
     from dashboards.store import resolve_runs
-    from fedsweep.cli.common import did_you_mean
+    from fedsweep.core.suggest import did_you_mean
 
     logged: set[str] = set()
     for spec in chosen:  # without a client: a derived curve's runs are its sources' kind
@@ -183,11 +182,11 @@ def check_metrics(
             else "no run logged it (the store holds no finished runs)"
         )
     known = logged | {metric_pattern(k) for k in logged} | {m for s in chosen for m in s.metrics}
-    # Fig. 6 names its per-client estimates by their last part (tau = client/{i}/tau)
-    short = any(builder_for(f) is fedveca.build_estimates for f in ids)
+    # a figure may name metrics by their last part (FedVeca's Fig. 6: tau = client/{i}/tau)
+    keys = [METRIC_KEYS[f] for f in ids if f in METRIC_KEYS]
     shown = sorted({metric_pattern(k) for k in known})
     for metric in metrics:
-        if metric in known or (short and fedveca.metric_key(metric) in known):
+        if metric in known or any(key(metric) in known for key in keys):
             continue
         problem = _pattern_problem(metric) or unlogged
         raise FigureSelectionError(
@@ -201,7 +200,7 @@ def select(
 ) -> list[str]:
     """The figure ids to draw: ``figures`` (each must be a spec of the folder or of ``extra``),
     else ``extra``'s ids when given, else every spec of the folder."""
-    from fedsweep.cli.common import did_you_mean
+    from fedsweep.core.suggest import did_you_mean
 
     if not figures:
         return [s.figure for s in extra] if extra else sorted(specs)
@@ -255,7 +254,7 @@ def build_figures(
     local store that does not exist draws every figure without runs (with a warning), or with
     ``require_store`` raises ``StoreMissingError``; nothing creates it. ``options.metrics``
     must be logged by the figures' runs (:func:`check_metrics`). Every file is written
-    atomically (:mod:`fedsweep.atomic`); a write that fails raises ``OutputWriteError`` and
+    atomically (:mod:`fedsweep.core.atomic`); a write that fails raises ``OutputWriteError`` and
     leaves the previous file."""
     from fedsweep.tracking.store import (
         StoreMissingError,
@@ -292,11 +291,13 @@ def build_figures(
     atomic.remove_stale_parts(out)  # left by a build killed mid-write
     results: list[FigureResult] = []
     for fid in ids:
-        ctx = BuildContext(client, specs[fid], profile, index, dict(overrides or {}), options)
+        ctx = BuildContext(
+            client, specs[fid], profile, index, dict(overrides or {}), options, criteria=CRITERIA
+        )
         result = _build_one(fid, ctx)
         result.experiment_url = experiment_url(client, fid, ui_url)
         results.append(result)
-    # every file is written to a temporary name and renamed into place (fedsweep.atomic), and
+    # every file is written to a temporary name and renamed into place (fedsweep.core.atomic), and
     # a previous build's files are removed only once the new ones are written: a build killed
     # halfway leaves every file either as it was or complete, never truncated or empty
     jobs = []

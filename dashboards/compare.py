@@ -63,7 +63,7 @@ def _fmt(value: Any) -> str:
 def _applies(key: str, cfg: dict[str, Any]) -> bool:
     """Whether a flattened key matters for this config: a top-level value, a general section,
     or the section of the config's own algorithm/selector (bherd.alpha is moot for FedAvg)."""
-    from fedsweep.compose import config_sections
+    from fedsweep.components.compose import config_sections
 
     if "." not in key:
         return True

@@ -24,7 +24,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from dashboards.style import PLOT_CONFIG
-from fedsweep import atomic
+from fedsweep.core import atomic
 
 PNG_SCALE = 2
 FALLBACK_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
@@ -73,7 +73,7 @@ def write_html(
 ) -> Path:
     """Offline HTML; ``plotly.min.js`` is written once beside it (``include_plotlyjs="directory"``).
     ``links`` = (text, url) shown in a line above the figure (the index, the MLflow experiment).
-    Both files are written atomically (:mod:`fedsweep.atomic`): a build killed halfway leaves
+    Both files are written atomically (:mod:`fedsweep.core.atomic`): a build killed halfway leaves
     the previous file, never a truncated one."""
     import plotly.io as pio
 
@@ -138,7 +138,7 @@ def find_browser() -> str | None:
 def write_pngs(jobs: list[PngJob]) -> dict[Path, bool]:
     """Render all ``jobs`` (PNG, PDF or SVG, by the path's suffix) with one browser start;
     returns path -> written. Warns once. Each image is rendered to a temporary file beside its
-    path and renamed into place once complete (:mod:`fedsweep.atomic`): an export that fails
+    path and renamed into place once complete (:mod:`fedsweep.core.atomic`): an export that fails
     or is killed halfway leaves the previous image as it was, never a 0-byte file."""
     if not jobs:
         return {}

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 
 from dashboards import store
 from dashboards.claims import ClaimData, check_claims
-from dashboards.model import BuildContext, FigureResult, Panel, panels_of
+from dashboards.model import (
+    BuildContext,
+    FigureResult,
+    Panel,
+    curve_config,
+    panels_of,
+    run_base,
+)
 from dashboards.style import subtitle
+from fedsweep.config.schema import RunConfig
 from fedsweep.sweep.spec import CurveSpec
 
 
@@ -32,6 +41,12 @@ class FigureData:
     baseline: str | None = None
     #: (panel_id, curve) -> [(seed, tag text)] of finished runs whose loss blew up (finite)
     blowups: dict[tuple[str, str], list[tuple[int, str]]] = field(default_factory=dict)
+    #: the config tree the curves' overrides apply to (:func:`dashboards.model.run_base`)
+    base: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def config(self, curve: CurveSpec) -> RunConfig:
+        """The typed run config of ``curve`` (:func:`dashboards.model.curve_config`)."""
+        return curve_config(curve, self.base)
 
     @property
     def data_note(self) -> str:
@@ -79,6 +94,7 @@ class FigureData:
             runs,
             target=target,
             long=self.long,
+            base=self.base,
         )
 
     def all_seed_counts(self) -> list[int]:
@@ -98,6 +114,7 @@ def prepare(ctx: BuildContext, keys: list[str]) -> FigureData:
         panels_of(ctx.spec, ctx.profile),
         store.skipped_data_note(ctx.client, ctx.spec.figure, ctx.profile) if res.missing else "",
         blowups=store.loss_blowups(res.found),
+        base=run_base(ctx.spec, ctx.profile),
     )
 
 
@@ -161,7 +178,7 @@ def make_result(
         expected_runs=len(res.trials),
         profile_note=spec.profiles[ctx.profile].note,
         data_note=data.data_note,
-        claims=check_claims(spec.claims, claim_data if res.found else None),
+        claims=check_claims(spec.claims, claim_data if res.found else None, ctx.criteria),
         notes=notes,
         seed_counts=data.all_seed_counts(),
         parts=dict(parts or {}) if res.found else {},

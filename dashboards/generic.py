@@ -1,7 +1,7 @@
 """The generic figure of any sweep spec: panels x metrics, one curve per spec curve, mean ± band.
 
 This is the default builder (``fedsweep figures --spec my-study.yaml``) and the base every paper
-builder adds its own touches to (``bherd_fig2``/``3``/``4d``/``4e``).
+builder adds its own touches to (``dashboards.papers``: BHerd's Fig. 2, 3, 4d, 4e, ...).
 
 Layout, from the spec's panel axes:
 
@@ -106,7 +106,7 @@ def two_axes(spec: SweepSpec) -> tuple[str, str] | None:
     return (keys[0], keys[1]) if len(keys) == 2 else None
 
 
-def _draw_cell(
+def draw_cell(
     fig: go.Figure,
     data: FigureData,
     panel: Panel,
@@ -117,6 +117,8 @@ def _draw_cell(
     col: int,
     band: str,
 ) -> None:
+    """One cell: every style's curve of ``metric`` in ``panel`` (``shown``: the styles already
+    in the legend), or "no runs"."""
     if not data.has_runs(panel.panel_id):
         mark_empty(fig, row, col)
         return
@@ -174,7 +176,7 @@ def metric_grid(
         fig = metric_panel_subplots(metrics, panels, shared_xaxes=True)
     shown: set[str] = set()
     for r, c, panel, metric in cells:
-        _draw_cell(fig, data, panel, metric, styles, shown, r, c, band)
+        draw_cell(fig, data, panel, metric, styles, shown, r, c, band)
         if c == 1 or side_by_side:
             fig.update_yaxes(title_text=y_titles[metric], row=r, col=c)
     fig.update_xaxes(title_text=X_TITLE, row=rows)
@@ -224,7 +226,7 @@ def axis_grid(
     title = y_title or metric_title(metric, data.baseline)
     for i, panel in enumerate(panels):
         r, c = divmod(i, n_cols)
-        _draw_cell(fig, data, panel, metric, styles, shown, r + 1, c + 1, band)
+        draw_cell(fig, data, panel, metric, styles, shown, r + 1, c + 1, band)
         if c == 0:
             fig.update_yaxes(title_text=title, row=r + 1, col=1)
     fig.update_xaxes(title_text=X_TITLE, row=n_rows)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dashboards.model import FigureResult
-from fedsweep import atomic
+from fedsweep.core import atomic
 
 VERDICT_CLASS = {"yes": "yes", "no": "no", "n/a": "na", "n/t": "na"}
 ENTRY_KEY = "fedsweep_index_entry"
@@ -102,7 +102,9 @@ def read_entries(out_dir: Path) -> list[dict[str, Any]]:
     """Every index entry in ``out_dir`` (``*.json`` files marked as entries), by figure id."""
     entries = []
     for path in sorted(Path(out_dir).glob("*.json")):
-        if path.name.startswith("."):  # not an entry (e.g. a temporary file of fedsweep.atomic)
+        if path.name.startswith(
+            "."
+        ):  # not an entry (e.g. a temporary file of fedsweep.core.atomic)
             continue
         try:
             data = json.loads(path.read_text(encoding="utf-8"))

@@ -1,14 +1,21 @@
-"""Plain data types shared by the builders, the claim checks, the export and the index."""
+"""Plain data types shared by the builders, the claim checks, the export and the index, and a
+curve's typed run config (:func:`curve_config`)."""
 
 from __future__ import annotations
 
+import copy
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import plotly.graph_objects as go
 
-from fedsweep.sweep.spec import SweepSpec
+from fedsweep.config.hashing import drop_unused
+from fedsweep.config.load import build_config, set_dotted
+from fedsweep.config.schema import RunConfig
+from fedsweep.sweep.spec import CurveSpec, SweepSpec
 
 Verdict = Literal["yes", "no", "n/a", "n/t"]  # n/t: not testable at this profile (too short)
 
@@ -47,6 +54,38 @@ def panels_of(spec: SweepSpec, profile: str | None = None) -> list[Panel]:
     ]
 
 
+def run_base(spec: SweepSpec, profile: str | None = None) -> dict[str, Any]:
+    """The config tree a curve's overrides apply to (:func:`curve_config`): the spec's
+    ``base`` under the overrides of its first panel (of ``profile``'s panels), as the sweep
+    layers them (``fedsweep.sweep.spec.expand``: panels, then the curve)."""
+    tree = copy.deepcopy(spec.base)
+    for key, value in spec.panel_cells(profile)[0].overrides.items():
+        set_dotted(tree, key, value)
+    return tree
+
+
+_CONFIGS: dict[str, RunConfig] = {}
+
+
+def curve_config(curve: CurveSpec, base: Mapping[str, Any] | None = None) -> RunConfig:
+    """The typed run config of ``curve``: the config tree ``base`` (:func:`run_base`; None: the
+    defaults) under the curve's own overrides (``curve.set``), every other field its default,
+    the sections the curve's components do not read back at their defaults (as the sweep runs
+    it). The profile's and ``--set`` layers are not applied: they scale a sweep's runs, a
+    curve's parameters are the spec's. Cached by (base, overrides)."""
+    key = json.dumps([base or {}, curve.set], sort_keys=True, default=repr)
+    if key not in _CONFIGS:
+        config = build_config(
+            dict(base or {}),
+            curve.set,
+            source=f"curve {curve.label!r}",
+            files=False,
+            unused="keep",
+        )
+        _CONFIGS[key] = drop_unused(config)
+    return _CONFIGS[key]
+
+
 @dataclass
 class ClaimCheck:
     """A paper claim, the computed verdict, the numbers behind it and the criterion used."""
@@ -73,6 +112,10 @@ class BuildContext:
     index: Any  # store.RunIndex
     overrides: dict[str, Any] = field(default_factory=dict)
     options: FigureOptions = field(default_factory=FigureOptions)
+    #: normalized claim text -> criterion (``dashboards.registry.CRITERIA``, passed in by
+    #: ``build_figures``): how ``figdata.make_result`` checks the spec's claims; a claim
+    #: without one is "n/a" ("no criterion defined")
+    criteria: Mapping[str, Any] = field(default_factory=dict)
 
     def metrics(self, default: list[str] | tuple[str, ...] | None = None) -> list[str]:
         """The metric keys to draw: ``options.metrics``, else ``default``, else the spec's."""

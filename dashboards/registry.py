@@ -1,49 +1,50 @@
-"""Figure id -> builder (``BuildContext -> FigureResult``) of the paper figures; every other spec
-is drawn by the generic layout (``dashboards.generic.build``, see ``build.builder_for``)."""
+"""The papers' figures and claims, collected: ``BUILDERS`` (figure id -> builder,
+``BuildContext -> FigureResult``; every other spec is drawn by the generic layout,
+``dashboards.generic.build``, see ``build.builder_for``), ``CRITERIA`` (normalized claim text ->
+criterion, :func:`check_claims`) and ``METRIC_KEYS`` (figure id -> how its spec's metric
+names map to MLflow keys, ``build.check_metrics``).
+
+Each paper is a package of ``dashboards.papers`` exposing its ``BUILDERS`` and ``CRITERIA``; a
+figure id or claim text given by two papers is an error at import.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from dashboards import (
-    bherd_fig2,
-    bherd_fig3,
-    bherd_fig4abc,
-    bherd_fig4d,
-    bherd_fig4e,
-    fedveca,
-    fedwalk,
-    intro,
-)
-from dashboards.model import BuildContext, FigureResult
+from dashboards import claims
+from dashboards.claims import ClaimData, Criterion, normalize
+from dashboards.model import BuildContext, ClaimCheck, FigureResult
+
+# The one import from the generic layer into the papers: the registry collects them. Every
+# other module of dashboards/ is generic and imports no paper (the papers import it), so the
+# imports stay one-way and circle-free.
+from dashboards.papers import bherd, fedveca, fedwalk, intro
 
 Builder = Callable[[BuildContext], FigureResult]
 
-BUILDERS: dict[str, Builder] = {
-    "bherd-fig2a": bherd_fig2.build,
-    "bherd-fig2b": bherd_fig2.build,
-    "bherd-fig3a": bherd_fig3.build,
-    "bherd-fig3b": bherd_fig3.build,
-    "bherd-fig3c": bherd_fig3.build,
-    "bherd-fig3d": bherd_fig3.build,
-    "bherd-fig4abc": bherd_fig4abc.build,
-    "bherd-fig4d": bherd_fig4d.build,
-    "bherd-fig4e": bherd_fig4e.build,
-    "intro-fedavg": intro.build_fedavg,
-    "intro-epochs": intro.build_epochs,
-    "intro-cohort": intro.build_cohort,
-    "intro-fedopt": intro.build_fedopt,
-    "intro-sampling": intro.build_generic,
-    "intro-selection": intro.build_generic,
-    "fedveca-fig3": fedveca.build_curves,
-    "fedveca-fig4": fedveca.build_premise,
-    "fedveca-fig5": fedveca.build_curves,
-    "fedveca-fig6": fedveca.build_estimates,
-    "fedveca-fig7": fedveca.build_curves,
-    "fedveca-fig8": fedveca.build_curves,
-    "fedwalk-table2": fedwalk.build_table2,
-    "fedwalk-fig2": fedwalk.build_fig2,
-    "fedwalk-fig3": fedwalk.build_fig3,
-    "fedwalk-fig4": fedwalk.build_fig4,
-    "fedwalk-fig5": fedwalk.build_fig5,
-}
+PAPERS = (bherd, intro, fedveca, fedwalk)
+
+
+def _collect(table: str) -> dict:
+    out: dict = {}
+    for paper in PAPERS:
+        for key, value in getattr(paper, table, {}).items():
+            if key in out:
+                raise ValueError(f"{paper.__name__}: {table} {key!r} is another paper's too")
+            out[key] = value
+    return out
+
+
+BUILDERS: dict[str, Builder] = _collect("BUILDERS")
+CRITERIA: dict[str, Criterion] = _collect("CRITERIA")
+METRIC_KEYS: dict[str, Callable[[str], str]] = _collect("METRIC_KEYS")
+
+for _claim in CRITERIA:  # the keys are looked up normalized
+    if normalize(_claim) != _claim:
+        raise ValueError(f"CRITERIA key {_claim!r} is not normalized ({normalize(_claim)!r})")
+
+
+def check_claims(texts: list[str], data: ClaimData | None) -> list[ClaimCheck]:
+    """:func:`dashboards.claims.check_claims` with every paper's criteria (``CRITERIA``)."""
+    return claims.check_claims(texts, data, CRITERIA)

@@ -14,6 +14,7 @@ dashed/dotted curves are drawn above the solid ones by the builders (``draw_orde
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -318,3 +319,14 @@ def round_ticks(fig: go.Figure, last_round: int | None, **where) -> go.Figure:
 def subtitle(*parts: str) -> str:
     """Join the non-empty subtitle parts (profile note, data note, run counts)."""
     return " · ".join(p for p in parts if p)
+
+
+def wrap_subtitle(sub: str, width: int, *, break_on_hyphens: bool = True) -> str:
+    """One line per subtitle part, each wrapped to the figure's width (about 7.5 px a
+    character at the subtitle's 14 px); ``break_on_hyphens=False``: never inside a word
+    ("mnist-5k" stays whole)."""
+    chars = max(60, int((width - 120) / 7.5))
+    lines = []
+    for part in sub.replace("<br>", " · ").split(" · "):
+        lines += textwrap.wrap(part, chars, break_on_hyphens=break_on_hyphens) or [""]
+    return "<br>".join(lines)

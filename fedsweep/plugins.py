@@ -4,14 +4,17 @@ line names it (``--plugin MODULE``), never because a config or a spec says so.
 A plugin is an ordinary Python module that registers its parts when imported, e.g.::
 
     # mypkg/rules.py
-    from fedsweep.algorithms.fedveca import register_tau_rule
+    from fedsweep.components.step_policies.fedveca import register_tau_rule
 
     def eq15(A, g_norm2, phi):
         ...
 
     register_tau_rule("eq15", eq15)
 
-and a config names the part (``fedveca.tau_rule: eq15``). ``fedsweep run CONFIG --plugin
+and a config names the part (``fedveca.tau_rule: eq15``). A component registered with
+``fedsweep.core.registry.register`` works the same way (``sampler: cyclic``), as long as it
+adds no config section of its own (the run config's sections are fixed when fedsweep is
+imported; a component with new settings is a file under ``fedsweep/components/``). ``fedsweep run CONFIG --plugin
 mypkg.rules`` imports the module before the config is read; ``fedsweep sweep ... --plugin
 mypkg.rules`` also makes every trial import it (from the folder it was found in, so a module
 beside the spec works on a local Ray). A module is found on ``sys.path`` as usual, and the

@@ -2,8 +2,8 @@
 every process would otherwise build the first time it needs it.
 
 * The compiled kernels (numba, ``cache=True``): the fused SVM trajectory
-  (``models/svm_kernel.py``) and the compiled herding (``selectors/herding.py``), in float32 and
-  float64. numba writes them to its disk cache beside the sources; a process then loads them
+  (``engine/fast/svm_trajectory.py``) and the compiled herding (``engine/fast/herding.py``), in
+  float32 and float64. numba writes them to its disk cache beside the sources; a process then loads them
   instead of compiling (measured on the 2-core CI machine: about 10 s of compilation on a fresh
   checkout, paid by the first run or the first Ray workers of a sweep, several of them at once).
 * The MLflow schema template (``tracking.store``): an empty store with MLflow's complete
@@ -22,8 +22,8 @@ import time
 def _kernels() -> str:
     import torch
 
-    from fedsweep.models import svm_kernel
-    from fedsweep.selectors.herding import _compiled_kernel, herd_compiled
+    from fedsweep.engine.fast import svm_trajectory as svm_kernel
+    from fedsweep.engine.fast.herding import _compiled_kernel, herd_compiled
 
     if svm_kernel.kernel() is None or _compiled_kernel() is None:
         return "unavailable (numba missing or disabled): runs keep the per-step path"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from fedsweep.algorithms.fedveca import TAU_RULES, register_tau_rule
+from fedsweep.components.step_policies.fedveca import TAU_RULES, register_tau_rule
 from fedsweep.config.load import build_config
 from fedsweep.data.datasets import TensorDataset
 
@@ -152,7 +152,7 @@ CASE3 = dict(data__partition="case3", data__num_clients=5, **F64)
 
 def run_rounds(cfg, data, rounds=None):
     """An ``FLRun`` of ``cfg`` on ``data`` after ``rounds`` rounds (default: all of them)."""
-    from fedsweep.engine.run import FLRun
+    from fedsweep.experiment import FLRun
 
     run = FLRun(cfg, dataset=data)
     for _ in range(rounds or cfg.train.rounds):

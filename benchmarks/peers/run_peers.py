@@ -49,8 +49,8 @@ from fedsweep.bench import (  # noqa: E402
     synthetic_mnist,
     time_engine_round,
 )
+from fedsweep.core.device import set_threads  # noqa: E402
 from fedsweep.data.datasets import TensorDataset  # noqa: E402
-from fedsweep.engine.device import set_threads  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

@@ -7,15 +7,16 @@ message on stderr, never a traceback: raise :class:`UsageError` (or let a ``Conf
 
 from __future__ import annotations
 
-import difflib
 import signal
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
 from typer.core import TyperCommand, TyperGroup
+
+from fedsweep.core.suggest import did_you_mean  # noqa: F401  (re-exported)
 
 #: exit codes of every command (``fedsweep --help`` lists them: :data:`EXIT_CODES_HELP`)
 EXIT_OK = 0
@@ -43,12 +44,6 @@ class UsageError(ValueError):
     """A bad command-line input; the message says what was given and what is allowed."""
 
 
-def did_you_mean(value: str, allowed: Iterable[str]) -> str:
-    """``" (did you mean 'alpha'?)"`` for a close match among ``allowed``, else ``""``."""
-    close = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def fail(message: str, code: int = EXIT_USAGE) -> None:
     typer.secho(message, fg=typer.colors.RED, err=True)
     raise typer.Exit(code)
@@ -60,7 +55,8 @@ def clean_errors() -> Iterator[None]:
     from fedsweep.config.load import ConfigError
     from fedsweep.data.datasets import DatasetNotFoundError
     from fedsweep.plugins import PluginError
-    from fedsweep.sweep.runner import RayUnavailableError, ResumeMismatchError, SweepBusyError
+    from fedsweep.sweep.locking import ResumeMismatchError, SweepBusyError
+    from fedsweep.sweep.ray_backend import RayUnavailableError
     from fedsweep.sweep.spec import SpecError
     from fedsweep.tracking.store import TrackingUriError
 

@@ -308,7 +308,7 @@ def _figure_runs(
     """The runs a figure uses: its own (tag ``fedsweep.figure``) and those its sweeps reused
     from other figures (membership tag ``fedsweep.used_by.<figure>``), newest first. MLflow's
     search has no OR: two searches, merged."""
-    from fedsweep.sweep.runner import used_by_tag
+    from fedsweep.sweep.store_index import used_by_tag
 
     own = Filter("tags", "fedsweep.figure", "=", figure)
     used = Filter("tags", used_by_tag(figure), "LIKE", "%")
@@ -542,7 +542,7 @@ def compare(
     common = common_note({g.key: flat for g, flat in groups.values()})
     sub = " · ".join(x for x in (common, "mean ± 1 std over seeds", f"store {uri}") if x)
     fig = compare_figure(long, ordered, metrics, heading, sub)
-    from fedsweep.atomic import OutputWriteError
+    from fedsweep.core.atomic import OutputWriteError
 
     try:
         _write(fig, table, out, name, heading, png)
@@ -605,9 +605,9 @@ def _group(client, runs_: list, metrics: list[str]):
 
 def _write(fig, table, out: Path, name: str, title: str, png: bool) -> None:
     from dashboards.export import PngJob, write_html, write_pngs
-    from fedsweep import atomic
+    from fedsweep.core import atomic
 
-    # every file is written to a temporary name and renamed into place (fedsweep.atomic): a
+    # every file is written to a temporary name and renamed into place (fedsweep.core.atomic): a
     # compare killed halfway leaves the previous files as they were
     atomic.remove_stale_parts(out)
     html = write_html(fig, out / f"{name}.html", title)

@@ -108,8 +108,8 @@ def figures(
     with clean_errors():
         from dashboards import FigureOptions, FigureSelectionError, build_figures
         from dashboards.build import FigureBuildWarning
-        from fedsweep.atomic import OutputWriteError
         from fedsweep.config.load import parse_overrides
+        from fedsweep.core.atomic import OutputWriteError
         from fedsweep.plugins import load_plugins
         from fedsweep.tracking.store import resolve_tracking_uri
 

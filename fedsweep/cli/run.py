@@ -123,7 +123,7 @@ def _check_runnable(cfg) -> None:
     """What only the machine decides, before any data or MLflow: the device exists, the
     tracking store can be written. Raises ConfigError / TrackingUriError (one sentence)."""
     from fedsweep.config.load import ConfigError
-    from fedsweep.engine.device import device_problem
+    from fedsweep.core.device import device_problem
     from fedsweep.tracking.store import check_tracking_uri, resolve_tracking_uri
 
     problem = device_problem(cfg.device)
@@ -269,7 +269,7 @@ def validate(config: ConfigArg, set_: SetOption = None, plugin: PluginOption = N
     printed (plus the general ones: data, model, train, eval, tracking)."""
     import yaml
 
-    from fedsweep.compose import config_sections, method_label
+    from fedsweep.components.compose import config_sections, method_label
     from fedsweep.sweep.spec import config_hash
 
     with clean_errors():

@@ -170,7 +170,7 @@ def sweep(
 def _disk_full(err: BaseException, tracking_uri: str | None):
     """A full file system in ``err``'s chain (``fedsweep.sweep.trial.disk_full``), naming the
     store's folder when it names no path; else None."""
-    from fedsweep.sweep.runner import store_folder
+    from fedsweep.sweep.store_index import store_folder
     from fedsweep.sweep.trial import disk_full
     from fedsweep.tracking.store import default_store_dir, resolve_tracking_uri
 
@@ -186,7 +186,7 @@ def _print_plans(specs, profile, overrides, data_dir, tracking_uri, max_concurre
     import json
 
     from fedsweep.sweep.plan import RUN, plan_sweep, summary_line
-    from fedsweep.sweep.runner import duration
+    from fedsweep.sweep.report import duration
 
     plans = []
     for path in specs:
@@ -249,7 +249,8 @@ def sigterm_as_sigint(seen: list[int]):
 def _run_all(specs, figures, profile: str, verbose: bool, run_args: dict) -> bool:
     """Run the sweeps one after the other under one console; True when a trial failed."""
     from fedsweep.cli.sweep_console import SweepConsole, ray_output_to
-    from fedsweep.sweep.runner import run_sweep, shutdown_ray
+    from fedsweep.sweep.ray_backend import shutdown_ray
+    from fedsweep.sweep.runner import run_sweep
     from fedsweep.tracking.store import default_store_dir
 
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -22,7 +22,7 @@ from typing import Annotated
 import typer
 
 from fedsweep.cli.common import TrackingUriOption, UsageError, clean_errors
-from fedsweep.processes import alive
+from fedsweep.core.processes import alive
 
 GRACE_S = 5.0
 

@@ -2,6 +2,6 @@
 
 ``fedsweep.config.schema`` (the ``RunConfig``), ``fedsweep.config.load`` (files, ``--set``
 overrides, error messages), ``fedsweep.config.hashing`` (the config hash) and
-``fedsweep.config.section`` (the base of every component's section). Nothing is imported here:
+``fedsweep.core.section`` (the base of every component's section). Nothing is imported here:
 components import ``section`` without pulling in the schema that imports them.
 """

@@ -20,7 +20,7 @@ import json
 
 from pydantic import BaseModel
 
-from fedsweep.compose import config_sections
+from fedsweep.components.compose import config_sections
 from fedsweep.config.schema import RENAMED, RunConfig
 
 #: config keys that do not change a run's numbers (excluded from the config hash)

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import copy
-import difflib
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
 from fedsweep.config.hashing import drop_unused, unused_sections
-from fedsweep.config.schema import RunConfig, feasibility_errors, numeric_bounds
-from fedsweep.config.section import _numeric_kind
+from fedsweep.config.schema import (
+    RunConfig,
+    expand_blocks,
+    feasibility_errors,
+    numeric_bounds,
+    slot_key,
+)
 from fedsweep.config.yamlio import YamlFileError, loads, read_yaml
+from fedsweep.core.registry import SLOTS
+from fedsweep.core.section import _numeric_kind
+from fedsweep.core.suggest import closest
 
 #: pydantic's error types of a numeric bound (ge/gt/le/lt): the message adds the allowed range
 BOUND_ERRORS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
@@ -86,12 +93,6 @@ def schema_field(key: str):
     return field
 
 
-def closest(value: str, allowed: list[str] | tuple[str, ...]) -> str | None:
-    """The allowed value nearest to ``value`` (typos, swapped letters), or None."""
-    found = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1, cutoff=0.6)
-    return found[0] if found else None
-
-
 def suggest_key(key: str) -> str:
     """``" (did you mean `bherd.alpha`?)"`` for an unknown dotted key, else the section's keys."""
     *head, last = key.split(".")
@@ -127,7 +128,7 @@ def allowed_values(key: str) -> tuple | None:
 
 
 def _registry_names(field: str) -> list[str]:
-    from fedsweep.compose import SLOTS
+    from fedsweep.components.compose import SLOTS
 
     return list(SLOTS.get(field, {}))
 
@@ -182,10 +183,13 @@ def build_config(
     unused (``--set selector=none`` on a BHerd config) is dropped. ``"keep"``: the sections
     stay as given (a sweep spec's shared ``base:`` drops them per trial; stored runs' params
     list every section)."""
-    base = dict(tree or {})
-    tree = copy.deepcopy(base)  # set_dotted must not write into the caller's dicts
-    for key, value in (overrides or {}).items():
-        set_dotted(tree, key, value)
+    try:  # component blocks (``server_optimizer: {name: adam, lr: 0.1}``) to their sections
+        base = expand_blocks(copy.deepcopy(dict(tree or {})))  # never the caller's dicts
+        tree = copy.deepcopy(base)
+        overrides = _slot_overrides(tree, overrides or {})
+        tree = expand_blocks(tree)
+    except ValueError as err:
+        raise ConfigError(f"invalid config ({source}):\n  {err}") from None
     try:
         config = RunConfig.model_validate(tree)
     except ValidationError as err:
@@ -198,12 +202,26 @@ def build_config(
     return drop_unused(config) if unused == "refuse" else config
 
 
+def _slot_overrides(tree: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Apply ``overrides`` to ``tree``; returns them with every ``slot.key`` (the chosen
+    component's setting, ``--set server_optimizer.lr=0.1``) as its section's key
+    (``fedopt.lr``). A slot's new component is set first, so its settings go to its sections."""
+    out: dict[str, Any] = {}
+    order = sorted(overrides, key=lambda k: not (k in SLOTS and "." not in k))
+    for key in order:
+        head, _, rest = key.partition(".")
+        target = slot_key(tree, head, rest) if head in SLOTS and rest else key
+        set_dotted(tree, target, overrides[key])
+        out[target] = overrides[key]
+    return out
+
+
 def unused_problems(config: RunConfig, tree: dict[str, Any], overrides: dict[str, Any]) -> list:
     """One line per value set for a section no component of ``config`` reads and different
     from its default: given by an override, or in the file ``tree`` when the file's own
     components do not read it either (a section only an override made unused is not a problem:
     it is dropped)."""
-    from fedsweep.compose import config_sections, readers_text, section_readers
+    from fedsweep.components.compose import config_sections, readers_text, section_readers
 
     out = []
     own = set(config_sections(tree))  # the sections the file's own choice of components read

@@ -5,7 +5,7 @@ local-SGD schedule of docs/algorithms.md §1), ``eval`` and ``tracking`` are gen
 the round names its component (``algorithm``, ``selector``, ``sampler``, ``server_optimizer``,
 ``step_policy``, ``lr_schedule``, ``hooks``), and each component's own section (``bherd``,
 ``poc``, ``fedopt``, ...) is defined next to its code; which compose, and which sections each
-reads, is ``fedsweep.compose``. Every default keeps the behaviour of configs written before the
+reads, is ``fedsweep.components.compose``. Every default keeps the behaviour of configs written before the
 field existed.
 """
 
@@ -13,51 +13,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, create_model, field_validator, model_validator
 
-from fedsweep.algorithms.fednova import FedNovaConfig
-from fedsweep.algorithms.fedprox import FedProxConfig
-from fedsweep.algorithms.fedveca import FedVecaConfig
-from fedsweep.algorithms.scaffold import ScaffoldConfig
-from fedsweep.compose import SLOTS, composition_errors
-from fedsweep.config.section import Section, numeric_bounds  # noqa: F401  (re-exported)
-from fedsweep.data.leash import LeashConfig, leash_problems
-from fedsweep.engine.schedules import FixedStepsConfig, StepLRConfig
-from fedsweep.hooks.fedwalk import FedWalkConfig, LeashPretrainConfig
-from fedsweep.samplers.base import CohortConfig
-from fedsweep.samplers.divfl import DivFLConfig
-from fedsweep.samplers.poc import PocConfig
-from fedsweep.samplers.uniform import UniformConfig
-from fedsweep.selectors.bherd import BHerdConfig
-from fedsweep.selectors.grab import GraBConfig
-from fedsweep.server_optimizers.adaptive import FedOptConfig
-from fedsweep.server_optimizers.sgd import ServerSGDConfig
-
-DATASETS = ("mnist", "mnist-5k", "fashion-mnist", "cifar10", "cifar100")
-PARTITIONS = ("case1", "case2", "case3", "dirichlet", "shards", "iid")
-
-
-class DataConfig(Section):
-    dataset: Literal["mnist", "mnist-5k", "fashion-mnist", "cifar10", "cifar100"] = "mnist"
-    root: str | None = Field(
-        None, description="Data folder (torchvision layout); else $FEDSWEEP_DATA_DIR, else cache."
-    )
-    download: bool = True
-    partition: Literal["case1", "case2", "case3", "dirichlet", "shards", "iid"] = "case1"
-    num_clients: int = Field(5, ge=1)
-    case1_mode: Literal["roundrobin", "shuffled"] = "roundrobin"
-    dirichlet_alpha: float = Field(0.5, gt=0)
-    shards_per_client: int = Field(2, ge=1)
-    train_subset: int | None = Field(
-        None, ge=1, description="Use only the first n training samples (file order)."
-    )
-    holdout: int = Field(
-        0,
-        ge=0,
-        description="Hold the last n training samples out of the FL training set (taken before "
-        "train_subset): the server's public data (FedWalk's leash stand-in); no client sees them.",
-    )
-    normalization: Literal["auto", "imagenet"] = "auto"
+from fedsweep.components.compose import DEFAULTS, SLOTS, composition_errors
+from fedsweep.core import registry
+from fedsweep.core.section import Section, numeric_bounds  # noqa: F401  (re-exported)
+from fedsweep.data.catalog import (  # noqa: F401  (re-exported)
+    CLASS_COUNTS,
+    DATASETS,
+    GRAYSCALE,
+    PARTITIONS,
+    TRAIN_SIZES,
+)
+from fedsweep.data.config import DataConfig
+from fedsweep.data.leash import leash_problems
 
 
 class ModelConfig(Section):
@@ -116,40 +85,44 @@ RENAMED = {
 }
 
 
-class RunConfig(Section):
+class _RunFields(Section):
+    """The run config's own fields: one component name per slot (the defaults are the
+    components registered with ``default=True``), the device, and the general sections."""
+
     name: str = "run"
     seed: int = Field(0, ge=0)
-    algorithm: str = Field("fedavg", description="The base method.")
-    selector: str = Field("none", description="The upload selector (which gradients are sent).")
-    sampler: str = Field("full", description="The client sampler (which clients train, §7).")
-    server_optimizer: str = Field("sgd", description="Applies the base method's direction.")
-    step_policy: str = Field("epochs", description="Local steps per client and round.")
-    lr_schedule: str = Field("constant", description="The client learning rate per round.")
+    algorithm: str = Field(DEFAULTS["algorithm"], description="The base method.")
+    selector: str = Field(
+        DEFAULTS["selector"], description="The upload selector (which gradients are sent)."
+    )
+    sampler: str = Field(
+        DEFAULTS["sampler"], description="The client sampler (which clients train, §7)."
+    )
+    server_optimizer: str = Field(
+        DEFAULTS["server_optimizer"], description="Applies the base method's direction."
+    )
+    step_policy: str = Field(
+        DEFAULTS["step_policy"], description="Local steps per client and round."
+    )
+    lr_schedule: str = Field(
+        DEFAULTS["lr_schedule"], description="The client learning rate per round."
+    )
     hooks: list[str] = Field(default_factory=list, description="Post-aggregation hooks, in order.")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: int | None = Field(None, ge=1, description="torch threads; default: all CPUs.")
     data: DataConfig = Field(default_factory=DataConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
-    bherd: BHerdConfig = Field(default_factory=BHerdConfig)
-    grab: GraBConfig = Field(default_factory=GraBConfig)
-    fedprox: FedProxConfig = Field(default_factory=FedProxConfig)
-    fednova: FedNovaConfig = Field(default_factory=FedNovaConfig)
-    scaffold: ScaffoldConfig = Field(default_factory=ScaffoldConfig)
-    cohort: CohortConfig = Field(default_factory=CohortConfig)
-    uniform: UniformConfig = Field(default_factory=UniformConfig)
-    poc: PocConfig = Field(default_factory=PocConfig)
-    divfl: DivFLConfig = Field(default_factory=DivFLConfig)
-    server_sgd: ServerSGDConfig = Field(default_factory=ServerSGDConfig)
-    fedopt: FedOptConfig = Field(default_factory=FedOptConfig)
-    fixed_steps: FixedStepsConfig = Field(default_factory=FixedStepsConfig)
-    fedveca: FedVecaConfig = Field(default_factory=FedVecaConfig)
-    lr_step: StepLRConfig = Field(default_factory=StepLRConfig)
-    fedwalk: FedWalkConfig = Field(default_factory=FedWalkConfig)
-    leash_pretrain: LeashPretrainConfig = Field(default_factory=LeashPretrainConfig)
-    leash: LeashConfig = Field(default_factory=LeashConfig)
-    eval: EvalConfig = Field(default_factory=EvalConfig)
-    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _component_blocks(cls, data: Any) -> Any:
+        """A slot may be given as its component with its settings,
+        ``server_optimizer: {name: adam, lr: 0.01}``, the same as ``server_optimizer: adam`` with
+        ``fedopt: {lr: 0.01}``: each key goes to the component's section that has it (``hooks``:
+        a list of such blocks or names). The stored config, its hash and its logged params keep
+        the sections (``fedopt.lr``)."""
+        return expand_blocks(data) if isinstance(data, dict) else data
 
     @model_validator(mode="before")
     @classmethod
@@ -187,7 +160,7 @@ class RunConfig(Section):
     )
     @classmethod
     def _registered(cls, value: str, info) -> str:
-        """Each slot names an entry of its registry (``fedsweep.compose``)."""
+        """Each slot names an entry of its registry (``fedsweep.components.compose``)."""
         registry = SLOTS[info.field_name]
         if value not in registry:
             raise ValueError(f"unknown {info.field_name} {value!r}; allowed: {', '.join(registry)}")
@@ -203,32 +176,96 @@ class RunConfig(Section):
         return value
 
     @model_validator(mode="after")
-    def _valid_composition(self) -> RunConfig:
+    def _valid_composition(self):
         problems = composition_errors(self)
         if problems:
             raise ValueError("\n  ".join(problems))
         return self
 
 
+def expand_blocks(data: dict) -> dict:
+    """``data`` (a raw config tree) with every component block moved into its sections:
+    ``server_optimizer: {name: adam, lr: 0.01}`` -> ``server_optimizer: adam``,
+    ``fedopt: {lr: 0.01}``. Raises ``ValueError`` naming the field."""
+    data = dict(data)
+    for slot in SLOTS:
+        value = data.get(slot)
+        blocks = value if slot == "hooks" and isinstance(value, list) else [value]
+        if not any(isinstance(b, dict) for b in blocks):
+            continue
+        names = [_merge_block(data, slot, b) if isinstance(b, dict) else b for b in blocks]
+        data[slot] = names if slot == "hooks" else names[0]
+    return data
+
+
+def slot_key(data: dict, slot: str, key: str) -> str:
+    """``server_optimizer.lr`` -> ``fedopt.lr``: a setting of the component that ``data`` (an
+    expanded raw tree) names in ``slot`` (its default when it names none) as its section's key.
+    Raises ``ValueError`` naming the field."""
+    name = data.get(slot) or DEFAULTS.get(slot)
+    if slot == "hooks" or name not in SLOTS[slot]:
+        raise ValueError(f"field `{slot}.{key}`: `{slot}` does not name one component here")
+    classes = registry.section_classes()
+    sections = SLOTS[slot][name].sections
+    owners = [s for s in sections if key in classes[s].model_fields]
+    if len(owners) != 1:
+        keys = sorted(k for s in sections for k in classes[s].model_fields)
+        raise ValueError(
+            f"field `{slot}.{key}`: {slot} {name!r} has no setting {key!r} "
+            f"(allowed: {', '.join(keys) or 'none'})"
+        )
+    return f"{owners[0]}.{key}"
+
+
+def _merge_block(data: dict, slot: str, block: dict) -> str:
+    """Move the settings of one ``{name: ..., key: value}`` block into its component's sections
+    of ``data``; returns the component's name."""
+    block = dict(block)
+    name = block.pop("name", None) if slot == "hooks" else block.pop("name", DEFAULTS[slot])
+    found = SLOTS[slot]
+    if name not in found:
+        raise ValueError(
+            f"field `{slot}`: a component block needs `name` (allowed: {', '.join(found)}), "
+            f"got {name!r}"
+        )
+    classes = registry.section_classes()
+    sections = found[name].sections
+    for key, value in block.items():
+        owners = [s for s in sections if key in classes[s].model_fields]
+        if len(owners) != 1:
+            keys = sorted(k for s in sections for k in classes[s].model_fields)
+            raise ValueError(
+                f"field `{slot}.{key}`: {slot} {name!r} has no setting {key!r} "
+                f"(allowed: {', '.join(keys) or 'none'})"
+            )
+        section = dict(data.get(owners[0]) or {})
+        if key in section and section[key] != value:
+            raise ValueError(
+                f"field `{slot}.{key}`: got {value!r}, but {owners[0]}.{key} is "
+                f"{section[key]!r}; give it once"
+            )
+        section[key] = value
+        data[owners[0]] = section
+    return name
+
+
+#: The run config: the run's own fields, then every registered component's section (each
+#: defined once, next to its component, with its defaults), then evaluation and tracking.
+RunConfig = create_model(
+    "RunConfig",
+    __base__=_RunFields,
+    __module__=__name__,
+    **{
+        section: (config_cls, Field(default_factory=config_cls))
+        for section, config_cls in registry.section_classes().items()
+    },
+    eval=(EvalConfig, Field(default_factory=EvalConfig)),
+    tracking=(TrackingConfig, Field(default_factory=TrackingConfig)),
+)
+RunConfig.__doc__ = "A run: one component per slot, their sections, and the general sections."
+
+
 # ----------------------------------------------------------------------------- feasibility
-#: training-set sizes known without loading the data (``data.train_subset`` takes a prefix)
-TRAIN_SIZES = {
-    "mnist": 60000,
-    "mnist-5k": 4000,
-    "fashion-mnist": 60000,
-    "cifar10": 50000,
-    "cifar100": 50000,
-}
-#: training samples per class (0, 1, ...) of the full training sets
-CLASS_COUNTS = {
-    "mnist": (5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949),
-    "mnist-5k": (400,) * 10,
-    "fashion-mnist": (6000,) * 10,
-    "cifar10": (5000,) * 10,
-    "cifar100": (500,) * 100,
-}
-#: data sets of one-channel (grayscale) images
-GRAYSCALE = ("mnist", "mnist-5k", "fashion-mnist")
 #: models that take any number of input channels
 ANY_CHANNELS = ("svm", "cnn", "mlp", "cnn-mcmahan")
 

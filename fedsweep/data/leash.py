@@ -2,64 +2,57 @@
 
 The leash task is a set of ImageNet-1k classes chosen for the FL task (lists in ``wnids/``):
 ``LH`` (closely related to CIFAR-10), ``MH`` (half related), ``HH`` (unrelated), ``C100-LH``
-(related to CIFAR-100). Three sources (``LeashConfig.source``):
+(related to CIFAR-100). Three sources (``LeashConfig.source``), read by
+:mod:`fedsweep.data.leash_sources` (formats, resampling and the pixel cache are described there):
 
-* ``imagenet``: an ImageNet-1k train folder in the ILSVRC layout ``<root>/<wnid>/*.JPEG``. Each
-  image is decoded with PIL, converted to RGB and squashed (whole image, no crop, as Downsampled
-  ImageNet does) to the FL image's ``H x W`` with ``BOX`` resampling (area averaging: every
-  source pixel counts once, no aliasing) (W10). JPEGs are decoded at a reduced DCT scale first
-  (``Image.draft``, never below ``H x W``), which makes decoding several times faster.
+* ``imagenet``: an ImageNet-1k train folder in the ILSVRC layout ``<root>/<wnid>/*.JPEG``, each
+  image squashed to the FL image's ``H x W`` with ``BOX`` resampling (W10).
 * ``imagenet32`` (the default): Downsampled ImageNet 32x32 (Chrabaszcz, Loshchilov & Hutter
-  2017), the recommended source of §6.4. Format, checked against the authors' scripts
-  (github.com/PatrykChrabaszcz/Imagenet32_Scripts, ``image2numpy_imagenet_train.py`` and
-  ``utils.py``): ``train_data_batch_1`` .. ``train_data_batch_10`` are pickled dicts with
-  ``data`` (uint8 ``[n, 3072]``: the R, G, B planes one after another, each row-major, i.e. CHW
-  flattened), ``labels`` (a list of 1-based ints) and ``mean``; a label is the class index of
-  the ILSVRC devkit file ``map_clsloc.txt`` (lines ``wnid index name``, e.g.
-  ``n02119789 1 kit_fox``), whose order is *not* the sorted-wnid order. The ``_npz`` release
-  (``train_data_batch_1.npz`` ..) holds the same arrays.
+  2017), the recommended source of §6.4: ``train_data_batch_1`` .. ``train_data_batch_10`` and
+  the ILSVRC devkit's ``map_clsloc.txt``.
 * ``standin``: an offline stand-in made of data fedsweep already has (held-out FL training rows,
   the embedded mnist-5k digits). Never the default, and every description says it is a
   stand-in, so a run asking for ImageNet never silently gets something else.
 
-Decoded ImageNet pixels (uint8, already at ``H x W``) are cached per (folder, files, class list,
-``per_class``, size) under the user cache dir, so they are decoded once; normalisation is
-applied after the cache, with the run's own ``preprocess_images`` settings, so leash images
-match the FL images exactly in layout and scale.
+This module holds the config section, the task lists, the leash -> FL class mapping, the checks
+(:func:`leash_problems`) and the loader (:func:`load_leash`). Decoded ImageNet pixels are cached
+once; normalisation is applied after the cache, with the run's own ``preprocess_images``
+settings, so leash images match the FL images exactly in layout and scale.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import logging
-import math
-import os
-import pickle
-import re
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-import numpy as np
 import torch
 from pydantic import Field, field_validator
 
-from fedsweep.config.section import Section
-from fedsweep.data.datasets import (
-    DatasetNotFoundError,
-    _default_cache_dir,
-    preprocess_images,
-    resolve_data_root,
+from fedsweep.core.section import Section
+from fedsweep.data.datasets import DatasetNotFoundError, preprocess_images, resolve_data_root
+from fedsweep.data.leash_sources import (
+    DIGIT_CLASSES,
+    IMAGE_SUFFIXES,
+    IMAGENET32_MAP,
+    WNID_PATTERN,
+    LeashData,
+    cap_note,
+    has_image,
+    imagenet32_batches,
+    imagenet32_map,
+    leash_cache_dir,
+    load_imagenet,
+    load_imagenet32,
+    load_standin,
+    read_map_clsloc,
 )
+from fedsweep.data.leash_sources import decode_image as _decode_image
 
 if TYPE_CHECKING:
-    from fedsweep.config.schema import DataConfig
+    from fedsweep.data.config import DataConfig
 
-log = logging.getLogger(__name__)
 
 SOURCES = ("imagenet", "imagenet32", "standin")
 TASKS = ("LH", "MH", "HH", "C100-LH")
@@ -70,7 +63,6 @@ TASK_FILES = {
     "HH": "cifar10_hh.txt",
     "C100-LH": "cifar100_lh.txt",
 }
-WNID_PATTERN = re.compile(r"^n\d{8}$")
 
 #: the leash tasks each FL data set may use. The ImageNet lists were chosen for CIFAR-10 (LH,
 #: MH, HH) and CIFAR-100 (C100-LH). The grayscale sets only have the stand-in: its LH is their
@@ -87,11 +79,6 @@ IMAGENET_DATASETS = ("cifar10", "cifar100")
 #: tasks whose stand-in is built from held-out FL training rows (``data.holdout``)
 HOLDOUT_TASKS = ("LH", "MH", "C100-LH")
 
-IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")
-IMAGENET32_BATCHES = tuple(f"train_data_batch_{i}" for i in range(1, 11))
-IMAGENET32_MAP = "map_clsloc.txt"
-#: sub-folders the Downsampled-ImageNet zips unpack into, also searched under ``leash.root``
-IMAGENET32_SUBFOLDERS = ("Imagenet32_train", "Imagenet32_train_npz")
 
 IMAGENET_LAYOUT = (
     "the ILSVRC-2012 train layout <root>/<wnid>/*.JPEG, one folder per class "
@@ -130,7 +117,6 @@ FASHION_CLASSES = (
     "Bag",
     "Ankle boot",
 )
-DIGIT_CLASSES = tuple(f"digit {d}" for d in range(10))
 FL_CLASSES: dict[str, Sequence[str]] = {
     "cifar10": CIFAR10_CLASSES,
     "cifar100": CIFAR100_CLASSES,
@@ -215,18 +201,6 @@ class LeashConfig(Section):
         if repeats:
             raise ValueError(f"repeated wnids: {', '.join(repeats)} (allowed: each class once)")
         return value
-
-
-@dataclass(frozen=True)
-class LeashData:
-    """The leash set, loaded once; images laid out and normalised exactly like the FL images."""
-
-    x: torch.Tensor  # float32 [n, C, H, W]
-    y: torch.Tensor  # int64 [n], leash class ids 0..num_classes-1
-    num_classes: int
-    classes: list[str]  # wnid or readable name per leash class
-    mapping: list[int] | None  # leash class -> FL class (the `mapped` head); None: no mapping
-    description: str  # one line for figures and logs
 
 
 # ----------------------------------------------------------------------------- class lists
@@ -335,7 +309,7 @@ def _imagenet_problems(leash: LeashConfig, root: Path) -> list[str]:
     wnids = leash_wnids(leash)
     what = "leash.wnids" if leash.wnids is not None else f"the {leash.task} classes"
     missing = [w for w in wnids if not (root / w).is_dir()]
-    empty = [w for w in wnids if w not in missing and not _has_image(root / w)]
+    empty = [w for w in wnids if w not in missing and not has_image(root / w)]
     out = []
     if missing:
         out.append(
@@ -358,14 +332,14 @@ def _imagenet32_problems(leash: LeashConfig, root: Path) -> list[str]:
             f"  field `leash.root`: {got}: folder does not exist; expected {IMAGENET32_LAYOUT} "
             "(allowed: a folder with those files, or leash.source imagenet or standin)"
         ]
-    _, _, missing = _imagenet32_batches(root)
+    _, _, missing = imagenet32_batches(root)
     out = []
     if missing:
         out.append(
             f"  field `leash.root`: {got}: missing {', '.join(missing)} (or the same names with "
             f".npz); expected {IMAGENET32_LAYOUT}"
         )
-    map_path = _imagenet32_map(root)
+    map_path = imagenet32_map(root)
     if map_path is None:
         out.append(
             f"  field `leash.root`: {got}: no {IMAGENET32_MAP} in {root}; it gives the class "
@@ -407,376 +381,6 @@ def leash_problems(leash: LeashConfig, data: DataConfig, files: bool = True) -> 
     return _imagenet32_problems(leash, root)
 
 
-# ----------------------------------------------------------------------------- shared helpers
-
-
-def _rank_within_class(labels: np.ndarray) -> np.ndarray:
-    """For each row, how many earlier rows have its label (0 for a class's first row)."""
-    n = labels.size
-    order = np.argsort(labels, kind="stable")
-    ordered = labels[order]
-    starts = np.ones(n, dtype=bool)
-    starts[1:] = ordered[1:] != ordered[:-1]
-    group_start = np.maximum.accumulate(np.where(starts, np.arange(n), 0))
-    rank = np.empty(n, dtype=np.int64)
-    rank[order] = np.arange(n) - group_start
-    return rank
-
-
-def first_per_class(labels: np.ndarray, cap: int | None) -> np.ndarray:
-    """Ascending row indices of the first ``cap`` rows of each class (all rows for None)."""
-    labels = np.asarray(labels)
-    if cap is None:
-        return np.arange(labels.size)
-    return np.flatnonzero(_rank_within_class(labels) < cap)
-
-
-def balanced_prefix(labels: np.ndarray, k: int) -> np.ndarray:
-    """Ascending indices of ``k`` rows taken class by class in turn (each class's rows in row
-    order), so the classes stay as balanced as their counts allow."""
-    labels = np.asarray(labels)
-    order = np.lexsort((np.arange(labels.size), _rank_within_class(labels)))
-    return np.sort(order[:k])
-
-
-def _resize_uint8(images: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-    """uint8 ``[n, C, h, w]`` -> uint8 ``[n, C, H, W]``: bilinear, antialiased when shrinking."""
-    if tuple(images.shape[-2:]) == tuple(size):
-        return images
-    out = torch.nn.functional.interpolate(
-        images.to(torch.float32), size=size, mode="bilinear", align_corners=False, antialias=True
-    )
-    return out.round_().clamp_(0, 255).to(torch.uint8)
-
-
-def _cap(per_class: int | None) -> str:
-    return "" if per_class is None else f"; at most {per_class:,} per class"
-
-
-def leash_cache_dir() -> Path:
-    """Where decoded ImageNet leash pixels are kept: ``<user cache>/fedsweep/leash``."""
-    return _default_cache_dir().parent / "leash"
-
-
-def _cached(
-    kind: str, key: dict, build: Callable[[], tuple[torch.Tensor, torch.Tensor]]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """uint8 images and labels for ``key``: from the cache file, else ``build()`` and store.
-
-    Written to a temporary name then renamed, so concurrent runs never read a partial file; an
-    unreadable cache file is rebuilt, an unwritable cache folder only costs the next decode."""
-    blob = json.dumps(key, sort_keys=True)
-    path = leash_cache_dir() / f"{kind}-{hashlib.sha256(blob.encode()).hexdigest()[:24]}.pt"
-    if path.is_file():
-        try:
-            saved = torch.load(path, map_location="cpu", weights_only=True)
-            if saved.get("key") == blob:
-                return saved["x"], saved["y"]
-        except Exception as err:  # truncated or foreign file: decode again
-            log.warning("ignoring unreadable leash cache %s (%s)", path, err)
-    x, y = build()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        torch.save({"x": x, "y": y, "key": blob}, tmp)
-        os.replace(tmp, path)
-    except OSError as err:
-        log.warning("could not write leash cache %s (%s)", path, err)
-    return x, y
-
-
-# ----------------------------------------------------------------------------- imagenet
-
-
-def _is_image(name: str) -> bool:
-    return name.lower().endswith(IMAGE_SUFFIXES)
-
-
-def _has_image(folder: Path) -> bool:
-    with os.scandir(folder) as entries:
-        return any(_is_image(e.name) and e.is_file() for e in entries)
-
-
-def _image_files(folder: Path) -> list[os.DirEntry]:
-    """The images of one class folder, sorted by name (a fixed order for ``per_class``)."""
-    with os.scandir(folder) as entries:
-        files = [e for e in entries if _is_image(e.name) and e.is_file()]
-    return sorted(files, key=lambda e: e.name)
-
-
-def _decode_image(path: str, size: tuple[int, int]) -> np.ndarray:
-    """One image file -> uint8 ``[H, W, 3]``: RGB, whole image box-resized to ``size``."""
-    from PIL import Image
-
-    height, width = size
-    try:
-        with Image.open(path) as img:
-            img.draft("RGB", (width, height))  # JPEG: decode at 1/2..1/8 scale, >= (W, H)
-            rgb = img.convert("RGB").resize((width, height), Image.Resampling.BOX)
-            return np.asarray(rgb, dtype=np.uint8)
-    except OSError as err:
-        raise DatasetNotFoundError(f"cannot decode leash image {path}: {err}") from err
-
-
-def _load_imagenet(
-    leash: LeashConfig, root: Path, size: tuple[int, int]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """uint8 ``[n, 3, H, W]`` and leash labels of the ImageNet folder (cached)."""
-    wnids = leash_wnids(leash)
-    files = [_image_files(root / w)[: leash.per_class] for w in wnids]
-    # the file names and sizes identify the images without reading them
-    listing = hashlib.sha256()
-    for wnid, entries in zip(wnids, files, strict=True):
-        for e in entries:
-            listing.update(f"{wnid}/{e.name}:{e.stat().st_size}\n".encode())
-    key = {
-        "root": str(root),
-        "wnids": wnids,
-        "per_class": leash.per_class,
-        "size": list(size),
-        "files": listing.hexdigest(),
-        "resample": "box+draft",
-    }
-
-    def build() -> tuple[torch.Tensor, torch.Tensor]:
-        paths = [e.path for entries in files for e in entries]
-        log.info("decoding %d leash images from %s (once; cached)", len(paths), root)
-        workers = min(8, os.cpu_count() or 1)
-        with ThreadPoolExecutor(max_workers=workers) as pool:  # PIL decodes without the GIL
-            pixels = list(pool.map(lambda p: _decode_image(p, size), paths))
-        x = torch.from_numpy(np.stack(pixels)).permute(0, 3, 1, 2).contiguous()
-        y = torch.repeat_interleave(torch.arange(len(wnids)), torch.tensor([len(f) for f in files]))
-        return x, y
-
-    return _cached("imagenet", key, build)
-
-
-# ----------------------------------------------------------------------------- imagenet32
-
-
-def read_map_clsloc(path: Path) -> dict[str, int]:
-    """``map_clsloc.txt`` (``wnid index name`` per line) -> ``{wnid: 1-based index}``."""
-    index: dict[str, int] = {}
-    for number, line in enumerate(Path(path).read_text("utf-8").splitlines(), start=1):
-        parts = line.split()
-        if not parts:
-            continue
-        if len(parts) < 2 or not WNID_PATTERN.match(parts[0]) or not parts[1].isdigit():
-            raise ValueError(
-                f"{path} line {number} is {line!r}; expected 'wnid index name' "
-                "(e.g. 'n02119789 1 kit_fox')"
-            )
-        index[parts[0]] = int(parts[1])
-    return index
-
-
-def _imagenet32_batches(root: Path) -> tuple[Path, list[Path], list[str]]:
-    """(folder, batch files found in batch order, names missing). The folder is ``root``, or
-    the sub-folder an ``Imagenet32_train*.zip`` unpacks into when only that has batch 1."""
-    folder = root
-    if _batch_path(root, IMAGENET32_BATCHES[0]) is None:
-        for sub in IMAGENET32_SUBFOLDERS:
-            if _batch_path(root / sub, IMAGENET32_BATCHES[0]) is not None:
-                folder = root / sub
-                break
-    found, missing = [], []
-    for name in IMAGENET32_BATCHES:
-        path = _batch_path(folder, name)
-        if path is None:
-            missing.append(name)
-        else:
-            found.append(path)
-    return folder, found, missing
-
-
-def _batch_path(folder: Path, name: str) -> Path | None:
-    for candidate in (folder / name, folder / f"{name}.npz"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def _imagenet32_map(root: Path) -> Path | None:
-    folder, _, _ = _imagenet32_batches(root)
-    for candidate in (root / IMAGENET32_MAP, folder / IMAGENET32_MAP):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def read_imagenet32_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """One batch file -> (uint8 ``[n, 3, s, s]``, int64 1-based labels ``[n]``).
-
-    Pickles can run code when loaded: read only batch files from a source you trust (the same
-    holds for torchvision's CIFAR loader)."""
-    if path.suffix == ".npz":
-        with np.load(path) as entry:
-            data, labels = entry["data"], entry["labels"]
-    else:
-        with open(path, "rb") as f:
-            entry = pickle.load(f, encoding="latin1")  # latin1: also reads Python 2 pickles
-        data, labels = entry["data"], entry["labels"]
-    data = np.asarray(data, dtype=np.uint8)
-    values = data.reshape(data.shape[0], -1).shape[1]
-    side = math.isqrt(values // 3)
-    if 3 * side * side != values:
-        raise ValueError(f"{path}: rows of {values} values are not 3 x s x s images")
-    return data.reshape(-1, 3, side, side), np.asarray(labels, dtype=np.int64).reshape(-1)
-
-
-def _load_imagenet32(
-    leash: LeashConfig, root: Path, size: tuple[int, int]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """uint8 ``[n, 3, H, W]`` and leash labels from the Downsampled-ImageNet batches (cached)."""
-    _, batches, _ = _imagenet32_batches(root)
-    map_path = _imagenet32_map(root)
-    assert map_path is not None  # leash_problems ran first
-    index = read_map_clsloc(map_path)
-    wnids = leash_wnids(leash)
-    stats = [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in batches]
-    key = {
-        "root": str(root),
-        "batches": stats,
-        "map": hashlib.sha256(map_path.read_bytes()).hexdigest(),
-        "wnids": wnids,
-        "per_class": leash.per_class,
-        "size": list(size),
-    }
-
-    def build() -> tuple[torch.Tensor, torch.Tensor]:
-        # file label (1-based map index) -> leash class, -1 for classes not in the leash
-        lookup = np.full(max(index.values()) + 1, -1, dtype=np.int64)
-        lookup[[index[w] for w in wnids]] = np.arange(len(wnids))
-        counts = np.zeros(len(wnids), dtype=np.int64)
-        xs, ys = [], []
-        for path in batches:
-            log.info("reading leash images from %s", path)
-            data, labels = read_imagenet32_batch(path)
-            if labels.size and (labels.min() < 1 or labels.max() >= lookup.size):
-                raise ValueError(
-                    f"{path}: labels {labels.min()}..{labels.max()} outside the 1..{lookup.size - 1} "
-                    f"of {map_path}"
-                )
-            leash_y = lookup[labels]
-            rows = np.flatnonzero(leash_y >= 0)
-            if leash.per_class is not None:  # first n per class over batch 1, 2, ... in row order
-                ranks = _rank_within_class(leash_y[rows]) + counts[leash_y[rows]]
-                rows = rows[ranks < leash.per_class]
-            xs.append(data[rows])
-            ys.append(leash_y[rows])
-            counts += np.bincount(leash_y[rows], minlength=len(wnids))
-            if leash.per_class is not None and (counts >= leash.per_class).all():
-                break  # every class is full: the later batches cannot add anything
-        x = _resize_uint8(torch.from_numpy(np.concatenate(xs)), size)
-        return x.contiguous(), torch.from_numpy(np.concatenate(ys))
-
-    return _cached("imagenet32", key, build)
-
-
-# ----------------------------------------------------------------------------- stand-in
-
-
-def _digits(
-    size: tuple[int, int], channels: int, per_class: int | None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The mnist-5k training digits as raw uint8 ``[n, channels, H, W]`` (bilinear resize,
-    gray replicated to every channel) and their labels, in the split's fixed order."""
-    from fedsweep.data.mnist5k import load_mnist5k_arrays
-
-    images, labels = load_mnist5k_arrays()[:2]
-    keep = first_per_class(labels, per_class)
-    x = _resize_uint8(torch.from_numpy(images[keep]).unsqueeze(1), size)
-    return x.expand(-1, channels, -1, -1).contiguous(), torch.from_numpy(labels[keep])
-
-
-def _held_out(
-    holdout: tuple[torch.Tensor, torch.Tensor] | None,
-    task: str,
-    per_class: int | None,
-    fl_x: torch.Tensor,
-    num_classes: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    if holdout is None:
-        raise ValueError(
-            f"the {task} stand-in is made of held-out FL training images, but none were given "
-            "(set data.holdout, e.g. 5000)"
-        )
-    x, y = holdout
-    if x.ndim != 4 or tuple(x.shape[1:]) != tuple(fl_x.shape[1:]) or y.shape != (x.shape[0],):
-        raise ValueError(
-            f"held-out rows have images {tuple(x.shape)} and labels {tuple(y.shape)}; expected "
-            f"[n, {', '.join(map(str, fl_x.shape[1:]))}] and [n] like the FL training set"
-        )
-    if y.numel() and (int(y.min()) < 0 or int(y.max()) >= num_classes):
-        raise ValueError(f"held-out labels must be 0..{num_classes - 1} (raw FL labels)")
-    keep = torch.from_numpy(first_per_class(y.cpu().numpy(), per_class)).to(x.device)
-    if keep.numel() == 0:
-        raise ValueError("data.holdout gave no held-out rows")
-    return x[keep].to(torch.float32), y[keep].to(torch.int64)
-
-
-def _load_standin(
-    leash: LeashConfig,
-    dataset: str,
-    fl_x: torch.Tensor,
-    holdout: tuple[torch.Tensor, torch.Tensor] | None,
-    normalization: str,
-) -> LeashData:
-    """LH/C100-LH: held-out FL rows; HH: mnist-5k digits; MH: both, digits as classes k..k+9."""
-    task, cap = leash.task, leash.per_class
-    name = DISPLAY_NAMES[dataset]
-    fl_names = list(FL_CLASSES[dataset])
-    k = len(fl_names)
-    channels, height, width = fl_x.shape[1:]
-    how = f"resized 28x28 -> {height}x{width}" if (height, width) != (28, 28) else "28x28"
-    if channels > 1:
-        how += f", gray copied to {channels} channels"
-
-    def digits(limit: int | None) -> tuple[torch.Tensor, torch.Tensor]:
-        raw, labels = _digits((height, width), channels, cap)
-        if limit is not None and limit < labels.numel():
-            keep = torch.from_numpy(balanced_prefix(labels.numpy(), limit))
-            raw, labels = raw[keep], labels[keep]
-        # the FL images' own normalisation ("auto" on CIFAR is per image, so mixing is fine)
-        x = preprocess_images(raw, dataset, normalization)
-        return x.to(fl_x.device), labels.to(fl_x.device)
-
-    if task in ("LH", "C100-LH"):
-        x, y = _held_out(holdout, task, cap, fl_x, k)
-        return LeashData(
-            x=x.contiguous(),
-            y=y,
-            num_classes=k,
-            classes=fl_names,
-            mapping=list(range(k)),
-            description=f"stand-in for {task}: {len(y):,} held-out {name} training images "
-            f"({k} classes{_cap(cap)})",
-        )
-    if task == "HH":
-        x, y = digits(None)
-        return LeashData(
-            x=x.contiguous(),
-            y=y,
-            num_classes=10,
-            classes=list(DIGIT_CLASSES),
-            mapping=None,
-            description=f"stand-in for HH: {len(y):,} MNIST digits (mnist-5k train split, "
-            f"10 classes, {how}{_cap(cap)})",
-        )
-    hx, hy = _held_out(holdout, task, cap, fl_x, k)
-    dx, dy = digits(len(hy))  # balance: no more digits than held-out images
-    return LeashData(
-        x=torch.cat([hx, dx]).contiguous(),
-        y=torch.cat([hy, dy + k]),
-        num_classes=k + 10,
-        classes=fl_names + list(DIGIT_CLASSES),
-        mapping=None,
-        description=f"stand-in for MH: {len(hy):,} held-out {name} training images (classes "
-        f"0-{k - 1}) + {len(dy):,} MNIST digits (mnist-5k train split, classes {k}-{k + 9}, "
-        f"{how}){_cap(cap)}",
-    )
-
-
 # ----------------------------------------------------------------------------- public loader
 
 
@@ -807,16 +411,33 @@ def load_leash(
         raise DatasetNotFoundError("leash data not found:\n" + "\n".join(missing))
     if fl_train_x.ndim != 4:
         raise ValueError(f"fl_train_x must be [n, C, H, W], got {tuple(fl_train_x.shape)}")
+    dataset = data.dataset
     if leash.source == "standin":
-        return _load_standin(leash, data.dataset, fl_train_x, holdout, normalization)
+        return load_standin(
+            leash.task,
+            leash.per_class,
+            dataset,
+            fl_train_x,
+            holdout,
+            normalization,
+            FL_CLASSES[dataset],
+            DISPLAY_NAMES[dataset],
+        )
 
     channels, height, width = fl_train_x.shape[1:]
     if channels != 3:
         raise ValueError(f"ImageNet leash images have 3 channels, the FL images {channels}")
     root = source_root(leash, data)
-    loader = _load_imagenet if leash.source == "imagenet" else _load_imagenet32
-    raw, y = loader(leash, root, (height, width))
     wnids = leash_wnids(leash)
+    # the cache folder and the decoder are looked up here, in this module, at each call
+    # (``fedsweep.data.leash.leash_cache_dir`` / ``_decode_image`` can be replaced, as tests do)
+    cache = leash_cache_dir()
+    if leash.source == "imagenet":
+        raw, y = load_imagenet(
+            wnids, leash.per_class, root, (height, width), cache, decode=_decode_image
+        )
+    else:
+        raw, y = load_imagenet32(wnids, leash.per_class, root, (height, width), cache)
     empty = [
         w
         for w, n in zip(wnids, torch.bincount(y, minlength=len(wnids)).tolist(), strict=True)
@@ -839,6 +460,6 @@ def load_leash(
         num_classes=len(wnids),
         classes=wnids,
         mapping=leash_mapping(leash.task, data.dataset, leash.source, leash.wnids),
-        description=f"{label}: {len(y):,} {what} ({len(wnids)} classes{_cap(leash.per_class)}; "
-        f"from {root})",
+        description=f"{label}: {len(y):,} {what} ({len(wnids)} classes"
+        f"{cap_note(leash.per_class)}; from {root})",
     )

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fedsweep.data.datasets import TensorDataset, preprocess_images
+from fedsweep.data.images import TensorDataset, preprocess_images
 
 MNIST5K_TRAIN_FRACTION = 0.8
 MNIST5K_SIZES = (4000, 1000)

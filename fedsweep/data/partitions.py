@@ -88,7 +88,7 @@ def _least_loaded(targets: np.ndarray, num_clients: int, num_labels: int) -> np.
     Sample by sample in file order, a sample with target ``t`` goes to the currently least-loaded
     node ``n`` with ``n mod L = t`` (ties -> lowest ``n``). Nodes of different residues never
     compete and each group starts empty, so within the group ``t, t+L, t+2L, ...`` this is
-    exactly round-robin over the group's samples in file order. (``tests/test_partitions.py``
+    exactly round-robin over the group's samples in file order. (``tests/data/test_partitions.py``
     checks this against a literal per-sample oracle.)
     """
     out = np.empty_like(targets)

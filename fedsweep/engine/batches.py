@@ -11,6 +11,8 @@ the next ``tau`` batches as a ``[tau, B]`` tensor of *local* positions:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 ORDERS = ("fixed", "rr", "iid")
@@ -94,3 +96,20 @@ class BatchSchedule:
         self.cursor = int(state["cursor"])
         self.batches = state["batches"].clone()
         self.generator.set_state(state["generator"])
+
+
+def client_batch_size(batch_size: int | str, num_samples: int) -> int:
+    """``B`` of one client: the configured size, or the whole local set for ``full``."""
+    return num_samples if batch_size == "full" else int(batch_size)
+
+
+@dataclass
+class Client:
+    index: int
+    indices: torch.Tensor  # global training indices (on the run's device)
+    num_steps: int  # τ_i of round 1 (the step policy decides each round's)
+    schedule: BatchSchedule
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.indices)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from fedsweep.engine.messages import ClientUpdate
+from fedsweep.core.messages import ClientUpdate
 
 
 class ClientBuffers:

@@ -3,7 +3,9 @@
 The base method supplies the local direction and builds the message; the upload selector
 records every step and, if active, hands the method the vector to upload (``delta``) before the
 message is built. Tensor code only: the batch rows of all steps are gathered up front, the loss
-is accumulated as a tensor (no host transfer per step).
+is accumulated as a tensor (no host transfer per step). This loop is the reference path: the
+fast paths (a client's steps in one compiled call) sit behind one seam, ``engine.fast``, asked
+once per client (``FastPath.run``); where none applies, or one is switched off, this loop runs.
 
 **Step observers** watch the local trajectory without changing it (FedVeca's smoothness and
 divergence estimates, §5.3, are one): any component may contribute one
@@ -17,28 +19,15 @@ final model and, when the observer asks for it (``wants_next_batch``), the clien
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 
-from fedsweep.engine.batches import BatchSchedule
+from fedsweep.core.messages import ClientTask, ClientUpdate, RoundContext
+from fedsweep.engine.batches import Client
 from fedsweep.engine.buffers import ClientBuffers
-from fedsweep.engine.device import switched_on
+from fedsweep.engine.fast import FastPath
 from fedsweep.engine.functional import FunctionalModel
-from fedsweep.engine.messages import ClientTask, ClientUpdate, RoundContext
-
-
-@dataclass
-class Client:
-    index: int
-    indices: torch.Tensor  # global training indices (on the run's device)
-    num_steps: int  # τ_i of round 1 (the step policy decides each round's)
-    schedule: BatchSchedule
-
-    @property
-    def num_samples(self) -> int:
-        return len(self.indices)
 
 
 class StepObserver:
@@ -64,8 +53,6 @@ class StepObserver:
 
 #: local steps between two ``LocalTrainer.on_steps`` calls inside one client's training
 STEP_REPORT = 256
-#: environment switch: ``0`` keeps the fused trajectory on the scattered training rows (bench)
-LAYOUT_ENV = "FEDSWEEP_LAYOUT"
 
 
 class LocalTrainer:
@@ -79,38 +66,8 @@ class LocalTrainer:
         #: inside long rounds: FedVeca's τ can reach τ_max); None: nobody asks
         self.on_steps = None
         self._steps_done = self._steps_total = 0
-        self._layouts: dict[int, tuple] = {}  # client -> (its pass, x and y in batch order)
-
-    def _layout(self, client: Client, numbers: torch.Tensor):
-        """``(x, y, rows)`` for a fused trajectory under the ``fixed`` order: the client's
-        samples copied once in the order of its fixed pass (``batches``), so every step reads
-        ``B`` consecutive rows instead of ``B`` rows scattered over the training set, and
-        ``rows`` ``[τ, B]`` into that copy. The same rows in the same order as ``client.indices
-        [positions]``: the same numbers, bit for bit (tested). Costs one more copy of the
-        clients' training rows; rebuilt if the pass changes (a restored checkpoint)."""
-        batches = client.schedule.batches
-        cached = self._layouts.get(client.index)
-        if cached is None or cached[0] is not batches:
-            rows = client.indices[batches.reshape(-1).to(client.indices.device)]
-            cached = (batches, self.x.index_select(0, rows), self.y.index_select(0, rows))
-            self._layouts[client.index] = cached
-        size = batches.shape[1]
-        rows = numbers[:, None] * size + torch.arange(size)
-        return cached[1], cached[2], rows
-
-    def _fused(self, client: int, w: torch.Tensor):
-        """``(direction, (g_buffer, v_buffer))`` when this client's steps can run as the model's
-        fused trajectory: the model has one that runs here, nothing watches single steps
-        (observers), no buffers (BatchNorm) change during training, the method's direction has
-        a closed form and the selector takes buffers. Else None (one step at a time)."""
-        kernel = self.fm.module.fused_trajectory
-        if kernel is None or self.observers or self.fm.buffers or not kernel.applies(w, self.x):
-            return None
-        direction = self.method.fused_direction(client)
-        if direction is None:
-            return None
-        buffers = self.selector.fused_buffers(direction)
-        return None if buffers is None else (direction, buffers)
+        #: the seam to the fast paths (``engine.fast``), asked once per client
+        self.fast = FastPath(fm, x, y, method, selector, self.observers)
 
     def begin_round(self, tasks: list[ClientTask]) -> None:
         """A round of ``tasks`` starts: the BatchNorm statistics and the step count reset."""
@@ -122,28 +79,20 @@ class LocalTrainer:
         fm, method, selector, observers = self.fm, self.method, self.selector, self.observers
         tau, lr = task.num_steps, task.lr
         record = selector.records_gradients
-        numbers = client.schedule.fixed_batch_numbers(tau)  # before take() moves the cursor
         rows = client.indices[client.schedule.take(tau).to(w.device)]
         y = w.clone()
         self.buffers.begin_client()
-        loss_sum = torch.zeros((), dtype=w.dtype, device=w.device)
         selector.begin_client(client.index, tau, fm.dim, w.dtype, w.device)
         method.begin_client(client.index, ctx)
         for obs in observers:
             obs.begin_client(client.index, task, w)
-        fused = self._fused(client.index, w)
-        if fused is not None:  # every step in one call (the model's compiled trajectory)
-            direction, (gbuf, vbuf) = fused
-            x, target = self.x, self.y
-            if numbers is not None and switched_on(LAYOUT_ENV):  # the fixed order: rows in sequence
-                x, target, rows = self._layout(client, numbers)
-            loss_sum = fm.module.fused_trajectory(
-                y, w, x, target, rows, lr, direction.mu, direction.offset, gbuf, vbuf
-            )
-            tau_loop = 0
+        # the seam: every step in one call on a fast path, or None (then the loop runs them)
+        fast_loss = self.fast.run(client, tau, rows, y, w, lr)
+        if fast_loss is None:
+            loss_sum, reference_steps = torch.zeros((), dtype=w.dtype, device=w.device), tau
         else:
-            tau_loop = tau
-        for step in range(tau_loop):
+            loss_sum, reference_steps = fast_loss, 0
+        for step in range(reference_steps):
             batch = rows[step]
             xb, yb = self.x.index_select(0, batch), self.y.index_select(0, batch)
             g, loss = fm.gradient(y, xb, yb)
@@ -165,6 +114,7 @@ class LocalTrainer:
             tau,
             ctx,
             delta=None if sel is None else sel.delta,
+            state_from_trajectory=sel is not None and sel.state_from_trajectory,
         )
         update.metrics["local_loss"] = loss_sum / tau
         if sel is not None:

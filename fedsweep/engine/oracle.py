@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from fedsweep.engine.batches import client_batch_size
 from fedsweep.engine.functional import FunctionalModel
-from fedsweep.engine.schedules import client_batch_size
 
 
 class ClientOracle:

@@ -1,7 +1,7 @@
 """One communication round as a pipeline of components (docs/algorithms.md §1.4).
 
 ``federated_round`` reads as the spec's loop; every step is a component passed in (built from
-the config by ``fedsweep.compose``), and the function knows no particular algorithm::
+the config by ``fedsweep.components.compose``), and the function knows no particular algorithm::
 
     S_t, q   = sampler.sample(t, w, rng, oracle)           # §7 (default: every client, q = p)
     tasks    = step_policy.tasks(t, S_t, lr_schedule(t))   # τ_{t,i}, η_t
@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fedsweep.engine.local import Client, LocalTrainer
-from fedsweep.engine.messages import ClientUpdate, Cohort, RoundContext
+from fedsweep.core.messages import ClientUpdate, Cohort, RoundContext
+from fedsweep.engine.batches import Client
+from fedsweep.engine.local import LocalTrainer
 
 
 @dataclass

@@ -40,11 +40,3 @@ class FLModel(nn.Module):
     #: gradient of ``criterion + penalty`` with respect to the flat parameter vector ``w``. The
     #: engine uses it instead of autograd when present; a test must show it equals autograd.
     flat_gradient = None
-
-    #: A model may run a client's whole local trajectory in one call (``SVMTrajectory`` of
-    #: ``fedsweep.models.svm_kernel``): ``fused_trajectory(y, w, x, target, rows, lr, mu,
-    #: offset, gbuf, vbuf) -> loss sum``, with ``applies(w, x)`` saying whether it can run here.
-    #: The engine uses it when the base method's direction has a closed form and the selector
-    #: takes buffers (``fused_direction`` / ``fused_buffers``); a test must show it equals the
-    #: per-step path.
-    fused_trajectory = None

@@ -17,6 +17,8 @@ from fedsweep.models.svm import SquaredSVM
 __all__ = ["MODELS", "FLModel", "build_model", "count_parameters"]
 
 MODELS = ("svm", "cnn", "mlp", "cnn-mcmahan", "resnet18")
+#: models that return features (``FLModel.feature_dim``): a separate head can sit on them
+FEATURE_MODEL_NAMES = ("mlp", "cnn-mcmahan", "resnet18")
 OPTIONS = ("svm_lambda", "cnn_lrn", "resnet_weights", "resnet_weights_path")
 
 

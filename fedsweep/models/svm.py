@@ -6,7 +6,8 @@ Objective on a set ``S`` (the engine adds ``penalty`` to ``criterion``)::
 
 Inputs are the raw pixels scaled to [0, 1] and flattened (§8.5: pixel/255, no mean
 subtraction; the data module does the scaling). Autograd of ``criterion + penalty`` reproduces
-the closed-form gradient of §8.1.
+the closed-form gradient of §8.1. Where it can, the engine runs a client's local steps in one
+compiled call (``engine.fast.svm_trajectory``, a fast path the model does not know about).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import torch
 from torch import nn
 
 from fedsweep.models.base import FLModel
-from fedsweep.models.svm_kernel import SVMTrajectory
 
 
 def even_odd_labels(target: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -36,7 +36,6 @@ class SquaredSVM(FLModel):
         self.lam = float(lam)
         self.linear = nn.Linear(in_features, 1, bias=False)  # no bias term [R]
         nn.init.zeros_(self.linear.weight)  # w_0 = 0 [R]
-        self.fused_trajectory = SVMTrajectory(self.lam)  # every local step in one call
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Scores ``w^T x`` of shape [n]; accepts [n, 1, 28, 28] or [n, 784]."""

@@ -27,9 +27,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fedsweep.data.datasets import resolve_data_root
-from fedsweep.sweep import runner
-from fedsweep.sweep.runner import duration
+from fedsweep.sweep.data_check import check_data as check_sweep_data
+from fedsweep.sweep.report import duration
 from fedsweep.sweep.spec import SweepSpec, Trial, expand, load_spec
+from fedsweep.sweep.store_index import trial_runs
 from fedsweep.tracking.store import get_client, resolve_tracking_uri, store_missing
 
 RUN, REUSE, SHARED, DERIVED, NO_DATA = "run", "reuse", "shared", "derived", "no data"
@@ -109,7 +110,7 @@ def plan_sweep(
     skipped: set = set()
     substitute: dict[str, str] = {}
     if check_data:
-        data = runner.check_data(trials, spec, profile, data_root)
+        data = check_sweep_data(trials, spec, profile, data_root)
         plan.data_note = data.note
         substitute = data.substitute
         if substitute:
@@ -123,9 +124,9 @@ def plan_sweep(
     client = None if store_missing(uri) else get_client(uri, create=False)
     runs = {}
     if client is not None:
-        runs = runner.trial_runs(client, [t for t in trials if t.derive is None])
+        runs = trial_runs(client, [t for t in trials if t.derive is None])
         trials = _resolve_derived(spec, profile, trials, runs, client, extra, substitute)
-        runs.update(runner.trial_runs(client, [t for t in trials if t.derive is not None]))
+        runs.update(trial_runs(client, [t for t in trials if t.derive is not None]))
     per_round, plan.measured_runs = _round_times(client, spec.figure, profile)
     seen: dict[str, str] = {}
     for t in trials:

@@ -12,7 +12,7 @@ otherwise (a tracking server, a file store).
 
 Both do what MLflow 3.17.2's ``SqlAlchemyStore`` does, on the tables and columns of its own
 SQLAlchemy models (``mlflow.store.tracking.dbmodels.models``), so the rows are those
-``log_batch`` / ``search_runs`` would write or find: ``tests/test_direct.py`` checks that
+``log_batch`` / ``search_runs`` would write or find: ``tests/tracking/test_direct.py`` checks that
 against the client API on a real store, for the pinned MLflow.
 """
 

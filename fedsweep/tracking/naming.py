@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fedsweep.components.compose import DEFAULTS, method_label
 from fedsweep.config.hashing import HASH_EXCLUDED
 from fedsweep.config.schema import RunConfig
 
@@ -51,19 +52,18 @@ SEP = " · "
 
 
 def method_name(config: RunConfig) -> str:
-    """``bherd-fedavg`` (selector-algorithm), ``fedavg`` without a selector."""
-    if config.selector == "none":
-        return config.algorithm
-    return f"{config.selector}-{config.algorithm}"
+    """The method's display name, as its components give it (``compose.method_label``):
+    ``bherd-fedavg``, ``fedavg``, ``fedveca``, ``scaffold-fedwalk``."""
+    return method_label(config)
 
 
 def describe(config: RunConfig) -> str:
     """``bherd-fedavg svm mnist case2``: method, model, data set, partition; a sampler or server
     optimizer other than the default follows the method (``fedavg server=adam sampler=poc``)."""
     parts = [method_name(config)]
-    if config.server_optimizer != "sgd":
+    if config.server_optimizer != DEFAULTS["server_optimizer"]:
         parts.append(f"server={config.server_optimizer}")
-    if config.sampler != "full":
+    if config.sampler != DEFAULTS["sampler"]:
         parts.append(f"sampler={config.sampler}")
     return " ".join([*parts, config.model.name, config.data.dataset, config.data.partition])
 

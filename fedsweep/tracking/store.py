@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
-from fedsweep.processes import alive
+from fedsweep.core.processes import alive
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 

@@ -16,10 +16,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from fedsweep.components.compose import DEFAULTS
 from fedsweep.config.hashing import config_hash
 from fedsweep.config.schema import RunConfig
 from fedsweep.engine.observers import Observer
-from fedsweep.engine.run import FLRun, RunResult, run_federated
+from fedsweep.experiment import FLRun, RunResult, run_federated
 from fedsweep.tracking.records import DRAIN_EVERY, RecordSpool
 from fedsweep.tracking.run_logger import MlflowRunLogger, git_commit
 
@@ -98,13 +99,8 @@ def run_tags(run: FLRun) -> dict[str, str]:
 def component_tags(cfg: RunConfig) -> dict[str, str]:
     """The round's other slots, tagged only when not the default (older runs have none)."""
     out = {}
-    for slot, default in (
-        ("sampler", "full"),
-        ("server_optimizer", "sgd"),
-        ("step_policy", "epochs"),
-        ("lr_schedule", "constant"),
-    ):
-        if getattr(cfg, slot) != default:
+    for slot in ("sampler", "server_optimizer", "step_policy", "lr_schedule"):
+        if getattr(cfg, slot) != DEFAULTS[slot]:
             out[f"fedsweep.{slot}"] = getattr(cfg, slot)
     return out
 
@@ -240,7 +236,7 @@ class TrackedRun:
         if own:
             self.spool = RecordSpool(tempfile.mkdtemp(prefix="fedsweep-records-"))
         try:
-            result = run_federated(self.run, [*chain, on_round, *observers])
+            result = run_federated(self.run, [*self.run.watches(), *chain, on_round, *observers])
         finally:
             if own:  # its records are logged (or the run failed): the folder goes
                 self.spool.remove()

@@ -1,0 +1,1 @@
+"""Learning-rate schedules: the client rate of each round."""

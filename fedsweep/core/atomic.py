@@ -1,0 +1,139 @@
+"""Atomic output files: every file ``fedsweep figures`` / ``compare`` writes (HTML, PNG, PDF,
+SVG, CSV, TeX, the index entries, ``index.html``, ``plotly.min.js``), and a sweep's state file,
+is written to a temporary file in the same folder and renamed into place (``os.replace``,
+atomic on POSIX and Windows).
+
+A process killed mid-write (``kill -9``, a full disk, a failed export) therefore leaves the
+previous good file untouched: a reader sees the old file or the complete new one, never a
+truncated or 0-byte one. The temporary file is removed when the writer fails; one left by a
+killed process (``.<name>.part-<pid>-<token>``) is removed by the next build in that folder
+(:func:`remove_stale_parts`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+#: the marker of a temporary file: ``.<final name>.part-<pid>-<token>``
+PART = ".part-"
+PART_RE = re.compile(r"^\..+\.part-(\d+)-[0-9a-f]+$")
+
+
+class OutputWriteError(OSError):
+    """An output file could not be written (a full disk, a file-size limit, a permission); the
+    previous file at that path, if any, is kept as it was."""
+
+
+def part_path(path: str | Path) -> Path:
+    """A fresh temporary name beside ``path`` (same folder, so the rename stays atomic)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}{PART}{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def is_part(path: str | Path) -> bool:
+    """Whether ``path`` is a temporary file of :func:`part_path`."""
+    return bool(PART_RE.match(Path(path).name))
+
+
+def _fsync(path: Path) -> None:
+    """Flush ``path``'s data to disk before the rename (a crash then shows old or new data)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - a file system without fsync
+        pass
+    finally:
+        os.close(fd)
+
+
+def commit(part: Path, path: Path) -> None:
+    """Rename the finished temporary file ``part`` onto ``path`` (atomic replace)."""
+    _fsync(part)
+    try:
+        os.replace(part, path)
+    except OSError as err:
+        part.unlink(missing_ok=True)
+        raise _write_error(path, err) from None
+
+
+def _write_error(path: Path, err: OSError) -> OutputWriteError:
+    why = err.strerror or str(err) or type(err).__name__
+    return OutputWriteError(
+        err.errno, f"cannot write {path}: {why} (the previous file, if any, is kept)", str(path)
+    )
+
+
+@contextmanager
+def replacing(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path`` to write; when the block ends without an error
+    the temporary file replaces ``path``; on any error (or an interrupt) it is removed and
+    ``path`` stays as it was. An ``OSError`` becomes :class:`OutputWriteError` naming ``path``."""
+    path = Path(path)
+    part = part_path(path)
+    try:
+        yield part
+        commit(part, path)
+    except OutputWriteError:
+        raise
+    except OSError as err:
+        raise _write_error(path, err) from None
+    finally:
+        part.unlink(missing_ok=True)
+
+
+def write_text(path: str | Path, text: str, encoding: str = "utf-8") -> Path:
+    """``path.write_text(text)``, atomically (see the module docstring)."""
+    path = Path(path)
+    with replacing(path) as part:
+        part.write_text(text, encoding=encoding)
+    return path
+
+
+def write_bytes(path: str | Path, data: bytes) -> Path:
+    """``path.write_bytes(data)``, atomically."""
+    path = Path(path)
+    with replacing(path) as part:
+        part.write_bytes(data)
+    return path
+
+
+def write_with(path: str | Path, writer: Callable[[Path], object]) -> Path:
+    """Let ``writer(tmp)`` write the file (e.g. ``frame.to_csv``), then rename it onto
+    ``path``, atomically."""
+    path = Path(path)
+    with replacing(path) as part:
+        writer(part)
+    return path
+
+
+def remove_stale_parts(folder: str | Path) -> list[Path]:
+    """Remove the temporary files in ``folder`` left by processes that no longer run (killed
+    mid-write); returns them. Those of a live process (a build running now) are left alone."""
+    from fedsweep.core.processes import alive
+
+    removed = []
+    try:
+        entries = list(Path(folder).iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        match = PART_RE.match(entry.name)
+        if not match:
+            continue
+        pid = int(match.group(1))
+        if pid != os.getpid() and alive(pid):
+            continue
+        try:
+            entry.unlink()
+            removed.append(entry)
+        except OSError:
+            pass
+    return removed

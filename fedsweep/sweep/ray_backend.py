@@ -1,0 +1,311 @@
+"""Ray for a sweep: start, attach to (``--address``, failing in seconds when unreachable) and
+stop Ray, check that a node can hold one trial, and run the trials with a fresh Ray Tune
+experiment (:func:`fit_trials`): each trial's payload (:func:`trial_payload`), names and
+folders, and the removal of Ray's folders, only ever inside the store's ray_results."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import socket
+from pathlib import Path
+
+from fedsweep.core import atomic
+from fedsweep.sweep.report import SweepReport
+from fedsweep.sweep.spec import SpecError, SweepSpec, Trial
+from fedsweep.sweep.store_index import used_by_tag
+
+#: in a sweep's folder (``<store>/ray_results/<figure>-<profile>-<key>``), beside STATE_FILE:
+#: the trials' checkpoint folders, one per config hash (fedsweep's own), and Ray Tune's
+#: experiment (Ray's; removed before every fit and never read back)
+TRIALS_DIR = "trials"
+RAY_DIR = "ray"
+
+
+#: tag of a derived trial's run: the source run id(s) its values come from, comma-separated
+DERIVED_FROM = "fedsweep.derived_from"
+
+
+def trial_payload(
+    trial: Trial,
+    spec: SweepSpec,
+    tracking_uri: str,
+    experiment: str,
+    parent_run_id: str,
+    fail_at_round: int | tuple[int, str] | None = None,
+    plugins: list | None = None,
+    state_dir: str | Path | None = None,
+) -> dict:
+    """What ``fl_trial`` gets; ``state_dir``: the trial's checkpoint folder (None: none)."""
+    cfg = trial.config.model_copy(deep=True)
+    cfg.threads = max(1, math.floor(spec.resources.cpu))  # torch threads = CPUs Ray gives
+    cfg.tracking.uri = tracking_uri
+    cfg.tracking.experiment = experiment
+    cfg.tracking.run_name = trial.run_name
+    return {
+        "trial_id": trial.trial_id,
+        "config": cfg.model_dump(mode="json"),
+        "parent_run_id": parent_run_id,
+        "checkpoint_every": spec.checkpoint_every,
+        # fault injection (tests): a round, or (round, "enospc") for a full file system
+        "fail_at_round": fail_at_round[0] if isinstance(fail_at_round, tuple) else fail_at_round,
+        "fail_with": fail_at_round[1] if isinstance(fail_at_round, tuple) else None,
+        "state_dir": None if state_dir is None else str(state_dir),
+        "plugins": [list(p) for p in plugins or []],  # --plugin modules, imported first
+        # a derived trial's readable provenance, logged once as a param at run creation
+        "params": {"derived_from": trial.derived_note} if trial.derived_from else {},
+        "tags": {
+            "mlflow.parentRunId": parent_run_id,
+            "fedsweep.figure": trial.figure,
+            "fedsweep.profile": trial.profile,
+            "fedsweep.curve": trial.curve,
+            "fedsweep.panel": trial.panel_id,
+            "fedsweep.panel_label": trial.panel_label,
+            used_by_tag(trial.figure): trial.profile,
+            "fedsweep.seed": str(trial.seed),
+            "fedsweep.config_hash": trial.config_hash,
+            "fedsweep.trial_id": trial.trial_id,
+            **({DERIVED_FROM: ",".join(trial.derived_from)} if trial.derived_from else {}),
+        },
+    }
+
+
+def check_resources(spec: SweepSpec, spec_path: Path) -> None:
+    """Fail now, not with trials PENDING forever, when no Ray node can hold one trial's
+    ``resources`` (CPUs and GPUs per trial) ; the message says what the cluster has."""
+    import ray
+
+    cpu, gpu = spec.resources.cpu, spec.resources.gpu
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    if any(n.get("CPU", 0) >= cpu and n.get("GPU", 0) >= gpu for n in nodes):
+        return
+    best = max(nodes, key=lambda n: (n.get("GPU", 0), n.get("CPU", 0)), default={})
+    total_cpu = sum(n.get("CPU", 0) for n in nodes)
+    total_gpu = sum(n.get("GPU", 0) for n in nodes)
+    raise SpecError(
+        f"{spec_path}: resources: each trial asks for cpu={cpu:g}, gpu={gpu:g}, but no Ray "
+        f"node has that much (largest node: {best.get('CPU', 0):g} CPUs, "
+        f"{best.get('GPU', 0):g} GPUs; {len(nodes)} node(s), {total_cpu:g} CPUs and "
+        f"{total_gpu:g} GPUs in all). Lower resources.cpu / resources.gpu in the spec, or "
+        "attach to a cluster that has them (--address)."
+    )
+
+
+class UnsafeRemovalError(RuntimeError):
+    """A folder to remove that is not strictly inside the store's ray_results folder."""
+
+
+def remove_inside(path: Path, root: Path, *, missing_ok: bool = False) -> None:
+    """``shutil.rmtree(path)``, only when ``path`` resolves (symlinks followed) to a folder
+    strictly inside ``root`` (the store's ray_results); anything else raises
+    :class:`UnsafeRemovalError` and removes nothing."""
+    root_real = Path(root).resolve()
+    target = Path(path).resolve()
+    if target == root_real or root_real not in target.parents:
+        raise UnsafeRemovalError(
+            f"refusing to remove {path} (resolves to {target}): not inside {root_real}"
+        )
+    if Path(path).is_symlink():  # inside, but a link: remove the link, not what it points to
+        Path(path).unlink()
+        return
+    if not target.exists() and missing_ok:
+        return
+    shutil.rmtree(target, ignore_errors=missing_ok)
+
+
+def trial_name(trial) -> str:
+    """Ray's name for a trial: the MLflow run name (``α=0.3 · Case 2 · seed 1``)."""
+    return trial.config["trial"]["config"]["tracking"]["run_name"]
+
+
+def trial_dirname(trial) -> str:
+    return f"trial_{trial.trial_id}"
+
+
+class RayUnavailableError(RuntimeError):
+    """The Ray cluster named by ``--address`` cannot be reached."""
+
+
+#: seconds an ``--address`` has to accept a connection
+RAY_CONNECT_TIMEOUT_S = 5.0
+
+
+#: Ray's connection retries, bounded for ``--address``: 1 attempt of at most 5 s (+2 s for the
+#: GCS RPC) instead of 20 attempts of ~41 s (820 s measured for a closed port, Ray 2.60). Read
+#: by Ray at import time, so set only when ``ray`` is not imported yet.
+RAY_CONNECT_ENV = {
+    "RAY_NUM_REDIS_GET_RETRIES": "1",
+    "RAY_py_gcs_connect_timeout_s": "5",
+    "RAY_gcs_rpc_server_connect_timeout_s": "2",
+}
+
+
+def bound_ray_connect(address: str | None) -> None:
+    """With ``--address``, make an unreachable cluster fail in ~10 s (user settings win)."""
+    import sys
+
+    if address and "ray" not in sys.modules:
+        for key, value in RAY_CONNECT_ENV.items():
+            os.environ.setdefault(key, value)
+
+
+def check_ray_address(address: str) -> None:
+    """Fail in seconds when nothing listens at a ``HOST:PORT`` / ``ray://HOST:PORT`` address
+    (``ray.init`` would retry for minutes). ``auto`` and other forms are left to Ray."""
+    hostport = address.split("://", 1)[1] if "://" in address else address
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), RAY_CONNECT_TIMEOUT_S).close()
+    except OSError as err:
+        why = (
+            f"no answer within {RAY_CONNECT_TIMEOUT_S:g} s"
+            if isinstance(err, TimeoutError)
+            else (err.strerror or str(err))
+        )
+        raise RayUnavailableError(
+            f"--address {address}: cannot reach a Ray cluster there ({why}); start one "
+            "(ray start --head) or leave --address out to run on a local Ray"
+        ) from None
+
+
+def init_ray(address: str | None) -> bool:
+    """Start (or attach to) Ray unless it runs already; True when this call started it."""
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if address:  # also when Ray is up already: never run on another cluster than the one named
+        check_ray_address(address)
+    if ray.is_initialized():
+        return False
+    kwargs = {"include_dashboard": False, "configure_logging": True, "logging_level": "WARNING"}
+    with keep_sigterm_handler():
+        _connect(ray, address, kwargs)
+    return True
+
+
+@contextlib.contextmanager
+def keep_sigterm_handler():
+    """``ray.init`` installs a C-level SIGTERM handler in the driver that aborts the process
+    (exit -6, no clean-up); put back the Python handler that was there before (``fedsweep
+    sweep`` turns SIGTERM into a graceful stop with every run marked KILLED)."""
+    import signal
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if main and previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _connect(ray, address: str | None, kwargs: dict) -> None:
+    if address:
+        check_ray_address(address)
+        try:
+            ray.init(address=address, **kwargs)
+        except (ConnectionError, ValueError) as err:  # ValueError: ray:// without ray[client]
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise RayUnavailableError(f"--address {address}: {first}") from None
+    else:
+        ray.init(**kwargs)
+        from fedsweep.sweep import ray_watchdog
+
+        ray_watchdog.start()  # a kill -9 of this driver leaves no Ray process behind
+
+
+def shutdown_ray() -> None:
+    """Stop the Ray this process started (or detach from a cluster), if it runs: its last
+    forwarded worker lines are printed now, not after the caller's console is done."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+    from fedsweep.sweep import ray_watchdog
+
+    ray_watchdog.stop()
+
+
+def fit_trials(
+    payloads,
+    spec,
+    storage: Path,
+    tune_name: str,
+    state_path: Path,
+    state: dict,
+    restore: bool,
+    max_concurrent,
+    verbose,
+    report: SweepReport | None = None,
+    listener=None,
+    echo=None,
+):
+    """Run the trials with a fresh Ray Tune experiment; Ray must be up. With ``restore``
+    (``--resume``) the trials' checkpoint folders (``TRIALS_DIR``) are kept and each trial goes
+    on from its newest checkpoint; without, they are removed first. Ray's own experiment folder
+    (``RAY_DIR``, its pickles included) is removed before the fit and never read: Ray restores
+    nothing, a resumed sweep is a new experiment over the pending trials."""
+    from ray import tune
+
+    from fedsweep.sweep.trial import fl_trial
+    from fedsweep.sweep.tune_events import TrialEvents, listening
+
+    trainable = tune.with_resources(
+        fl_trial, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
+    )
+    path = storage / tune_name
+    if not restore and path.exists():  # a stale sweep folder: its checkpoints are not used
+        remove_inside(path, storage)
+    if (path / RAY_DIR).exists():  # an earlier fit's Ray experiment: never read back
+        remove_inside(path / RAY_DIR, storage)
+    tuner = tune.Tuner(
+        trainable,
+        param_space={"trial": tune.grid_search(payloads)},
+        tune_config=tune.TuneConfig(
+            max_concurrent_trials=max_concurrent,
+            reuse_actors=True,
+            trial_name_creator=trial_name,
+            trial_dirname_creator=trial_dirname,
+        ),
+        run_config=tune.RunConfig(
+            name=RAY_DIR,
+            storage_path=str(path),
+            # a retried trial goes on from its newest checkpoint, which it finds itself
+            failure_config=tune.FailureConfig(max_failures=spec.max_failures),
+            verbose=verbose,
+            callbacks=[TrialEvents()],
+        ),
+    )
+    (path / TRIALS_DIR).mkdir(parents=True, exist_ok=True)
+    atomic.write_text(state_path, json.dumps(state))  # a --resume sees old or new, never half
+    if listener is not None and report is not None:
+        listener.begin(report)
+    with listening(_Notes(listener, echo)):
+        return tuner.fit()
+
+
+class _Notes:
+    """The listener of a fit: Tune's trial events go to ``listener``; a trial's warning (a
+    checkpoint set aside) goes to ``listener.trial_note`` when it has one, else to ``echo``."""
+
+    def __init__(self, listener, echo):
+        self.listener, self.echo = listener, echo
+
+    def trial_event(self, event, trials, trial) -> None:
+        if self.listener is not None:
+            self.listener.trial_event(event, trials, trial)
+
+    def trial_note(self, trial, text: str) -> None:
+        note = getattr(self.listener, "trial_note", None)
+        if note is not None:
+            note(trial, text)
+        elif self.echo is not None:
+            for line in text.splitlines():
+                self.echo(f"warning: {trial}: {line}")

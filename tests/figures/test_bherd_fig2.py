@@ -1,0 +1,273 @@
+"""BHerd Fig. 2: named panel axes, per-panel profile overrides, per-data-set fallbacks and skips,
+the Fig. 2 claim criteria, and a real smoke sweep of Fig. 2a through Ray Tune and the builder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from dashboards import build_figures
+from dashboards import claims as C
+from dashboards.model import Panel, panels_of
+from dashboards.papers.bherd import claims as B
+from fedsweep.sweep.data_check import check_data
+from fedsweep.sweep.runner import run_sweep
+from fedsweep.sweep.spec import CurveSpec, SpecError, expand, load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+SWEEPS = ROOT / "sweeps"
+SETTINGS = ["svm-mnist", "cnn-mnist", "cnn-cifar10"]
+
+
+# ----------------------------------------------------------------------------- the specs
+def test_fig2_specs_expand_to_nine_panels_with_their_settings():
+    for figure in ("bherd-fig2a", "bherd-fig2b"):
+        spec = load_spec(SWEEPS / f"{figure}.yaml")
+        panels = panels_of(spec)
+        assert len(panels) == 9
+        assert panels[0].label == "SVM, MNIST · Case 1"
+        assert panels[8].label == "CNN, CIFAR-10 · Case 3"
+        assert panels[4].panel_id == "setting=cnn-mnist,data.partition=case2"
+        assert panels[4].values["model.name"] == "cnn"
+        for profile, seeds in (("paper", 10), ("quick", 2), ("smoke", 1)):
+            trials = expand(spec, profile)
+            assert len(trials) == 9 * 4 * seeds
+            for t in trials:
+                setting = dict(t.panel)["setting"]
+                model, dataset = setting.split("-")
+                assert t.config.model.name == model
+                assert t.config.data.dataset.startswith(dataset[:5])  # mnist-5k in smoke
+                # baselines reshuffle, BHerd/GraB keep the fixed order (docs/algorithms.md §3.9)
+                assert t.config.train.order == ("rr" if t.config.selector == "none" else "fixed")
+
+
+def test_quick_profile_scales_only_the_cnn_panels():
+    spec = load_spec(SWEEPS / "bherd-fig2a.yaml")
+    for t in expand(spec, "quick"):
+        cfg = t.config
+        if cfg.model.name == "svm":
+            assert (cfg.train.rounds, cfg.train.lr, cfg.data.train_subset) == (100, 1e-4, None)
+            assert cfg.eval.test_subset is None
+        else:
+            assert (cfg.train.rounds, cfg.train.lr, cfg.data.train_subset) == (10, 0.01, 3000)
+            assert cfg.eval.test_subset == 2000
+    paper = expand(spec, "paper")
+    assert {(t.config.train.rounds, t.config.train.lr) for t in paper} == {(500, 1e-4)}
+    assert all(t.config.data.train_subset is None for t in paper)
+
+
+def test_centralized_baseline_is_one_run_for_all_three_cases():
+    spec = load_spec(SWEEPS / "bherd-fig2a.yaml")
+    trials = [t for t in expand(spec, "quick") if t.curve == "Centralized SGD"]
+    assert len(trials) == 3 * 3 * 2  # 3 settings x 3 cases x 2 seeds
+    assert len({t.config_hash for t in trials}) == 3 * 2
+    others = [t for t in expand(spec, "quick") if t.curve == "FedAvg"]
+    assert len({t.config_hash for t in others}) == len(others)
+
+
+def test_fig2_svm_panels_reuse_fig3a_runs():
+    """Same configs, same hashes: FedAvg (RR) and BHerd alpha=0.5 of Fig. 3a are not rerun."""
+    fig3a = {t.config_hash for t in expand(load_spec(SWEEPS / "bherd-fig3a.yaml"), "quick")}
+    fig2a = expand(load_spec(SWEEPS / "bherd-fig2a.yaml"), "quick")
+    shared = {t.curve for t in fig2a if t.config_hash in fig3a}
+    assert shared == {"FedAvg", "BHerd-FedAvg"}
+
+
+def _spec_tree(**changes) -> dict:
+    tree = yaml.safe_load((SWEEPS / "bherd-fig2a.yaml").read_text())
+    for key, value in changes.items():
+        node = tree
+        *head, last = key.split("/")
+        for k in head:
+            node = node[int(k)] if isinstance(node, list) else node[k]
+        node[last] = value
+    return tree
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"profiles/quick/panel_set": {"setting=cnn-mnst": {"train.rounds": 5}}}, "cnn-mnst"),
+        ({"panels/setting": [{"id": "a", "set": {}}, "case1"]}, "mixes labelled"),
+        ({"panels/setting": [{"id": "a", "set": {}}, {"id": "a", "set": {}}]}, "repeated"),
+        ({"profiles/quick/panel_set": {"setting=cnn-mnist": {"train.roundz": 5}}}, "roundz"),
+        ({"panels/setting/0/set": {"model.name": "vgg"}}, "vgg"),
+    ],
+)
+def test_bad_panel_axes_fail_naming_the_key(tmp_path, change, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(_spec_tree(**change)))
+    with pytest.raises(SpecError, match=message):
+        load_spec(path)
+
+
+# ------------------------------------------------------------------------------ data plan
+def test_missing_data_sets_fall_back_or_are_skipped(tmp_path):
+    """Offline without data: MNIST -> mnist-5k (the profile's map), CIFAR-10 skipped with a
+    note naming the file torchvision expects; the paper profile refuses."""
+    spec = load_spec(SWEEPS / "bherd-fig2a.yaml")
+    extra = {"data.root": str(tmp_path), "data.download": False}
+    trials = expand(spec, "quick", extra=extra)
+    plan = check_data(trials, spec, "quick", tmp_path)
+    assert plan.substitute == {"mnist": "mnist-5k"}
+    assert list(plan.skipped) == ["cifar10"]
+    assert "cifar10 panels not run" in plan.note and "mnist-5k instead" in plan.note
+    after = expand(spec, "quick", extra=extra, substitute=plan.substitute)
+    assert {t.config.data.dataset for t in after} == {"mnist-5k", "cifar10"}
+    with pytest.raises(Exception, match="not found"):
+        check_data(expand(spec, "paper", extra=extra), spec, "paper", tmp_path)
+
+
+# ------------------------------------------------------------------------------ claims
+PANELS = [
+    Panel(f"p{m}{c}", f"{m} {c}", {"model.name": m, "data.partition": f"case{c}"})
+    for m in ("svm", "cnn")
+    for c in (1, 2)
+]
+
+
+def curve(label: str, **kv) -> CurveSpec:
+    return CurveSpec(label=label, set={k.replace("__", "."): v for k, v in kv.items()})
+
+
+FIG2A = [
+    curve("FedAvg", algorithm="fedavg", selector="none"),
+    curve("BHerd-FedAvg", algorithm="fedavg", selector="bherd"),
+    curve("GraB-FedAvg", algorithm="fedavg", selector="grab"),
+]
+FIG2B = [
+    curve("FedNova", algorithm="fednova", selector="none"),
+    curve("SCAFFOLD", algorithm="scaffold", selector="none"),
+    curve("BHerd-FedNova", algorithm="fednova", selector="bherd"),
+    curve("BHerd-SCAFFOLD", algorithm="scaffold", selector="bherd"),
+]
+
+
+def claim_data(curves, loss: dict, acc: dict | None = None) -> C.ClaimData:
+    """``loss``/``acc``: curve -> per-round means (or model -> curve -> ...), all panels."""
+    rows = []
+    for p in PANELS:
+        for metric, table in (("test_loss", loss), ("test_acc", acc or {})):
+            table = table.get(p.values["model.name"], table)
+            for label, ys in table.items():
+                rows += [(p.panel_id, label, metric, t, y, 0.0, 2) for t, y in enumerate(ys, 1)]
+    agg = pd.DataFrame(rows, columns=["panel_id", "curve", "metric", "round", "mean", "std", "n"])
+    return C.ClaimData(agg, curves, PANELS, {})
+
+
+def test_bherd_beats_fedavg_and_grab_gain_criteria():
+    loss = {"FedAvg": [0.5, 0.4], "BHerd-FedAvg": [0.45, 0.35], "GraB-FedAvg": [0.5, 0.41]}
+    acc = {"FedAvg": [0.7, 0.8], "BHerd-FedAvg": [0.72, 0.82], "GraB-FedAvg": [0.7, 0.805]}
+    data = claim_data(FIG2A, loss, acc)
+    assert B.bherd_beats_fedavg(data)[0] == "yes"
+    assert B.grab_little_gain(data)[0] == "yes"
+    # faster but not more accurate: the claim needs both
+    data = claim_data(FIG2A, loss, {**acc, "BHerd-FedAvg": [0.72, 0.79]})
+    assert B.bherd_beats_fedavg(data)[0] == "no"
+    # GraB 2 points more accurate than FedAvg is a gain
+    data = claim_data(FIG2A, loss, {**acc, "GraB-FedAvg": [0.7, 0.82]})
+    assert B.grab_little_gain(data)[0] == "no"
+    # GraB 10% lower loss AUC is a gain too
+    data = claim_data(FIG2A, {**loss, "GraB-FedAvg": [0.45, 0.36]}, acc)
+    assert B.grab_little_gain(data)[0] == "no"
+    assert B.bherd_beats_fedavg(claim_data(FIG2A[:1], loss, acc))[0] == "n/a"
+
+
+def test_bherd_speeds_up_others_and_gain_by_model_criteria():
+    base = {"FedNova": [0.5, 0.4], "SCAFFOLD": [0.5, 0.4]}
+    svm = {**base, "BHerd-FedNova": [0.3, 0.2], "BHerd-SCAFFOLD": [0.45, 0.4]}  # AUC gains 44%, 6%
+    cnn = {**base, "BHerd-FedNova": [0.45, 0.4], "BHerd-SCAFFOLD": [0.3, 0.2]}  # AUC gains 6%, 44%
+    data = claim_data(FIG2B, {"svm": svm, "cnn": cnn})
+    assert B.bherd_speeds_up_others(data)[0] == "yes"
+    verdict, numbers = B.bherd_gain_by_model(data)
+    assert verdict == "yes" and "FedNova: CNN +5.6%, SVM +44.4%" in numbers
+    swapped = claim_data(FIG2B, {"svm": cnn, "cnn": svm})
+    assert B.bherd_gain_by_model(swapped)[0] == "no"
+    slower = claim_data(FIG2B, {"svm": {**svm, "BHerd-SCAFFOLD": [0.5, 0.45]}, "cnn": cnn})
+    assert B.bherd_speeds_up_others(slower)[0] == "no"
+
+
+# ------------------------------------------------------------------- smoke sweep through Ray
+@pytest.mark.slow
+def test_fig2a_smoke_sweep_through_ray_and_the_builder(ray_session, tmp_path):
+    """The smoke profile of Fig. 2a offline without data (empty data folder, no download):
+    MNIST panels run on mnist-5k, the CIFAR-10 panels are skipped and say so on the figure;
+    the Centralized runs are shared by the three Case panels."""
+    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    empty = tmp_path / "no-data"
+    empty.mkdir()
+    report = run_sweep(
+        SWEEPS / "bherd-fig2a.yaml",
+        "smoke",
+        tracking_uri=store,
+        storage_dir=tmp_path / "ray",
+        data_dir=empty,
+        overrides={"data.download": False},
+        verbose=0,
+        echo=lambda *a: None,
+    )
+    assert (report.total, report.unavailable, report.shared) == (36, 12, 4)
+    assert (report.scheduled, report.finished, report.errored) == (20, 20, 0)
+    assert "cifar10 panels not run" in report.data_note
+
+    out = tmp_path / "figures"
+    (r,) = build_figures(
+        store, "smoke", out, ["bherd-fig2a"], SWEEPS, png=False, overrides={"data.download": False}
+    )
+    assert r.status == "partial" and (r.runs, r.expected_runs) == (24, 36)
+    assert "cifar10 panels not run" in r.data_note
+    assert "cifar10 panels not run" in r.figure.layout.title.subtitle.text
+    assert [n for n in r.notes if "no runs" in n] == [
+        f"CNN, CIFAR-10 · Case {c}: no runs" for c in (1, 2, 3)
+    ]
+    # a 3 x 3 grid per metric: rows = settings, columns = Cases; the CIFAR-10 row says "no runs"
+    assert list(r.parts) == ["loss", "acc"]
+    for part, fig in r.parts.items():
+        texts = [a.text for a in fig.layout.annotations]
+        assert texts.count("no runs") == 3
+        assert texts[:3] == [
+            f"({x}) SVM, MNIST · Case {c}" for x, c in zip("abc", (1, 2, 3), strict=True)
+        ]
+        assert texts[6] == "(g) CNN, CIFAR-10 · Case 1"
+        assert len(fig._grid_ref) == 3 and len(fig._grid_ref[0]) == 3
+        assert 1400 <= fig.layout.width <= 1800
+        assert (out / f"bherd-fig2a-{part}.html").is_file()
+    named = {t.name for t in r.figure.data if t.showlegend}
+    assert named == {
+        "Centralized SGD (n=1)",
+        "FedAvg (n=1)",
+        "BHerd-FedAvg (n=1)",
+        "GraB-FedAvg (n=1)",
+    }
+    assert [c.verdict for c in r.claims] != ["n/a", "n/a"]
+    assert not (out / "bherd-fig2a.html").exists()
+
+    # GraB's skipped rounds (alpha_t = 0), recounted from the logged per-client alphas
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=store)
+    exp = client.get_experiment_by_name("bherd-fig2a")
+    expected = {}
+    for run in client.search_runs([exp.experiment_id]):
+        tags = run.data.tags
+        if tags.get("fedsweep.curve") != "GraB-FedAvg":
+            continue
+        alphas = [client.get_metric_history(run.info.run_id, f"client/{i}/alpha") for i in range(5)]
+        by_round = {}
+        for history in alphas:
+            for m in history:
+                by_round.setdefault(m.step, []).append(m.value)
+        assert sorted(by_round) == [1, 2] and all(len(v) == 5 for v in by_round.values())
+        expected[tags["fedsweep.panel"]] = sum(max(v) == 0 for v in by_round.values())
+    assert len(expected) == 6
+    labels = {p.panel_id: p.label for p in panels_of(load_spec(SWEEPS / "bherd-fig2a.yaml"))}
+    want = sorted(
+        f"GraB-FedAvg [{labels[pid]}]: no client selected a gradient (alpha_t = 0, update "
+        f"skipped) in {k} of 2 rounds (all seeds)"
+        for pid, k in expected.items()
+        if k
+    )
+    assert sorted(n for n in r.notes if "alpha_t = 0" in n) == want
