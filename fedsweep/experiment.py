@@ -267,7 +267,7 @@ class FLRun:
     def watches(self) -> list[Observer]:
         """The observers every run of this engine has, first in its list: the divergence
         watch."""
-        return [DivergenceWatch(lambda: self.w, getattr(self, "diagnostics", set()))]
+        return [DivergenceWatch(lambda: self.w, self.diagnostics)]
 
     # ------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:

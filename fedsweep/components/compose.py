@@ -1,4 +1,4 @@
-"""Which components exist, which compose, and what each reads: the one table of fedsweep.
+"""Which components exist, which compose, and what each reads, read from the registry.
 
 A run is one choice per slot of the round (docs/algorithms.md §1.4)::
 
@@ -6,9 +6,11 @@ A run is one choice per slot of the round (docs/algorithms.md §1.4)::
     upload selector) ─► base method's aggregate (direction u_t) ─► server optimizer ─►
     post-aggregation hooks ─► evaluation ─► observers
 
-Components never test which other component runs: what a pairing needs is written here
-(a selector's ``uploads`` gives the form of its upload for each base method), and the config
-is checked against this table before anything runs (``composition_errors``).
+Components never test which other component runs: what a pairing needs is declared by the
+components themselves (a selector's ``uploads``, a step policy's or hook's ``requires``, each
+one's ``config_errors``), and this module checks a config against all of it before anything
+runs (``composition_errors``), names the sections a config uses (``config_sections``) and
+builds a run's components, each with its view of the config (``build_components``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from fedsweep.components.server_optimizers.base import ServerOptimizer
 from fedsweep.components.step_policies.base import StepPolicy
 from fedsweep.core import registry
 from fedsweep.core.registry import component_view
-from fedsweep.models.registry import FEATURE_MODEL_NAMES
 
 load_components()
 
@@ -122,10 +123,6 @@ def __getattr__(name: str) -> Any:
     if name in _TABLES:
         return _TABLES[name]()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-#: models a separate leash head can sit on (they return features: ``FLModel.feature_dim``)
-FEATURE_MODELS = FEATURE_MODEL_NAMES
 
 
 def _get(config: Any, key: str) -> Any:
@@ -239,7 +236,7 @@ def composition_errors(config) -> list[str]:
     for name in config.hooks:
         for other in HOOKS[name].excludes:
             if other in config.hooks and name < other:
-                out.append(f"hooks: {name} and {other} are alternatives (Fig. 4), not a pair")
+                out.append(f"hooks: {name} and {other} are alternatives, not a pair")
     seen = set()
     for _slot_name, cls in _chosen(config):
         errors = cls.config_errors(config)

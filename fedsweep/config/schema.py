@@ -4,8 +4,10 @@ Sections mirror the architecture: ``data`` (data set and partition), ``model``, 
 local-SGD schedule of docs/algorithms.md §1), ``eval`` and ``tracking`` are general. Each slot of
 the round names its component (``algorithm``, ``selector``, ``sampler``, ``server_optimizer``,
 ``step_policy``, ``lr_schedule``, ``hooks``), and each component's own section (``bherd``,
-``poc``, ``fedopt``, ...) is defined next to its code; which compose, and which sections each
-reads, is ``fedsweep.components.compose``. Every default keeps the behaviour of configs written before the
+``poc``, ``fedopt``, ...) is the config class it registered with (``fedsweep.core.registry``):
+``RunConfig`` is assembled from the registry, so a new component's section needs no edit here.
+A slot may be written as a component block (``server_optimizer: {name: adam, lr: 0.01}``), the
+same config as its sections. Every default keeps the behaviour of configs written before the
 field existed.
 """
 

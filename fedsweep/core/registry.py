@@ -73,7 +73,7 @@ def register(
 
     def decorate(cls: type) -> type:
         known = _ENTRIES[slot].get(name)
-        if known is not None and known.cls.__qualname__ != cls.__qualname__:
+        if known is not None and _where(known.cls) != _where(cls):
             raise RegistryError(
                 f"{slot} {name!r} is registered twice: {known.cls.__module__}.{known.cls.__name__}"
                 f" and {cls.__module__}.{cls.__name__}"
@@ -82,7 +82,7 @@ def register(
             if section in SLOTS or section in GENERAL_SECTIONS or section in GENERAL_FIELDS:
                 raise RegistryError(f"section name {section!r} is taken by the run config")
             seen = _SECTIONS.get(section)
-            if seen is not None and seen.__qualname__ != config_cls.__qualname__:
+            if seen is not None and _where(seen) != _where(config_cls):
                 raise RegistryError(
                     f"section {section!r} of {slot} {name!r} is {config_cls.__name__}, but "
                     f"another component declared it as {seen.__name__}"
@@ -101,6 +101,11 @@ def register(
         return cls
 
     return decorate
+
+
+def _where(cls: type) -> tuple[str, str]:
+    """A class's identity across re-imports of its module (a plugin imported twice)."""
+    return cls.__module__, cls.__qualname__
 
 
 def components(slot: str) -> dict[str, type]:

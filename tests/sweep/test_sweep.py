@@ -115,7 +115,7 @@ def test_injected_crash_does_not_stop_the_others_and_resume_reads_no_pickle(
     aside with one warning and B restarts at round 0 in its run without logging a round twice;
     every run ends FINISHED, the stray one FAILED."""
     from fedsweep.sweep import trial as trial_mod
-    from tests.test_i32_resume import plant_pickles
+    from tests.sweep.test_resume import plant_pickles
 
     spec = write_spec(tmp_path, max_failures=0)
     a, b = expand(load_spec(spec), "smoke", extra={})[1:3]

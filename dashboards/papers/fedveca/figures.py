@@ -40,6 +40,7 @@ from dashboards.style import (
     subtitle,
     wrap_subtitle,
 )
+from fedsweep.components.step_policies.fedveca import PER_CLIENT_METRICS
 
 R1_NOTE = (
     "<b>τ rule R1: our reconstruction of the paper's lost equations (docs/algorithms.md §5.5)</b>"
@@ -49,7 +50,7 @@ BOUND_NAME = "bound (η β̂ τ_k = 1)"
 BOUND_LINE = {"color": "#444", "width": 1.6, "dash": "dash"}
 LOG_SPAN = 100.0  # a cell whose positive values span more than this factor gets a log y axis
 FIRST_ROUNDS = 50  # Fig. 6 draws rounds 1..50
-PER_CLIENT = ("tau", "beta", "delta", "A", "tau_r1")  # logged as client/{i}/<name>
+PER_CLIENT = PER_CLIENT_METRICS  # logged by the step policy as client/{i}/<name>
 Y_TITLES = {
     "premise": "η β̂ τ<sub>k</sub>",
     "beta_hat": "β̂ (running max)",

@@ -59,6 +59,10 @@ from fedsweep.engine.local import StepObserver
 BETA_FLOOR = 1e-5  # §5.3 step 5 (the IBM estimator's floor)
 MIN_DISTANCE = 1e-10  # ||w^t − w_k|| below this: no β ratio (§5.3)
 F64 = torch.float64
+#: the metrics FedVeca logs (the names figures read): per client as ``client/{i}/<name>``, and
+#: per round
+PER_CLIENT_METRICS = ("tau", "beta", "delta", "A", "tau_r1")
+ROUND_METRICS = ("beta_hat", "premise", "w_change")
 
 
 def r1(A: torch.Tensor, g_norm2: torch.Tensor, phi: float) -> torch.Tensor:
@@ -240,7 +244,8 @@ class FedVecaEstimates(StepObserver):
 class FedVecaSteps(StepPolicy):
     """Server side of §5.4: the τ vector, ``β̂``, the premise, and the τ rule."""
 
-    diagnostics = ("beta", "delta", "A", "tau_r1", "beta_hat", "premise", "w_change")
+    #: estimates (a non-finite one is logged and handled here, not divergence): all but ``tau``
+    diagnostics = tuple(m for m in (*PER_CLIENT_METRICS, *ROUND_METRICS) if m != "tau")
     #: FedVeca's estimates (§5.3) assume plain local SGD and every client uploading its whole
     #: trajectory; its β̂ compares ĝ of consecutive rounds, which needs the same clients every
     #: round (full participation)
