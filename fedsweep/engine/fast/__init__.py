@@ -11,7 +11,7 @@ suite ``tests/engine/test_fast_equivalence.py`` holds every composition to that)
 * :mod:`.layout`: under the ``fixed`` order, a client's rows copied in batch order for the
   accelerators (``FEDSWEEP_LAYOUT=0`` turns it off);
 * :mod:`.herding`: BHerd's herding compiled (the greedy always on the CPU, bit-identical; the
-  Gram matrix too after a fast trajectory, to rounding), called by ``selectors.bherd``.
+  Gram matrix too after a fast trajectory, to rounding), called by ``selectors.herding``.
 
 **The seam's protocol.** ``LocalTrainer`` asks :meth:`FastPath.run` once per client, after the
 components' ``begin_client``. A fast path applies when nothing watches single steps (no step
