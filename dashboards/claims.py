@@ -39,6 +39,7 @@ config (:meth:`ClaimData.config`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ import pandas as pd
 
 from dashboards.model import ClaimCheck, Panel, Verdict, curve_config
 from dashboards.reducers import Stat, per_run, stat_of
+from dashboards.verdicts import INTERVAL_METHOD, VERDICTS, Evidence, Measure, decide
 from fedsweep.config.schema import RunConfig
 from fedsweep.sweep.spec import CurveSpec
 
@@ -84,6 +86,9 @@ class ClaimData:
     reduced: dict[tuple[str, str], pd.DataFrame] = field(
         default_factory=dict, repr=False, compare=False
     )
+    #: the statistics a statistical criterion computed (``evidence_row`` per panel), read by
+    #: :func:`check_claims` after the criterion ran
+    evidence: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
     #: the config tree the curves' overrides apply to (:func:`dashboards.model.run_base`: the
     #: spec's ``base`` under its first panel's overrides); {}: the config defaults
     base: Mapping[str, Any] = field(default_factory=dict, repr=False)
@@ -286,6 +291,27 @@ def rounds_of(data: ClaimData) -> int:
     return int(data.agg["round"].max()) if len(data.agg) else 0
 
 
+def evidence_row(panel: str, ev: Evidence, measure: Measure) -> dict[str, Any]:
+    """One panel's statistics for the index and the report: the effect (seed mean), its 95%
+    interval, the threshold and its side, the seeds."""
+
+    def num(x: float) -> float | None:
+        return float(x) if math.isfinite(x) else None
+
+    return {
+        "panel": panel,
+        "measure": measure.effect,
+        "effect": num(ev.mean),
+        "ci_low": num(ev.ci_low),
+        "ci_high": num(ev.ci_high),
+        "interval": INTERVAL_METHOD,
+        "threshold": measure.threshold,
+        "holds_when": measure.holds_when,
+        "seeds": list(ev.seeds),
+        "verdict": decide(ev, measure),
+    }
+
+
 # ------------------------------------------------------------------------------ checking
 def normalize(claim: str) -> str:
     return " ".join(claim.lower().replace("–", "-").replace("—", "-").split())
@@ -295,6 +321,8 @@ def criterion_text(fn: Callable) -> str:
     return " ".join((fn.__doc__ or "").replace("``", "").split())
 
 
+#: the verdicts of a statistical criterion (``dashboards.verdicts``)
+STATISTICAL = VERDICTS
 NOT_TESTABLE = "not testable at this profile (T={t})"
 NOT_TESTABLE_DIVERGED = "not testable: {n} of {m} runs diverged"
 TESTABLE_RULE = (
@@ -314,14 +342,32 @@ def diverged_label(div: int, blow: int, total: int) -> str:
     return text
 
 
+def regime_groups(panels: list[Panel]) -> list[tuple[str, list[Panel]]]:
+    """The panels grouped by their declared regime kind, in first-seen order: one group per
+    kind (a figure mixing the paper's regime and a scaled one is judged per regime), ``""`` for
+    panels whose profile declares none."""
+    groups: dict[str, list[Panel]] = {}
+    for p in panels:
+        groups.setdefault(p.regime.kind if p.regime is not None else "", []).append(p)
+    return list(groups.items())
+
+
+def _regime_text(panels: list[Panel]) -> str:
+    texts = dict.fromkeys(p.regime.text for p in panels if p.regime is not None)
+    return "; ".join(texts)
+
+
 def check_claims(
     claims: list[str], data: ClaimData | None, criteria: Mapping[str, Criterion]
 ) -> list[ClaimCheck]:
-    """One :class:`ClaimCheck` per claim text, by its criterion in ``criteria`` (normalized
-    claim text -> criterion: ``dashboards.registry.CRITERIA``); "n/a" without data or without a
-    criterion, "n/t" when a curve the criterion read has a diverged (or blown-up) run, or when
-    the figure's curves are shorter than ``MIN_ROUNDS`` (the numbers are still given)."""
+    """One :class:`ClaimCheck` per claim text and declared regime (a figure whose panels mix
+    regimes is judged per regime), by its criterion in ``criteria`` (normalized claim text ->
+    criterion: ``dashboards.registry.CRITERIA``); "n/a" without data or without a criterion,
+    not testable (the numbers still given) when the panels' regime is ``scaled``, when a curve
+    the criterion read has a diverged (or blown-up) run, or when the figure's curves are
+    shorter than ``MIN_ROUNDS``."""
     out = []
+    groups = regime_groups(data.panels) if data is not None else [("", [])]
     for claim in claims:
         fn = criteria.get(normalize(claim))
         if fn is None:
@@ -331,16 +377,35 @@ def check_claims(
         if data is None or data.agg.empty:
             out.append(ClaimCheck(claim, "n/a", "no runs", criterion))
             continue
-        data.used.clear()
-        verdict, numbers = fn(data)
-        div, blow, total = data.unusable(data.used)
-        t = rounds_of(data)
-        label = ""
-        if div + blow:
-            verdict, label = "n/t", diverged_label(div, blow, total)
-            if t < MIN_ROUNDS:
-                label += f"; T={t} < {MIN_ROUNDS} rounds"
-        elif verdict in ("yes", "no") and t < MIN_ROUNDS:
-            verdict, label = "n/t", NOT_TESTABLE.format(t=t)
-        out.append(ClaimCheck(claim, verdict, numbers, criterion, label))
+        for kind, panels in groups:
+            part = data if len(groups) == 1 else dataclasses.replace(data, panels=panels)
+            check = _check_one(claim, fn, part, criterion)
+            if kind:
+                check.regime = _regime_text(panels)
+                if len(groups) > 1:
+                    names = ", ".join(p.label or p.panel_id for p in panels)
+                    check.numbers = f"[{kind} regime: {names}] {check.numbers}"
+            if kind == "scaled" and check.verdict not in ("n/a",):
+                untestable = "not-testable" if check.verdict in STATISTICAL else "n/t"
+                reason = f"not testable at this profile: scaled regime ({check.regime})"
+                check.verdict = untestable
+                check.label = reason if not check.label else f"{reason}; {check.label}"
+            out.append(check)
     return out
+
+
+def _check_one(claim: str, fn: Criterion, data: ClaimData, criterion: str) -> ClaimCheck:
+    data.used.clear()
+    data.evidence = []
+    verdict, numbers = fn(data)
+    div, blow, total = data.unusable(data.used)
+    t = rounds_of(data)
+    label = ""
+    untestable = "not-testable" if verdict in STATISTICAL else "n/t"
+    if div + blow:
+        verdict, label = untestable, diverged_label(div, blow, total)
+        if t < MIN_ROUNDS:
+            label += f"; T={t} < {MIN_ROUNDS} rounds"
+    elif verdict in ("yes", "no", *STATISTICAL) and t < MIN_ROUNDS:
+        verdict, label = untestable, NOT_TESTABLE.format(t=t)
+    return ClaimCheck(claim, verdict, numbers, criterion, label, tuple(data.evidence))

@@ -17,7 +17,16 @@ from typing import Any
 from dashboards.model import FigureResult
 from fedsweep.core import atomic
 
-VERDICT_CLASS = {"yes": "yes", "no": "no", "n/a": "na", "n/t": "na"}
+VERDICT_CLASS = {
+    "yes": "yes",
+    "no": "no",
+    "n/a": "na",
+    "n/t": "na",
+    "supported": "yes",
+    "contradicted": "no",
+    "inconclusive": "inc",
+    "not-testable": "na",
+}
 ENTRY_KEY = "fedsweep_index_entry"
 FILE_KINDS = (
     ("html", "interactive HTML"),
@@ -43,6 +52,7 @@ th{background:#f6f6f6}
 .yes{background:#d9f2d9;color:#11621a;font-weight:bold}
 .no{background:#f9d6d5;color:#9c1c14;font-weight:bold}
 .na{background:#ececec;color:#666;font-weight:bold}
+.inc{background:#fbefd0;color:#7a5300;font-weight:bold}
 .badge{padding:.05em .45em;border-radius:4px;font-size:.85em}
 .status{display:inline-block;padding:.1em .5em;border-radius:4px;font-size:.85em}
 .complete{background:#d9f2d9}.partial{background:#fff1c2}.norun,.error{background:#f9d6d5}
@@ -92,6 +102,8 @@ def entry(r: FigureResult, out_dir: Path, tracking_uri: str = "") -> dict[str, A
                 "shown": c.shown,
                 "numbers": c.numbers,
                 "criterion": c.criterion,
+                "evidence": list(c.evidence),
+                "regime": c.regime,
             }
             for c in r.claims
         ],

@@ -17,7 +17,12 @@ from fedsweep.config.load import build_config, set_dotted
 from fedsweep.config.schema import RunConfig
 from fedsweep.sweep.spec import CurveSpec, SweepSpec
 
-Verdict = Literal["yes", "no", "n/a", "n/t"]  # n/t: not testable at this profile (too short)
+#: "yes"/"no"/"n/t" (not testable at this profile): the seed-mean verdicts of the criteria not
+#: yet rewritten as statistics; "supported"/"contradicted"/"inconclusive"/"not-testable": a
+#: 95% interval over seeds against a declared threshold (``dashboards.verdicts``); "n/a": no data
+Verdict = Literal[
+    "yes", "no", "n/a", "n/t", "supported", "contradicted", "inconclusive", "not-testable"
+]
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,9 @@ class Panel:
     panel_id: str
     label: str
     values: dict[str, Any] = field(default_factory=dict)
+    #: the regime its runs are in at the profile (``fedsweep.sweep.spec_model.Regime``): paper,
+    #: reconstructed or scaled; None: not declared
+    regime: Any = None
 
 
 def panels_of(spec: SweepSpec, profile: str | None = None) -> list[Panel]:
@@ -48,8 +56,14 @@ def panels_of(spec: SweepSpec, profile: str | None = None) -> list[Panel]:
 
     ``values`` holds the axis values (a named axis gives its choice id) and the config overrides
     of the cell (e.g. ``data.partition``, ``model.name``)."""
+    prof = spec.profiles.get(profile) if profile is not None else None
     return [
-        Panel(cell.panel_id, cell.label, {**cell.overrides, **dict(cell.pairs)})
+        Panel(
+            cell.panel_id,
+            cell.label,
+            {**cell.overrides, **dict(cell.pairs)},
+            prof.regime_of(cell.pairs) if prof is not None else None,
+        )
         for cell in spec.panel_cells(profile)
     ]
 
@@ -96,6 +110,11 @@ class ClaimCheck:
     criterion: str = ""
     #: what the index shows instead of the bare verdict, e.g. "not testable at this profile (T=3)"
     label: str = ""
+    #: the statistics behind a statistical verdict, one dict per panel (``claims.evidence_row``)
+    evidence: tuple = ()
+    #: the declared regime of the panels this check judged ("paper", "reconstructed: ...",
+    #: "scaled: ..."); "" when the profile declares none
+    regime: str = ""
 
     @property
     def shown(self) -> str:

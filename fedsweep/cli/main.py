@@ -14,7 +14,7 @@ import typer
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-from fedsweep.cli import explore, figures, run, sweep, ui  # noqa: E402
+from fedsweep.cli import explore, figures, report, run, sweep, ui  # noqa: E402
 from fedsweep.cli.common import EXIT_CODES_HELP, Command, Group  # noqa: E402
 
 app = typer.Typer(
@@ -30,6 +30,7 @@ app = typer.Typer(
 app.command(cls=Command)(run.run)
 app.command(cls=Command)(sweep.sweep)
 app.command(cls=Command)(figures.figures)
+app.command(cls=Command)(report.report)
 app.command(cls=Command)(run.validate)
 app.command(cls=Command)(explore.runs)
 app.command("find", cls=Command, hidden=True)(explore.runs)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -84,6 +84,27 @@ class PanelCell:
         return panel_id(self.pairs)
 
 
+class Regime(Strict):
+    """How a profile's runs stand to the paper's (issue 34), declared by the spec: ``paper``
+    (the paper's settings), ``reconstructed`` (the paper's settings where it gives them, ours
+    where they are lost) or ``scaled`` (smaller, shorter or otherwise changed so that a claim
+    about the paper's regime is not testable on it). ``reason``: one line (``"η 100× the
+    paper's, 6 local steps"``), required unless ``paper``."""
+
+    kind: Literal["paper", "reconstructed", "scaled"]
+    reason: str = ""
+
+    @model_validator(mode="after")
+    def _reason(self) -> Regime:
+        if self.kind != "paper" and not self.reason.strip():
+            raise ValueError(f"regime {self.kind!r} needs a one-line reason")
+        return self
+
+    @property
+    def text(self) -> str:
+        return self.kind if not self.reason else f"{self.kind}: {self.reason}"
+
+
 class ProfileSpec(Strict):
     seeds: list[int] | None = None
     set: dict[str, Any] = Field(default_factory=dict)
@@ -97,6 +118,11 @@ class ProfileSpec(Strict):
     panel_seeds: dict[str, list[int]] = Field(default_factory=dict)
     #: the scaling relative to the paper, shown in the figure subtitle
     note: str = ""
+    #: the regime of the profile's runs (:class:`Regime`), for every panel; ``panel_regime``
+    #: overrides it per panel, keyed like ``panel_set``; None: not declared (claims are judged
+    #: as before, and the report says "regime not declared")
+    regime: Regime | None = None
+    panel_regime: dict[str, Regime] = Field(default_factory=dict)
     #: data set to use when the configured one can be neither found nor downloaded: one name for
     #: every data set, or a map ``{configured: fallback}`` (data sets not in it have none)
     data_fallback: str | dict[str, str] | None = None
@@ -116,6 +142,15 @@ class ProfileSpec(Strict):
     #: the test accuracy a rounds-to-target figure counts the rounds to (intro figures: McMahan's
     #: Table 2 form); None: the figure has no target
     target_acc: float | None = Field(None, gt=0, le=1)
+
+    def regime_of(self, pairs) -> Regime | None:
+        """The regime of the panel with axis ``pairs`` ((axis, value), ...): the first
+        ``panel_regime`` entry one of its values names, else the profile's ``regime``."""
+        for key, value in pairs:
+            found = self.panel_regime.get(f"{key}={value}")
+            if found is not None:
+                return found
+        return self.regime
 
     def fallback_for(self, dataset: str) -> str | None:
         fb = self.data_fallback
@@ -171,7 +206,7 @@ class SweepSpec(Strict):
                 raise ValueError(f"panels.{key}: repeated value in {ids}")
         axis_values = {f"{k}={axis_value(v)}" for k, vs in self.panels.items() for v in vs}
         for name, prof in self.profiles.items():
-            for field_name in ("panel_set", "panel_seeds"):
+            for field_name in ("panel_set", "panel_seeds", "panel_regime"):
                 unknown_cells = sorted(set(getattr(prof, field_name)) - axis_values)
                 if unknown_cells:
                     raise ValueError(

@@ -45,8 +45,10 @@ from fedsweep.components.step_policies.fedveca import PER_CLIENT_METRICS
 R1_NOTE = (
     "<b>τ rule R1: our reconstruction of the paper's lost equations (docs/algorithms.md §5.5)</b>"
 )
-BOUND = 1.0  # Theorem 1's premise in our reading: η β̂ τ_k ≤ 1 (docs/algorithms.md §5.3)
-BOUND_NAME = "bound (η β̂ τ_k = 1)"
+#: Theorem 1's premise: "we set the value '1' as a lower bound" of η β̂ τ_k (FedVeca, Fig. 4
+#: text; docs/algorithms.md §5.3): values below the line are the violations
+BOUND = 1.0
+BOUND_NAME = "lower bound (η β̂ τ_k = 1)"
 BOUND_LINE = {"color": "#444", "width": 1.6, "dash": "dash"}
 LOG_SPAN = 100.0  # a cell whose positive values span more than this factor gets a log y axis
 FIRST_ROUNDS = 50  # Fig. 6 draws rounds 1..50

@@ -1,0 +1,142 @@
+"""A verdict is a statistical statement: an effect per seed, a 95% interval over the seeds, and
+one of four verdicts (issue 34).
+
+A claim declares once *what* it measures and *where* it holds (:class:`Measure`): the effect (in
+the claim's units, e.g. "final test accuracy of B − A, per seed") and a threshold with a
+direction:
+
+* ``greater``: the claim holds when the effect is above the threshold ("B is faster": the AUC
+  reduction > 0);
+* ``less``: it holds when the effect is below it ("few rounds below the bound": share < 0.05);
+* ``within``: it holds when ``|effect| ≤ threshold`` ("α = 1 matches FedAvg": |Δ| ≤ 0.01, an
+  equivalence test; the interval must lie inside ``[−threshold, threshold]``).
+
+From the per-seed effects (paired by seed where the design pairs runs: the same seed gives the
+same partition and initial model), :func:`interval` gives the mean and a two-sided 95% Student-t
+interval over the seeds (``mean ± t_{0.975, n−1} s / √n``; one seed: no interval), and
+:func:`decide` the verdict:
+
+* **supported**: the interval lies where the claim holds;
+* **contradicted**: it lies where the opposite holds;
+* **inconclusive**: it straddles the threshold (or there is one seed);
+* **not-testable**: the runs cannot test the claim at this profile (a scaled regime, too few
+  rounds, diverged runs): decided by the caller, with the numbers still shown.
+
+So no verdict is *supported* or *contradicted* while its interval contains its threshold; two
+seeds rarely decide anything (t_{0.975, 1} = 12.7).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+Direction = Literal["greater", "less", "within"]
+Verdict4 = Literal["supported", "contradicted", "inconclusive", "not-testable"]
+VERDICTS: tuple[Verdict4, ...] = ("supported", "contradicted", "inconclusive", "not-testable")
+LEVEL = 0.95
+INTERVAL_METHOD = "two-sided 95% Student-t interval over seeds"
+
+#: t_{0.975, df} for df = 1..30 (beyond: the normal quantile), so no SciPy is needed
+_T975 = (
+    12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281,
+    2.2010, 2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860,
+    2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423,
+)  # fmt: skip
+_Z975 = 1.959964
+
+
+def t_quantile(df: int) -> float:
+    """``t_{0.975, df}`` (df ≥ 1)."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    return _T975[df - 1] if df <= len(_T975) else _Z975
+
+
+@dataclass(frozen=True)
+class Measure:
+    """What a claim measures, declared once: the effect's name (with its units and sign), the
+    threshold and the side on which the claim holds."""
+
+    effect: str
+    threshold: float
+    direction: Direction
+
+    def __post_init__(self) -> None:
+        if self.direction == "within" and self.threshold < 0:
+            raise ValueError("an equivalence margin is >= 0")
+
+    @property
+    def holds_when(self) -> str:
+        sign = {"greater": ">", "less": "<", "within": "|effect| ≤"}[self.direction]
+        if self.direction == "within":
+            return f"{sign} {self.threshold:g}"
+        return f"effect {sign} {self.threshold:g}"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Per-seed effects of one claim and their interval."""
+
+    seeds: tuple[int, ...]
+    effects: tuple[float, ...]
+    mean: float
+    ci_low: float
+    ci_high: float
+
+    @property
+    def n(self) -> int:
+        return len(self.effects)
+
+    def text(self, digits: int = 3) -> str:
+        """``effect 0.012 [−0.004, 0.028] (95% CI, 3 seeds)``."""
+        if self.n == 0:
+            return "no seeds"
+        if self.n == 1:
+            return f"effect {self.mean:.{digits}g} (1 seed: no interval)"
+        return (
+            f"effect {self.mean:.{digits}g} [{self.ci_low:.{digits}g}, "
+            f"{self.ci_high:.{digits}g}] (95% CI, {self.n} seeds)"
+        )
+
+
+def interval(effects: Sequence[float], seeds: Sequence[int] | None = None) -> Evidence:
+    """Mean and 95% Student-t interval of per-seed ``effects``; one seed: ``(−inf, inf)``. A
+    non-finite effect (a diverged seed) makes the interval ``(−inf, inf)`` too: such a seed is no
+    evidence either way (the caller usually declares the claim not testable instead)."""
+    values = tuple(float(e) for e in effects)
+    ids = tuple(seeds) if seeds is not None else tuple(range(len(values)))
+    if len(ids) != len(values):
+        raise ValueError(f"{len(ids)} seeds for {len(values)} effects")
+    n = len(values)
+    if n == 0:
+        return Evidence(ids, values, math.nan, -math.inf, math.inf)
+    mean = math.fsum(values) / n
+    if n == 1 or not all(math.isfinite(v) for v in values):
+        return Evidence(ids, values, mean, -math.inf, math.inf)
+    var = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
+    half = t_quantile(n - 1) * math.sqrt(var / n)
+    return Evidence(ids, values, mean, mean - half, mean + half)
+
+
+def decide(evidence: Evidence, measure: Measure) -> Verdict4:
+    """supported / contradicted / inconclusive from the interval against the threshold (an
+    interval touching the threshold does not clear it)."""
+    lo, hi, t = evidence.ci_low, evidence.ci_high, measure.threshold
+    if evidence.n < 2 or math.isnan(lo) or math.isnan(hi):
+        return "inconclusive"
+    if measure.direction == "greater":
+        return "supported" if lo > t else "contradicted" if hi < t else "inconclusive"
+    if measure.direction == "less":
+        return "supported" if hi < t else "contradicted" if lo > t else "inconclusive"
+    if -t < lo and hi < t:
+        return "supported"
+    return "contradicted" if lo > t or hi < -t else "inconclusive"
+
+
+def paired(a: dict[int, float], b: dict[int, float]) -> tuple[list[int], list[float]]:
+    """Seeds both ``a`` and ``b`` have (sorted) and the paired differences ``b − a``."""
+    seeds = sorted(set(a) & set(b))
+    return seeds, [b[s] - a[s] for s in seeds]

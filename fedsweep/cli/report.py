@@ -1,0 +1,87 @@
+"""``fedsweep report``: one reproduction report per paper, from the runs in MLflow."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fedsweep.cli.common import (
+    EXIT_FAILED,
+    PluginOption,
+    ProfileOption,
+    TrackingUriOption,
+    UsageError,
+    clean_errors,
+    fail,
+)
+
+
+def report(
+    profile: ProfileOption = "quick",
+    out: Annotated[
+        Path,
+        typer.Option(
+            metavar="DIR", help="Where the reports go: <paper>.md, claims-<profile>.json."
+        ),
+    ] = Path("docs/reproduction"),
+    figure: Annotated[
+        list[str] | None,
+        typer.Option("--figure", metavar="ID", help="Only these figure ids (default: every spec)."),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Also print the claims as JSON (one object per claim)."),
+    ] = False,
+    tracking_uri: TrackingUriOption = None,
+    sweeps_dir: Annotated[
+        Path, typer.Option(metavar="DIR", help="Where the sweep specs live.")
+    ] = Path("sweeps"),
+    plugin: PluginOption = None,
+) -> None:
+    """Write one reproduction report per paper: every figure and claim of the profile, what ran
+    (runs, seeds, regime), the effect with its 95% interval over seeds, the verdict
+    (supported, contradicted, inconclusive, not-testable) and a link to the figure; plus
+    claims-<profile>.json. Reads the store only (never runs anything). Exit status 1 when a
+    figure could not be built, 2 for bad input or a store that does not exist."""
+    with clean_errors():
+        from dashboards import FigureSelectionError, build_figures
+        from dashboards.build import FigureBuildWarning
+        from dashboards.report import build_meta, write_report
+        from fedsweep.core.atomic import OutputWriteError
+        from fedsweep.plugins import load_plugins
+        from fedsweep.tracking.store import resolve_tracking_uri
+
+        load_plugins(plugin)
+        uri = resolve_tracking_uri(tracking_uri)
+        try:
+            with tempfile.TemporaryDirectory(prefix="fedsweep-report-") as tmp:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", FigureBuildWarning)
+                    results = build_figures(
+                        uri,
+                        profile=profile,
+                        out_dir=tmp,
+                        figures=figure or None,
+                        sweeps_dir=sweeps_dir,
+                        png=False,
+                        require_store=True,
+                    )
+            files, rows = write_report(results, out, build_meta(profile, sweeps_dir.resolve()))
+        except FigureSelectionError as err:
+            raise UsageError(str(err)) from None
+        except OutputWriteError as err:
+            fail(str(err), EXIT_FAILED)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=1, ensure_ascii=False))
+    else:
+        for path in files:
+            typer.echo(f"report: {path}")
+    failed = [r.figure_id for r in results if r.error]
+    if failed:
+        typer.secho(f"{len(failed)} figure(s) failed: {', '.join(failed)}", fg="red", err=True)
+        raise typer.Exit(EXIT_FAILED)

@@ -1,0 +1,101 @@
+"""The reproduction report (dashboards/report.py, ``fedsweep report``): one object per claim
+with the four verdicts, effect, interval, threshold, seeds and regime; Markdown per paper;
+no absolute path of this machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from dashboards.claims import evidence_row
+from dashboards.model import ClaimCheck, FigureResult
+from dashboards.report import claim_rows, write_report
+from dashboards.verdicts import Measure, interval
+
+ROOT = Path(__file__).resolve().parents[2]
+MEASURE = Measure("final accuracy B − A, per seed", 0.0, "greater")
+
+
+def result(figure: str, checks: list[ClaimCheck], note: str = "") -> FigureResult:
+    return FigureResult(
+        figure, "a title", "quick", None, [0, 1, 2], [0, 1, 2], 6, 6, note, "", checks
+    )
+
+
+def statistical() -> ClaimCheck:
+    rows = (
+        evidence_row("Case 1", interval([0.02, 0.03, 0.025], [0, 1, 2]), MEASURE),
+        evidence_row("Case 2", interval([0.02, -0.01, 0.03], [0, 1, 2]), MEASURE),
+    )
+    return ClaimCheck("B beats A", "inconclusive", "numbers", "", "", rows, "paper")
+
+
+def test_one_object_per_claim_with_the_four_verdicts():
+    checks = [
+        statistical(),
+        ClaimCheck("old style", "yes", "seed means say so"),
+        ClaimCheck("too short", "n/t", "…", label="not testable at this profile (T=3)"),
+        ClaimCheck("no runs", "n/a", "no runs"),
+    ]
+    rows = claim_rows([result("bherd-fig3a", checks)])
+    assert [(r["claim"], r["verdict"]) for r in rows] == [
+        ("B beats A", "inconclusive"),
+        ("old style", "inconclusive"),
+        ("too short", "not-testable"),
+        ("no runs", "not-testable"),
+    ]
+    head = rows[0]  # the headline panel is the least favourable one (Case 2 straddles 0)
+    assert head["ci_low"] < 0 < head["ci_high"] and head["threshold"] == 0.0
+    assert (head["seeds"], head["regime"], len(head["panels"])) == (3, "paper", 2)
+    assert [p["verdict"] for p in head["panels"]] == ["supported", "inconclusive"]
+    assert "no interval over seeds yet" in rows[1]["why"] and "seed means: yes" in rows[1]["why"]
+    for row in rows:
+        assert row["verdict"] in ("supported", "contradicted", "inconclusive", "not-testable")
+        assert {
+            "figure",
+            "claim",
+            "effect",
+            "ci_low",
+            "ci_high",
+            "threshold",
+            "seeds",
+            "regime",
+        } <= set(row)
+        if row["verdict"] in ("supported", "contradicted") and row["ci_low"] is not None:
+            assert not row["ci_low"] <= row["threshold"] <= row["ci_high"]
+
+
+def test_reports_per_paper_without_absolute_paths(tmp_path):
+    home_path = os.path.expanduser("~/data/leash")
+    results = [
+        result("bherd-fig3a", [statistical()], note=f"data from {Path.cwd()}/data"),
+        result("fedwalk-fig2", [ClaimCheck("leash helps", "no", f"read {home_path}")]),
+    ]
+    meta = {"profile": "quick", "commit": "abc1234", "date": "2026-11-25"}
+    files, rows = write_report(results, tmp_path / "reproduction", meta)
+    assert sorted(p.name for p in files) == ["bherd.md", "claims-quick.json", "fedwalk.md"]
+    text = (tmp_path / "reproduction" / "bherd.md").read_text()
+    assert "commit `abc1234`" in text and "| B beats A | **inconclusive** |" in text
+    assert "(../figures/quick/bherd-fig3a.html)" in text
+    data = json.loads((tmp_path / "reproduction" / "claims-quick.json").read_text())
+    assert data["commit"] == "abc1234" and len(data["claims"]) == 2
+    for path in files:
+        body = path.read_text()
+        assert str(Path.cwd()) not in body and os.path.expanduser("~") + "/" not in body, path
+
+
+def test_the_command_refuses_a_store_that_does_not_exist(tmp_path):
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'none' / 'mlflow.db'}"}
+    res = subprocess.run(
+        [sys.executable, "-m", "fedsweep.cli.main", "report", "--out", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and not (tmp_path / "r").exists()
