@@ -49,7 +49,7 @@ import pandas as pd
 
 from dashboards.model import ClaimCheck, Panel, Verdict, curve_config
 from dashboards.reducers import Stat, per_run, stat_of
-from dashboards.verdicts import INTERVAL_METHOD, VERDICTS, Evidence, Measure, decide
+from dashboards.verdicts import INTERVAL_METHOD, VERDICTS, Evidence, Measure, decide, interval
 from fedsweep.config.schema import RunConfig
 from fedsweep.sweep.spec import CurveSpec
 
@@ -112,6 +112,28 @@ class ClaimData:
         if key not in self.reduced:
             self.reduced[key] = per_run(self.long, metric, how)
         return stat_of(self.reduced[key], panel, curve)
+
+    def per_seed(
+        self, panel: str, curve: str, metric: str, how: str = "final", *, mark: bool = True
+    ) -> dict[int, float]:
+        """Seed -> one number per run of the cell: ``how`` = "final" (the last finite round),
+        "best" (max over rounds) or "mean" (the mean over rounds: the per-run loss AUC / T).
+        ``mark``: count the cell as read (a diverged seed then makes the claim not testable)."""
+        if mark:
+            self.used.add((panel, curve))
+        if self.long is None or self.long.empty:
+            return {}
+        long = self.long
+        sel = long[
+            (long["panel_id"] == panel) & (long["curve"] == curve) & (long["metric"] == metric)
+        ]
+        sel = sel[sel["value"].astype(float).map(math.isfinite)]
+        if sel.empty:
+            return {}
+        if how == "mean":
+            return {int(s): float(v) for s, v in sel.groupby("seed")["value"].mean().items()}
+        rows = per_run(sel, metric, how)
+        return {int(s): float(v) for s, v in zip(rows["seed"], rows["value"], strict=True)}
 
     def series(self, panel: str, curve: str, metric: str) -> pd.Series:
         self.used.add((panel, curve))
@@ -289,6 +311,33 @@ def rises(s: pd.Series) -> int:
 def rounds_of(data: ClaimData) -> int:
     """T of a figure: the last round of its longest curve."""
     return int(data.agg["round"].max()) if len(data.agg) else 0
+
+
+def paired_effect(
+    data: ClaimData,
+    panel: str,
+    base: str,
+    other: str,
+    metric: str,
+    how: str = "final",
+    *,
+    relative: bool = False,
+    mark: bool = True,
+) -> Evidence | None:
+    """Per seed ``other − base`` of the cell values (``ClaimData.per_seed``), paired by seed
+    (the same seed: the same partition and initial model), with its 95% interval; with
+    ``relative``, ``(base − other) / base`` (a relative reduction, e.g. of the loss AUC). None
+    when the two curves share no seed."""
+    a = data.per_seed(panel, base, metric, how, mark=mark)
+    b = data.per_seed(panel, other, metric, how, mark=mark)
+    seeds = sorted(set(a) & set(b))
+    if not seeds:
+        return None
+    if relative:
+        effects = [(a[s] - b[s]) / a[s] if a[s] else math.nan for s in seeds]
+    else:
+        effects = [b[s] - a[s] for s in seeds]
+    return interval(effects, seeds)
 
 
 def evidence_row(panel: str, ev: Evidence, measure: Measure) -> dict[str, Any]:

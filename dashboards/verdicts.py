@@ -140,3 +140,11 @@ def paired(a: dict[int, float], b: dict[int, float]) -> tuple[list[int], list[fl
     """Seeds both ``a`` and ``b`` have (sorted) and the paired differences ``b − a``."""
     seeds = sorted(set(a) & set(b))
     return seeds, [b[s] - a[s] for s in seeds]
+
+
+def all_of(verdicts: Sequence[str]) -> Verdict4:
+    """A claim that holds only if every part (panel, measure) holds: supported when all are,
+    contradicted when one is, else inconclusive (no parts: inconclusive)."""
+    if verdicts and all(v == "supported" for v in verdicts):
+        return "supported"
+    return "contradicted" if "contradicted" in verdicts else "inconclusive"

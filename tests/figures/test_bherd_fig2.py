@@ -13,6 +13,7 @@ from dashboards import build_figures
 from dashboards import claims as C
 from dashboards.model import Panel, panels_of
 from dashboards.papers.bherd import claims as B
+from dashboards.store import aggregate
 from fedsweep.sweep.data_check import check_data
 from fedsweep.sweep.runner import run_sweep
 from fedsweep.sweep.spec import CurveSpec, SpecError, expand, load_spec
@@ -158,22 +159,54 @@ def claim_data(curves, loss: dict, acc: dict | None = None) -> C.ClaimData:
     return C.ClaimData(agg, curves, PANELS, {})
 
 
+def seed_runs(curves, runs: dict[str, tuple[list[float], list[float]]], seeds=5) -> C.ClaimData:
+    """Per-seed runs in every panel: curve -> (test-loss curve, test-accuracy curve) of seed 0;
+    seed s adds a small, seed-specific shift (the same for every curve: runs pair by seed)."""
+    rows = []
+    for p in PANELS:
+        for label, (loss, acc) in runs.items():
+            for seed in range(seeds):
+                shift = 0.004 * (seed - (seeds - 1) / 2)
+                run = f"{p.panel_id}-{label}-{seed}"
+                for metric, ys in (("test_loss", loss), ("test_acc", acc)):
+                    for t, y in enumerate(ys, 1):
+                        noise = 0.0005 * ((seed * 7 + t) % 3 - 1) if len(set(ys)) > 1 else 0.0
+                        rows.append((p.panel_id, label, seed, run, t, metric, y + shift + noise))
+    cols = ["panel_id", "curve", "seed", "run_id", "round", "metric", "value"]
+    long = pd.DataFrame(rows, columns=cols)
+    return C.ClaimData(aggregate(long), curves, PANELS, long=long)
+
+
+FEDAVG_RUN = ([0.5, 0.4, 0.35], [0.70, 0.78, 0.80])
+
+
 def test_bherd_beats_fedavg_and_grab_gain_criteria():
-    loss = {"FedAvg": [0.5, 0.4], "BHerd-FedAvg": [0.45, 0.35], "GraB-FedAvg": [0.5, 0.41]}
-    acc = {"FedAvg": [0.7, 0.8], "BHerd-FedAvg": [0.72, 0.82], "GraB-FedAvg": [0.7, 0.805]}
-    data = claim_data(FIG2A, loss, acc)
-    assert B.bherd_beats_fedavg(data)[0] == "yes"
-    assert B.grab_little_gain(data)[0] == "yes"
-    # faster but not more accurate: the claim needs both
-    data = claim_data(FIG2A, loss, {**acc, "BHerd-FedAvg": [0.72, 0.79]})
-    assert B.bherd_beats_fedavg(data)[0] == "no"
-    # GraB 2 points more accurate than FedAvg is a gain
-    data = claim_data(FIG2A, loss, {**acc, "GraB-FedAvg": [0.7, 0.82]})
-    assert B.grab_little_gain(data)[0] == "no"
-    # GraB 10% lower loss AUC is a gain too
-    data = claim_data(FIG2A, {**loss, "GraB-FedAvg": [0.45, 0.36]}, acc)
-    assert B.grab_little_gain(data)[0] == "no"
-    assert B.bherd_beats_fedavg(claim_data(FIG2A[:1], loss, acc))[0] == "n/a"
+    runs = {
+        "FedAvg": FEDAVG_RUN,
+        "BHerd-FedAvg": ([0.4, 0.3, 0.25], [0.75, 0.83, 0.86]),  # AUC -24%, accuracy +0.06
+        "GraB-FedAvg": ([0.5, 0.4, 0.35], [0.70, 0.78, 0.801]),  # the same as FedAvg
+    }
+    verdict, numbers = B.bherd_beats_fedavg(seed_runs(FIG2A, runs))
+    assert verdict == "supported", numbers
+    assert B.grab_little_gain(seed_runs(FIG2A, runs))[0] == "supported"
+    # faster but not more accurate: the accuracy part is contradicted, so is the claim
+    same_acc = {**runs, "BHerd-FedAvg": (runs["BHerd-FedAvg"][0], FEDAVG_RUN[1])}
+    assert B.bherd_beats_fedavg(seed_runs(FIG2A, same_acc))[0] == "contradicted"
+    # GraB 5 points more accurate: a gain beyond the same 0.01 margin
+    gain = {**runs, "GraB-FedAvg": (FEDAVG_RUN[0], [0.75, 0.83, 0.85])}
+    assert B.grab_little_gain(seed_runs(FIG2A, gain))[0] == "contradicted"
+    # two seeds whose effects disagree cannot decide
+    verdict, numbers = B.bherd_beats_fedavg(seed_runs(FIG2A, runs, seeds=1))
+    assert verdict == "inconclusive" and "1 seed: no interval" in numbers
+    assert B.bherd_beats_fedavg(seed_runs(FIG2A[:1], runs))[0] == "n/a"
+
+
+def test_grab_is_judged_only_where_it_updated():
+    """A GraB curve that is the initial model (α_t = 0 every round) is no evidence of
+    'little gain': its panel is left out, and with no panel left the claim has no data."""
+    still = {"FedAvg": FEDAVG_RUN, "GraB-FedAvg": ([2.3, 2.3, 2.3], [0.1, 0.1, 0.1])}
+    verdict, numbers = B.grab_little_gain(seed_runs(FIG2A, still))
+    assert verdict == "n/a" and numbers.count("GraB never updated the model") == len(PANELS)
 
 
 def test_bherd_speeds_up_others_and_gain_by_model_criteria():

@@ -17,7 +17,6 @@ from typer.testing import CliRunner
 
 from dashboards import FigureOptions, FigureSelectionError, build_figures
 from dashboards import claims as C
-from dashboards import registry as R
 from dashboards.export import find_browser
 from dashboards.model import Panel
 from dashboards.store import RunIndex
@@ -152,11 +151,11 @@ def test_figures_spec_outside_sweeps_draws_the_generic_layout(store, specs, tmp_
     assert f"http://127.0.0.1:5000/#/experiments/{exp.experiment_id}" in html
     entry = json.loads((out / "my-alpha-study.json").read_text())
     assert entry["runs"] == entry["expected_runs"] == 8 and entry["status"] == "complete"
-    # T=3 cannot test "α=1.0 matches FedAvg": n/t with the reason, never "no"
+    # T=3 cannot test "α=1.0 matches FedAvg": not testable with the reason, never "no"
     (claim,) = entry["claims"]
-    assert claim["verdict"] == "n/t"
+    assert claim["verdict"] == "not-testable"
     assert claim["shown"] == "not testable at this profile (T=3)"
-    assert "|Δ|=" in claim["numbers"] and "T ≥ 10" in claim["criterion"]
+    assert "α=1.0 − FedAvg" in claim["numbers"] and "T ≥ 10" in claim["criterion"]
     index = (out / "index.html").read_text()
     assert "not testable at this profile (T=3)" in index
 
@@ -280,7 +279,7 @@ def test_diff_from_baseline_is_zero_for_the_baseline(store, specs, tmp_path):
     assert any(np.any(np.asarray(t.y) != 0.0) for t in other)
     assert r.figure.layout.yaxis.title.text == "Test loss − FedAvg (RR)"
     # the claims still use the raw curves
-    assert r.claims[0].verdict == "n/t" and "acc 0." in r.claims[0].numbers
+    assert r.claims[0].verdict == "not-testable" and "α=1.0 − FedAvg" in r.claims[0].numbers
     # drawn together with a figure that lacks the baseline: that one is drawn as it is
     both = build_figures(
         store, "smoke", tmp_path / "both", spec_files=list(specs.values()), png=False, options=opts
@@ -317,23 +316,25 @@ def claim_data(a1: float, fa: float, rounds: int = 10) -> C.ClaimData:
 
 
 def test_threshold_compares_unrounded_and_prints_enough_digits():
-    claim = ["alpha=1.0 matches FedAvg"]
+    """The seed-mean comparison still used by the criteria not yet statistical
+    (``compare_final_acc``: RR vs no RR, N=1 vs centralized)."""
+    pid = "data.partition=case1"
+
+    def compare(a1, fa):
+        return C.compare_final_acc(claim_data(a1, fa), pid, "α=1.0", "FedAvg (RR)")
+
     # |Δ| = 0.0104: printed with 3 decimals it read "0.010" beside "no"
-    (check,) = R.check_claims(claim, claim_data(0.9104, 0.9))
-    assert check.verdict == "no" and "|Δ|=0.0104 > 0.01" in check.numbers
+    ok, numbers = compare(0.9104, 0.9)
+    assert ok is False and "|Δ|=0.0104 > 0.01" in numbers
     # 0.91 − 0.90 is 0.010000000000000009 in floats: exactly at the threshold, so it holds
     assert abs(0.91 - 0.90) > 0.01
-    (check,) = R.check_claims(claim, claim_data(0.91, 0.90))
-    assert check.verdict == "yes" and "|Δ|=0.010 ≤ 0.01" in check.numbers
+    ok, numbers = compare(0.91, 0.90)
+    assert ok is True and "|Δ|=0.010 ≤ 0.01" in numbers
     # the case seen on a T=40 run of Fig. 3a, Case 3: 0.684 − 0.674 = 0.010000000000000009
-    (check,) = R.check_claims(claim, claim_data(0.674, 0.684))
-    assert check.verdict == "yes" and "|Δ|=0.010 ≤ 0.01" in check.numbers
-    (check,) = R.check_claims(claim, claim_data(0.9099, 0.9))
-    assert check.verdict == "yes" and "|Δ|=0.0099 ≤ 0.01" in check.numbers
-    # a profile of T=3 rounds cannot test it
-    (check,) = R.check_claims(claim, claim_data(0.95, 0.90, rounds=3))
-    assert check.verdict == "n/t" and check.shown == "not testable at this profile (T=3)"
-    assert "|Δ|=0.050 > 0.01" in check.numbers
+    ok, numbers = compare(0.674, 0.684)
+    assert ok is True and "|Δ|=0.010 ≤ 0.01" in numbers
+    ok, numbers = compare(0.9099, 0.9)
+    assert ok is True and "|Δ|=0.0099 ≤ 0.01" in numbers
 
 
 def test_fmt_against_both_directions():
@@ -464,8 +465,8 @@ def test_claims_on_diverged_and_blown_up_runs_are_not_testable(tmp_path):
         uri, "smoke", out, spec_files=[write_spec(tmp_path, tree)], sweeps_dir=SWEEPS, png=False
     )
     match, fastest = r.claims
-    assert match.verdict == "n/t" and match.shown == "not testable: 4 of 8 runs diverged"
-    assert "|Δ|=" in match.numbers  # the numbers are still shown
+    assert match.verdict == "not-testable" and match.shown == "not testable: 4 of 8 runs diverged"
+    assert "α=1.0 − FedAvg effect" in match.numbers  # the numbers are still shown
     assert fastest.verdict == "n/t"
     assert fastest.shown == "not testable: 4 of 8 runs diverged (4 of them finite loss blow-ups)"
     names = [t.name for t in lines(r.figure) if t.showlegend]
