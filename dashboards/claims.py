@@ -4,8 +4,14 @@ The generic machinery: :class:`ClaimData`, the helpers every criterion shares an
 :func:`check_claims`. The criteria themselves live with their paper
 (``dashboards.papers.<paper>.claims``); ``dashboards.registry.CRITERIA`` collects them.
 
-Every criterion is a function of :class:`ClaimData` (the seed-mean curves of one figure) that
-returns ``(verdict, numbers)``. All criteria use the **seed-mean** curves:
+Every criterion is a function of :class:`ClaimData` (the curves and per-run histories of one
+figure) that returns ``(verdict, numbers)``. A **statistical** criterion (issue 34;
+:mod:`dashboards.verdicts`) computes its effect per seed, paired by seed where the design pairs
+runs (:func:`paired_effect`), and returns supported / contradicted / inconclusive from a 95%
+interval over the seeds against a threshold declared once (a ``Measure``), adding one
+:func:`evidence_row` per panel to ``ClaimData.evidence``; the panels' declared regimes decide
+whether it is testable at all (:func:`check_claims`). The criteria not yet rewritten use the
+**seed-mean** curves:
 
 * *final* value = the mean at the curve's last round with a finite value;
 * *loss AUC* = the mean of the mean test-loss curve over all its rounds (area under the loss

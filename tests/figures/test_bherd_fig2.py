@@ -214,13 +214,25 @@ def test_bherd_speeds_up_others_and_gain_by_model_criteria():
     svm = {**base, "BHerd-FedNova": [0.3, 0.2], "BHerd-SCAFFOLD": [0.45, 0.4]}  # AUC gains 44%, 6%
     cnn = {**base, "BHerd-FedNova": [0.45, 0.4], "BHerd-SCAFFOLD": [0.3, 0.2]}  # AUC gains 6%, 44%
     data = claim_data(FIG2B, {"svm": svm, "cnn": cnn})
-    assert B.bherd_speeds_up_others(data)[0] == "yes"
     verdict, numbers = B.bherd_gain_by_model(data)
     assert verdict == "yes" and "FedNova: CNN +5.6%, SVM +44.4%" in numbers
     swapped = claim_data(FIG2B, {"svm": cnn, "cnn": svm})
     assert B.bherd_gain_by_model(swapped)[0] == "no"
-    slower = claim_data(FIG2B, {"svm": {**svm, "BHerd-SCAFFOLD": [0.5, 0.45]}, "cnn": cnn})
-    assert B.bherd_speeds_up_others(slower)[0] == "no"
+
+
+def test_bherd_speeds_up_others_paired_by_seed():
+    acc = [0.7, 0.75, 0.8]
+    runs = {
+        "FedNova": ([0.5, 0.4, 0.35], acc),
+        "SCAFFOLD": ([0.5, 0.4, 0.35], acc),
+        "BHerd-FedNova": ([0.3, 0.2, 0.18], acc),  # loss AUC about 45% lower
+        "BHerd-SCAFFOLD": ([0.35, 0.3, 0.25], acc),  # about 28% lower
+    }
+    verdict, numbers = B.bherd_speeds_up_others(seed_runs(FIG2B, runs))
+    assert verdict == "supported", numbers
+    # BHerd-SCAFFOLD no faster than SCAFFOLD: a clear zero effect contradicts "speeds up"
+    same = {**runs, "BHerd-SCAFFOLD": runs["SCAFFOLD"]}
+    assert B.bherd_speeds_up_others(seed_runs(FIG2B, same))[0] == "contradicted"
 
 
 # ------------------------------------------------------------------- smoke sweep through Ray
