@@ -35,20 +35,16 @@ from fedsweep.core.registry import component_view
 load_components()
 
 
-def _slot(slot: str) -> dict[str, type]:
-    """A slot's components, its default first (the order of every "allowed: ..." message); the
-    registry's live dict, so a component a ``--plugin`` module registers later is in it."""
-    return registry.components(slot)
-
-
 # ------------------------------------------------------------------------------- registries
-ALGORITHMS: dict[str, type[BaseMethod]] = _slot("algorithm")
-SELECTORS: dict[str, type[Selector]] = _slot("selector")
-SAMPLERS: dict[str, type[Sampler]] = _slot("sampler")
-SERVER_OPTIMIZERS: dict[str, type[ServerOptimizer]] = _slot("server_optimizer")
-STEP_POLICIES: dict[str, type[StepPolicy]] = _slot("step_policy")
-LR_SCHEDULES: dict[str, type[LRSchedule]] = _slot("lr_schedule")
-HOOKS: dict[str, type[PostAggregationHook]] = _slot("hooks")
+# each slot's components, its default first (the order of every "allowed: ..." message): the
+# registry's live dicts, so a component a ``--plugin`` module registers later is in them
+ALGORITHMS: dict[str, type[BaseMethod]] = registry.components("algorithm")
+SELECTORS: dict[str, type[Selector]] = registry.components("selector")
+SAMPLERS: dict[str, type[Sampler]] = registry.components("sampler")
+SERVER_OPTIMIZERS: dict[str, type[ServerOptimizer]] = registry.components("server_optimizer")
+STEP_POLICIES: dict[str, type[StepPolicy]] = registry.components("step_policy")
+LR_SCHEDULES: dict[str, type[LRSchedule]] = registry.components("lr_schedule")
+HOOKS: dict[str, type[PostAggregationHook]] = registry.components("hooks")
 
 #: config key -> registry of the component it names (``hooks`` is a list of names)
 SLOTS: dict[str, dict[str, type]] = {

@@ -207,6 +207,12 @@ def slot_key(data: dict, slot: str, key: str) -> str:
     name = data.get(slot) or DEFAULTS.get(slot)
     if slot == "hooks" or name not in SLOTS[slot]:
         raise ValueError(f"field `{slot}.{key}`: `{slot}` does not name one component here")
+    return f"{_owner(slot, name, key)}.{key}"
+
+
+def _owner(slot: str, name: str, key: str) -> str:
+    """The section of component ``name`` (in ``slot``) that has setting ``key``; raises
+    ``ValueError`` with the settings it has."""
     classes = registry.section_classes()
     sections = SLOTS[slot][name].sections
     owners = [s for s in sections if key in classes[s].model_fields]
@@ -216,7 +222,7 @@ def slot_key(data: dict, slot: str, key: str) -> str:
             f"field `{slot}.{key}`: {slot} {name!r} has no setting {key!r} "
             f"(allowed: {', '.join(keys) or 'none'})"
         )
-    return f"{owners[0]}.{key}"
+    return owners[0]
 
 
 def _merge_block(data: dict, slot: str, block: dict) -> str:
@@ -230,24 +236,16 @@ def _merge_block(data: dict, slot: str, block: dict) -> str:
             f"field `{slot}`: a component block needs `name` (allowed: {', '.join(found)}), "
             f"got {name!r}"
         )
-    classes = registry.section_classes()
-    sections = found[name].sections
     for key, value in block.items():
-        owners = [s for s in sections if key in classes[s].model_fields]
-        if len(owners) != 1:
-            keys = sorted(k for s in sections for k in classes[s].model_fields)
-            raise ValueError(
-                f"field `{slot}.{key}`: {slot} {name!r} has no setting {key!r} "
-                f"(allowed: {', '.join(keys) or 'none'})"
-            )
-        section = dict(data.get(owners[0]) or {})
+        owner = _owner(slot, name, key)
+        section = dict(data.get(owner) or {})
         if key in section and section[key] != value:
             raise ValueError(
-                f"field `{slot}.{key}`: got {value!r}, but {owners[0]}.{key} is "
+                f"field `{slot}.{key}`: got {value!r}, but {owner}.{key} is "
                 f"{section[key]!r}; give it once"
             )
         section[key] = value
-        data[owners[0]] = section
+        data[owner] = section
     return name
 
 

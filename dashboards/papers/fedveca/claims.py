@@ -26,7 +26,7 @@ from dashboards.claims import (
 )
 from dashboards.model import Panel
 from dashboards.targets import Reach, rounds_to_target
-from dashboards.verdicts import Measure, decide, interval
+from dashboards.verdicts import Measure, all_of, decide, interval
 
 #: Theorem 1's premise: the paper draws "the value '1' as a lower bound" of η β̂ τ_k, and its
 #: SVM values "are slightly smaller than the lower bound for the first few rounds" (FedVeca,
@@ -172,14 +172,7 @@ def premise_above_lower_bound(data: ClaimData) -> Result:
     if not verdicts:
         return "n/a", "; ".join(parts)
     data.evidence = evidence
-    overall = (
-        "supported"
-        if all(v == "supported" for v in verdicts)
-        else "contradicted"
-        if "contradicted" in verdicts
-        else "inconclusive"
-    )
-    return overall, "; ".join(parts)
+    return all_of(verdicts), "; ".join(parts)
 
 
 def case1_overlap(data: ClaimData) -> Result:

@@ -109,3 +109,14 @@ class FedNova(BaseMethod):
             [qi * tau_eff / ai for qi, ai in zip(q, a, strict=True)], dtype=torch.float64
         )
         return weighted_sum([u.delta for u in updates], coef)  # u_t = τ_eff Σ q_i Δ_i / a_i
+
+
+def plain_sgd_errors(config, who: str, section: str) -> list[str]:
+    """``who`` (a composition with FedNova defined for plain local SGD, docs/algorithms.md
+    ``section``) refuses FedNova's local momentum and proximal term."""
+    if config.algorithm != "fednova" or (config.fednova.momentum == 0 and config.fednova.mu == 0):
+        return []
+    return [
+        f"{who} is defined for plain local SGD (docs/algorithms.md {section}): "
+        "set fednova.momentum = 0 and fednova.mu = 0"
+    ]

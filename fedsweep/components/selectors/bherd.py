@@ -28,6 +28,7 @@ from typing import Literal
 import torch
 from pydantic import Field
 
+from fedsweep.components.algorithms.fednova import plain_sgd_errors
 from fedsweep.components.selectors.base import Selection, Selector
 from fedsweep.components.selectors.herding import herd
 from fedsweep.core.messages import RoundContext
@@ -86,14 +87,7 @@ class BHerd(Selector):
 
     @classmethod
     def config_errors(cls, config) -> list[str]:
-        if config.algorithm == "fednova" and (
-            config.fednova.momentum != 0 or config.fednova.mu != 0
-        ):
-            return [
-                "bherd-fednova is defined for plain local SGD (docs/algorithms.md §3.7): "
-                "set fednova.momentum = 0 and fednova.mu = 0"
-            ]
-        return []
+        return plain_sgd_errors(config, "bherd-fednova", "§3.7")
 
     records_gradients = True
 

@@ -51,6 +51,7 @@ from typing import Literal
 import torch
 from pydantic import Field, field_validator, model_validator
 
+from fedsweep.components.algorithms.fednova import plain_sgd_errors
 from fedsweep.components.step_policies.base import StepPolicy
 from fedsweep.core.registry import register
 from fedsweep.core.section import Section
@@ -258,14 +259,7 @@ class FedVecaSteps(StepPolicy):
 
     @classmethod
     def config_errors(cls, config) -> list[str]:
-        if config.algorithm == "fednova" and (
-            config.fednova.momentum != 0 or config.fednova.mu != 0
-        ):
-            return [
-                "step_policy 'fedveca' is defined for plain local SGD (docs/algorithms.md §5.1): "
-                "set fednova.momentum = 0 and fednova.mu = 0"
-            ]
-        return []
+        return plain_sgd_errors(config, "step_policy 'fedveca'", "§5.1")
 
     def __init__(self, config, sizes: list[int]) -> None:
         super().__init__(config, sizes)
