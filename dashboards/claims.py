@@ -55,14 +55,25 @@ import pandas as pd
 
 from dashboards.model import ClaimCheck, Panel, Verdict, curve_config
 from dashboards.reducers import Stat, per_run, stat_of
-from dashboards.verdicts import INTERVAL_METHOD, VERDICTS, Evidence, Measure, decide, interval
+from dashboards.targets import Reach, rounds_to_target
+from dashboards.verdicts import (
+    INTERVAL_METHOD,
+    VERDICTS,
+    Evidence,
+    Measure,
+    all_of,
+    decide,
+    interval,
+)
 from fedsweep.config.schema import RunConfig
 from fedsweep.sweep.spec import CurveSpec
 
 ACC_TOL = 0.01  # |Δ final test accuracy| that counts as "matches" / "differs little"
 AUC_TOL = 0.05  # relative loss-AUC reduction that still counts as "little or no gain"
-#: fewest rounds (of the figure's longest curve) at which a claim is tested; shorter: "n/t"
-MIN_ROUNDS = 10
+#: fewest rounds (of the figure's longest curve) at which a claim is tested; shorter: not
+#: testable. It keeps the smoke profile's 2–3 rounds out and coincides with no shipped profile's
+#: length (3, 10, 25, 30, 40, 100, ...): a profile's length never decides a verdict by accident
+MIN_ROUNDS = 5
 EPS = 1e-12  # float representation slack at a threshold
 
 Result = tuple[Verdict, str]
@@ -120,11 +131,19 @@ class ClaimData:
         return stat_of(self.reduced[key], panel, curve)
 
     def per_seed(
-        self, panel: str, curve: str, metric: str, how: str = "final", *, mark: bool = True
+        self,
+        panel: str,
+        curve: str,
+        metric: str,
+        how: str | Callable[[pd.Series], float] = "final",
+        *,
+        mark: bool = True,
     ) -> dict[int, float]:
         """Seed -> one number per run of the cell: ``how`` = "final" (the last finite round),
-        "best" (max over rounds) or "mean" (the mean over rounds: the per-run loss AUC / T).
-        ``mark``: count the cell as read (a diverged seed then makes the claim not testable)."""
+        "best" (max over rounds), "mean" (the mean over rounds: the per-run loss AUC / T),
+        "first" (the first finite round), "rises" (round-to-round increases, :func:`rises`), or
+        a function of the run's history (:meth:`seed_series`). ``mark``: count the cell as
+        read (a diverged seed then makes the claim not testable)."""
         if mark:
             self.used.add((panel, curve))
         if self.long is None or self.long.empty:
@@ -138,8 +157,33 @@ class ClaimData:
             return {}
         if how == "mean":
             return {int(s): float(v) for s, v in sel.groupby("seed")["value"].mean().items()}
+        if callable(how) or how in ("first", "rises"):
+            fn = {"first": lambda s: float(s.iloc[0]), "rises": rises}.get(how, how)
+            runs = self.seed_series(panel, curve, metric, mark=False)
+            return {seed: float(fn(s)) for seed, s in runs.items()}
         rows = per_run(sel, metric, how)
         return {int(s): float(v) for s, v in zip(rows["seed"], rows["value"], strict=True)}
+
+    def seed_series(
+        self, panel: str, curve: str, metric: str, *, mark: bool = True
+    ) -> dict[int, pd.Series]:
+        """Seed -> the run's ``metric`` history of one cell (indexed by round, finite values
+        only; a run without a finite value has no entry). ``mark`` as in :meth:`per_seed`."""
+        if mark:
+            self.used.add((panel, curve))
+        if self.long is None or self.long.empty:
+            return {}
+        long = self.long
+        sel = long[
+            (long["panel_id"] == panel) & (long["curve"] == curve) & (long["metric"] == metric)
+        ]
+        out = {}
+        for seed, g in sel.groupby("seed"):
+            s = g.set_index("round")["value"].astype(float).sort_index()
+            s = s[s.map(math.isfinite)]
+            if len(s):
+                out[int(seed)] = s
+        return out
 
     def series(self, panel: str, curve: str, metric: str) -> pd.Series:
         self.used.add((panel, curve))
@@ -367,6 +411,121 @@ def evidence_row(panel: str, ev: Evidence, measure: Measure) -> dict[str, Any]:
     }
 
 
+#: one part of a statistical verdict: (name shown in the numbers, per-seed evidence, measure)
+Part = tuple[str, Evidence, Measure]
+
+
+def judge(
+    data: ClaimData,
+    check: Callable[[Panel], tuple[list[Part] | None, str]],
+    panels: list[Panel] | None = None,
+) -> Result:
+    """The statistical form of a per-panel claim: ``check(panel)`` returns the panel's parts
+    (each an :class:`Evidence` against its :class:`Measure`) and a text, or ``(None, why)``
+    when the panel has no data. Each part is decided (:func:`decide`) and recorded
+    (:func:`evidence_row`); the claim holds where every part of every panel with data holds
+    (:func:`dashboards.verdicts.all_of`); "n/a" when no panel has data."""
+    verdicts, texts = [], []
+    for panel in panels if panels is not None else data.cases():
+        name = panel.label or panel.panel_id
+        parts, text = check(panel)
+        if parts is None:
+            texts.append(f"{name}: no data ({text})")
+            continue
+        shown = []
+        for what, ev, measure in parts:
+            verdict = decide(ev, measure)
+            verdicts.append(verdict)
+            data.evidence.append(evidence_row(f"{name} · {what}" if what else name, ev, measure))
+            shown.append(f"{what + ' ' if what else ''}{ev.text()} → {verdict}")
+        texts.append(f"{name}: " + "; ".join(x for x in (text, *shown) if x))
+    if not verdicts:
+        return "n/a", "; ".join(texts) or "no panels"
+    return all_of(verdicts), "; ".join(texts)
+
+
+def rank_margin(
+    data: ClaimData,
+    panel: str,
+    claimed: list[str],
+    rivals: list[str],
+    metric: str,
+    how: str = "final",
+    *,
+    lower_is_better: bool,
+    relative: bool = False,
+) -> Evidence | None:
+    """The margin, per seed, by which the best of the ``claimed`` curves beats the best of the
+    ``rivals`` (a ranking claim: "α 0.3–0.5 is fastest", "B = 10 is best"): ``best rival −
+    best claimed`` for a loss (``lower_is_better``), ``best claimed − best rival`` for an
+    accuracy; ``relative``: divided by the best rival's |value|. Positive = the claimed curve
+    ranks first on that seed. Over the seeds every curve has (paired by seed); None when there
+    is no such seed. Every curve is read (a diverged seed makes the claim not testable)."""
+    values = [data.per_seed(panel, c, metric, how) for c in (*claimed, *rivals)]
+    seeds = sorted(set.intersection(*(set(v) for v in values))) if values else []
+    if not seeds or not claimed or not rivals:
+        return None
+    mine, theirs = values[: len(claimed)], values[len(claimed) :]
+    pick = min if lower_is_better else max
+    effects = []
+    for s in seeds:
+        a, b = pick(v[s] for v in mine), pick(v[s] for v in theirs)
+        margin = (b - a) if lower_is_better else (a - b)
+        effects.append(margin / abs(b) if relative and b else margin)
+    return interval(effects, seeds)
+
+
+def bounded(
+    low: Mapping[int, float], high: Mapping[int, float], measure: Measure
+) -> tuple[Verdict, Evidence, Evidence]:
+    """A verdict from censored per-seed effects (rounds to a target not reached within T are
+    only known to be > T): ``low``/``high`` are the smallest/largest effect each seed can have.
+    Supported when the interval of the bounds least favourable to the claim clears the
+    threshold, contradicted when the interval of the bounds most favourable to it clears the
+    opposite side, else inconclusive (an infinite bound gives an unbounded interval). Returns
+    (verdict, evidence of ``low``, evidence of ``high``)."""
+    seeds = sorted(set(low) & set(high))
+    lo = interval([low[s] for s in seeds], seeds)
+    hi = interval([high[s] for s in seeds], seeds)
+    if measure.direction == "within":
+        raise ValueError("bounded() decides one-sided claims")
+    against, favour = (lo, hi) if measure.direction == "greater" else (hi, lo)
+    if decide(against, measure) == "supported":
+        return "supported", lo, hi
+    if decide(favour, measure) == "contradicted":
+        return "contradicted", lo, hi
+    return "inconclusive", lo, hi
+
+
+def seed_reach(
+    data: ClaimData, panel: str, curve: str, target: float, metric: str = "test_acc"
+) -> dict[int, Reach]:
+    """Seed -> when that run's ``metric`` first reached ``target`` (a run that never does: not
+    reached within its last round, :class:`dashboards.targets.Reach`)."""
+    out = {}
+    for seed, s in data.seed_series(panel, curve, metric).items():
+        reach = rounds_to_target(s, target)
+        if reach is not None:
+            out[seed] = reach
+    return out
+
+
+def grid_edge(grid: list[float], chosen: float, name: str = "η") -> str | None:
+    """``"grid not converged: ..."`` when ``chosen`` is the smallest or the largest point of a
+    learning-rate ``grid`` with more than one point (the best may lie outside it: widen it),
+    else None."""
+    points = sorted(set(float(g) for g in grid))
+    if len(points) < 2:
+        return None
+    if math.isclose(chosen, points[0]) or math.isclose(chosen, points[-1]):
+        side = "smallest" if math.isclose(chosen, points[0]) else "largest"
+        return (
+            f"grid not converged: the chosen {name}={chosen:g} is the {side} of the grid "
+            f"[{points[0]:g}, {points[-1]:g}]: widen it"
+        )
+    return None
+
+
 # ------------------------------------------------------------------------------ checking
 def normalize(claim: str) -> str:
     return " ".join(claim.lower().replace("–", "-").replace("—", "-").split())
@@ -407,6 +566,11 @@ def regime_groups(panels: list[Panel]) -> list[tuple[str, list[Panel]]]:
     return list(groups.items())
 
 
+#: regime kinds from the least to the most removed from the paper's (a claim spanning panels
+#: of several regimes takes the most removed)
+_REGIME_ORDER = ("", "paper", "reconstructed", "scaled")
+
+
 def _regime_text(panels: list[Panel]) -> str:
     texts = dict.fromkeys(p.regime.text for p in panels if p.regime is not None)
     return "; ".join(texts)
@@ -432,12 +596,17 @@ def check_claims(
         if data is None or data.agg.empty:
             out.append(ClaimCheck(claim, "n/a", "no runs", criterion))
             continue
-        for kind, panels in groups:
-            part = data if len(groups) == 1 else dataclasses.replace(data, panels=panels)
+        mine = groups
+        if getattr(fn, "spans_regimes", False) and len(groups) > 1:
+            # a claim comparing panels of different regimes (SVM against CNN) is judged once,
+            # on all of them, and is testable only where none is scaled
+            mine = [(max((k for k, _ in groups), key=_REGIME_ORDER.index), data.panels)]
+        for kind, panels in mine:
+            part = data if len(mine) == 1 else dataclasses.replace(data, panels=panels)
             check = _check_one(claim, fn, part, criterion)
             if kind:
                 check.regime = _regime_text(panels)
-                if len(groups) > 1:
+                if len(mine) > 1:
                     names = ", ".join(p.label or p.panel_id for p in panels)
                     check.numbers = f"[{kind} regime: {names}] {check.numbers}"
             if kind == "scaled" and check.verdict not in ("n/a",):

@@ -534,7 +534,7 @@ def test_diverged_reason_takes_precedence_over_a_short_profile():
     div = {("all", c.label): [(0, 1)] for c in RR_CURVES}
     (check,) = R.check_claims(["RR vs no RR differ little"], _rr_data(rounds=3, diverged=div))
     assert check.verdict == "n/t"
-    assert check.shown == "not testable: 4 of 4 runs diverged; T=3 < 10 rounds"
+    assert check.shown == "not testable: 4 of 4 runs diverged; T=3 < 5 rounds"
 
 
 def test_only_the_cells_a_claim_reads_count():

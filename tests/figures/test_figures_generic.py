@@ -155,7 +155,7 @@ def test_figures_spec_outside_sweeps_draws_the_generic_layout(store, specs, tmp_
     (claim,) = entry["claims"]
     assert claim["verdict"] == "not-testable"
     assert claim["shown"] == "not testable at this profile (T=3)"
-    assert "α=1.0 − FedAvg" in claim["numbers"] and "T ≥ 10" in claim["criterion"]
+    assert "α=1.0 − FedAvg" in claim["numbers"] and "T ≥ 5" in claim["criterion"]
     index = (out / "index.html").read_text()
     assert "not testable at this profile (T=3)" in index
 
