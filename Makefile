@@ -50,9 +50,10 @@ $(PEERS_VENV)/.installed: benchmarks/peers/requirements.txt
 bench-peers: $(PEERS_VENV)/.installed  ## s/round: fedsweep vs Flower's simulation, same FedAvg workload (PEERS_ARGS="--models svm --rounds 3 --json")
 	$(PYTHON) benchmarks/peers/run_peers.py --venv $(PEERS_VENV) $(PEERS_ARGS)
 
-reproduce-figures:  ## every runnable sweep (PROFILE=quick|paper|smoke), then every figure
+reproduce-figures:  ## every runnable sweep (PROFILE=quick|paper|smoke), every figure, the reproduction reports
 	$(PYTHON) -m fedsweep.cli.main sweep --profile $(PROFILE)
 	$(PYTHON) -m fedsweep.cli.main figures --profile $(PROFILE) --out figures/$(PROFILE)
+	$(PYTHON) -m fedsweep.cli.main report --profile $(PROFILE) --out figures/$(PROFILE)/reproduction
 
 docs:  ## the docs site in site/: the generated references (config keys, CLI), then mkdocs build --strict
 	$(PYTHON) docs/gen_reference.py

@@ -1,40 +1,35 @@
-"""Check the papers' claims (docs/figures.md, ``spec.claims``) against the aggregated curves.
+"""Check the papers' claims (docs/figures.md, ``spec.claims``) against the runs.
 
 The generic machinery: :class:`ClaimData`, the helpers every criterion shares and
 :func:`check_claims`. The criteria themselves live with their paper
 (``dashboards.papers.<paper>.claims``); ``dashboards.registry.CRITERIA`` collects them.
 
 Every criterion is a function of :class:`ClaimData` (the curves and per-run histories of one
-figure) that returns ``(verdict, numbers)``. A **statistical** criterion (issue 34;
-:mod:`dashboards.verdicts`) computes its effect per seed, paired by seed where the design pairs
-runs (:func:`paired_effect`), and returns supported / contradicted / inconclusive from a 95%
-interval over the seeds against a threshold declared once (a ``Measure``), adding one
-:func:`evidence_row` per panel to ``ClaimData.evidence``; the panels' declared regimes decide
-whether it is testable at all (:func:`check_claims`). The criteria not yet rewritten use the
-**seed-mean** curves:
+figure) that returns ``(verdict, numbers)``, and every verdict is a statistical statement
+(issue 34; :mod:`dashboards.verdicts`): the criterion computes its effect **per seed**, paired
+by seed where the design pairs runs (:func:`paired_effect`: the same seed gives the same
+partition and initial model), and a 95% Student-t interval over the seeds decides it against a
+threshold declared once (a ``Measure``): *supported*, *contradicted* or *inconclusive*, "n/a"
+without data. The shared forms:
 
-* *final* value = the mean at the curve's last round with a finite value;
-* *loss AUC* = the mean of the mean test-loss curve over all its rounds (area under the loss
-  curve / T; lower = converges faster). A curve with a diverged seed in that panel gets
-  AUC = inf (it cannot be "fastest"; the claim is then "n/t" anyway, see below);
-* per-case claims are evaluated on every case (panel) that has the data; the verdict is "yes"
-  when all of them pass, "no" when one fails, "n/a" when no case has the data (a case without
-  data is listed as such in the numbers);
-* a figure whose longest curve has fewer than ``MIN_ROUNDS`` rounds (the smoke profile's 2–3
-  rounds) cannot test a claim about convergence: the verdict is "n/t" ("not testable at this
-  profile (T=3)"), the numbers are still shown;
-* a diverged run is never evidence: when a criterion reads a curve (through ``series``,
-  ``final``, ``first`` or ``auc``) in a panel where one of its seeds diverged (non-finite values,
-  ``fedsweep.status`` diverged) or its loss blew up while staying finite (tag
-  ``fedsweep.loss_blowup``), the verdict is "n/t", shown as "not testable: n of m runs
-  diverged" (n and m counted over the (panel, curve) cells the criterion read; failed runs are
-  never loaded, they count as missing). This takes precedence over the T rule, which is then
-  appended ("...; T=3 < 10 rounds"). The one exception is the claim that α=0.1 *fails* to
-  converge: there the α=0.1 curve's divergence is the evidence, read explicitly
-  (:meth:`ClaimData.failed_seeds`), not through its curve;
-* thresholds compare the unrounded numbers (a difference within 1e-12 of a threshold counts as
-  equal to it: float representation, e.g. 0.91 − 0.90); a printed difference carries as many
-  digits as it takes to show on which side of the threshold it is (|Δ|=0.0104 > 0.01).
+* :func:`judge`: a claim per panel, made of :class:`Part` s (an effect and its measure); it
+  holds where every part of every panel holds; a part can be *blocked* (inconclusive whatever
+  its interval: a learning-rate grid whose chosen point is on its edge, :func:`grid_edge`), or
+  *censored* (:class:`Bounds`: rounds to a target not reached within T are only known to be >
+  T; :func:`bounded`); a panel can be a control (shown, not deciding);
+* :func:`rank_margin`: "X is the best among ...": the margin of X over its best rival, > 0;
+* the margins are symmetric across claims: an accuracy is higher above ``ACC_TOL`` (and differs
+  little within it); a loss AUC (the mean test loss over the rounds) is faster more than
+  ``AUC_TOL`` lower (and gains little within it).
+
+:func:`check_claims` decides when a claim is **not testable** (the numbers still shown): the
+panels' declared regime is ``scaled``; a run of a curve the criterion read (through
+``per_seed``, ``seed_series``, ``series``) diverged (non-finite values, ``fedsweep.status``
+diverged) or its loss blew up while staying finite (tag ``fedsweep.loss_blowup``): "not
+testable: n of m runs diverged" (n and m over the (panel, curve) cells the criterion read); the
+figure's curves are shorter than ``MIN_ROUNDS`` ("not testable at this profile (T=3)"). A claim
+whose evidence *is* a divergence (α = 0.1 fails to converge) reads it explicitly
+(:meth:`ClaimData.failed_seeds`), not through a curve.
 
 Curves are identified by their overrides in the spec (e.g. ``bherd.alpha: 1.0``,
 ``selector: none``), not by their labels (:meth:`ClaimData.curve_where`, ``curve_matching``,
@@ -66,10 +61,11 @@ from dashboards.verdicts import (
     interval,
 )
 from fedsweep.config.schema import RunConfig
+from fedsweep.data.catalog import CLASS_COUNTS
 from fedsweep.sweep.spec import CurveSpec
 
-ACC_TOL = 0.01  # |Δ final test accuracy| that counts as "matches" / "differs little"
-AUC_TOL = 0.05  # relative loss-AUC reduction that still counts as "little or no gain"
+ACC_TOL = 0.01  # an accuracy difference: "higher" above it, "matches" / "differs little" within it
+AUC_TOL = 0.05  # a relative loss-AUC reduction: "faster" above it, "little or no gain" below it
 #: fewest rounds (of the figure's longest curve) at which a claim is tested; shorter: not
 #: testable. It keeps the smoke profile's 2–3 rounds out and coincides with no shipped profile's
 #: length (3, 10, 25, 30, 40, 100, ...): a profile's length never decides a verdict by accident
@@ -113,6 +109,15 @@ class ClaimData:
     def config(self, curve: CurveSpec) -> RunConfig:
         """The typed run config of ``curve`` (:func:`dashboards.model.curve_config`)."""
         return curve_config(curve, self.base)
+
+    def chance(self, label: str) -> float | None:
+        """Chance accuracy of curve ``label``'s runs: 1 / the classes of its data set
+        (``fedsweep.data.catalog``); None for an unknown curve or data set."""
+        curve = next((c for c in self.curves if c.label == label), None)
+        if curve is None:
+            return None
+        counts = CLASS_COUNTS.get(self.config(curve).data.dataset)
+        return 1.0 / len(counts) if counts else None
 
     def run_stat(
         self, panel: str, curve: str, metric: str, how: str = "best", *, mark: bool = True
@@ -201,20 +206,6 @@ class ClaimData:
             self.used.discard((panel, curve))
         return s
 
-    def final(self, panel: str, curve: str, metric: str) -> float | None:
-        s = self.series(panel, curve, metric)
-        return float(s.iloc[-1]) if len(s) else None
-
-    def first(self, panel: str, curve: str, metric: str) -> float | None:
-        s = self.series(panel, curve, metric)
-        return float(s.iloc[0]) if len(s) else None
-
-    def auc(self, panel: str, curve: str, metric: str = "test_loss") -> float | None:
-        s = self.series(panel, curve, metric)
-        if not len(s):
-            return None
-        return math.inf if (panel, curve) in self.diverged else float(s.mean())
-
     def curve_where(self, key: str, value) -> str | None:
         """Label of the curve whose overrides set ``key`` to ``value``."""
         for c in self.curves:
@@ -280,77 +271,12 @@ def fmt(x: float | None, digits: int = 3) -> str:
     return "inf (diverged)" if math.isinf(x) else f"{x:.{digits}f}"
 
 
-def within(value: float, limit: float) -> bool:
-    """``value ≤ limit`` on the unrounded numbers (``EPS`` slack for float representation)."""
-    return value <= limit + EPS
-
-
-def fmt_against(value: float, limit: float, digits: int = 3, *, at_least: bool = False) -> str:
-    """``value`` with ``digits`` decimals, or more when the rounded text would read as the other
-    side of ``limit`` than the value itself or as equal to it when it is not (|Δ| = 0.0104
-    against ≤ 0.01 is printed "0.0104", not "0.010"). ``at_least``: the test is ``value ≥ limit`` instead of ``value ≤ limit``."""
-    if math.isinf(value) or math.isnan(value):
-        return fmt(value, digits)
-
-    def passes(v: float) -> bool:
-        return within(limit, v) if at_least else within(v, limit)
-
-    ok = passes(value)
-    for d in range(digits, 13):
-        text = f"{value:.{d}f}"
-        shown = float(text)
-        at_limit = math.isclose(shown, limit, rel_tol=0, abs_tol=EPS)
-        if passes(shown) == ok and not (at_limit and abs(value - limit) > EPS):
-            return text
-    return repr(value)
-
-
-def per_case(
-    data: ClaimData, check: Callable[[Panel], tuple[bool | None, str]], panels=None
-) -> Result:
-    """Combine a per-panel check: yes if all panels with data pass, n/a if none has data."""
-    oks, parts = [], []
-    for panel in panels if panels is not None else data.cases():
-        ok, text = check(panel)
-        name = panel.label or panel.panel_id
-        parts.append(f"{name}: {text}" if ok is not None else f"{name}: no data ({text})")
-        if ok is not None:
-            oks.append(ok)
-    if not oks:
-        return "n/a", "; ".join(parts) or "no panels"
-    return ("yes" if all(oks) else "no"), "; ".join(parts)
-
-
-def argmin(values: dict[str, float | None]) -> str | None:
-    have = {k: v for k, v in values.items() if v is not None}
-    return min(have, key=have.get) if have else None
-
-
 def missing_curve(*named: tuple[str | None, str]) -> str | None:
     """The description of the first curve that the spec does not define, if any."""
     for label, what in named:
         if label is None:
             return f"the spec has no {what} curve"
     return None
-
-
-def compare_final_acc(data: ClaimData, pid: str, a: str, b: str, names=("", "")):
-    """``(|Δ final test acc| ≤ ACC_TOL, numbers)`` for curves ``a`` and ``b`` in panel ``pid``;
-    ``(None, why)`` when either has no data."""
-    x, y = data.final(pid, a, "test_acc"), data.final(pid, b, "test_acc")
-    if x is None or y is None:
-        return None, f"{a if x is None else b} missing"
-    delta = abs(x - y)
-    op = "≤" if within(delta, ACC_TOL) else ">"
-    numbers = f"acc {names[0]}{fmt(x, 4)} vs {names[1]}{fmt(y, 4)}, "
-    return within(delta, ACC_TOL), numbers + f"|Δ|={fmt_against(delta, ACC_TOL)} {op} {ACC_TOL}"
-
-
-def rel_gain(base: float, new: float) -> float:
-    """Relative loss-AUC reduction of ``new`` against ``base`` (positive = faster)."""
-    if math.isinf(base) or math.isinf(new):
-        return -math.inf if math.isinf(new) else math.inf
-    return (base - new) / base
 
 
 def rises(s: pd.Series) -> int:
@@ -411,8 +337,72 @@ def evidence_row(panel: str, ev: Evidence, measure: Measure) -> dict[str, Any]:
     }
 
 
-#: one part of a statistical verdict: (name shown in the numbers, per-seed evidence, measure)
-Part = tuple[str, Evidence, Measure]
+@dataclass(frozen=True)
+class Bounds:
+    """Censored per-seed effects: seed -> the smallest and the largest effect the seed can have
+    (rounds to a target not reached within T are only known to be > T)."""
+
+    low: Mapping[int, float]
+    high: Mapping[int, float]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a statistical verdict: its name in the numbers, the per-seed effects (an
+    :class:`Evidence`, or censored :class:`Bounds`), the measure, and why it cannot decide
+    whatever its interval (``blocked``: e.g. "grid not converged: widen it"; the part is then
+    inconclusive). A ``(name, evidence, measure[, blocked])`` tuple is read as a Part."""
+
+    name: str
+    effect: Evidence | Bounds
+    measure: Measure
+    blocked: str | None = None
+
+
+def decide_part(part: Part) -> tuple[Verdict, dict[str, Any] | None, str]:
+    """(verdict, evidence row or None without seeds, text "effect → verdict (why)") of one
+    part: an interval decided by
+    :func:`decide`; censored bounds by :func:`bounded` (the row then shows the interval of the
+    least favourable bounds when supported, of the most favourable ones when contradicted, and
+    the span of both when inconclusive, so no row is decided while its interval contains the
+    threshold); a blocked part is inconclusive, its row saying why."""
+    if isinstance(part.effect, Evidence):
+        ev = part.effect
+        verdict, text = decide(ev, part.measure), ev.text()
+        row = evidence_row(part.name, ev, part.measure) if ev.n else None
+    else:
+        verdict, lo, hi = bounded(part.effect.low, part.effect.high, part.measure)
+        if lo.effects == hi.effects:  # no seed censored
+            row, text = evidence_row(part.name, lo, part.measure), lo.text()
+        else:
+            row, text = _censored_row(part.name, verdict, lo, hi, part.measure)
+    note = ""
+    if part.blocked:
+        alone = verdict
+        verdict = "inconclusive"
+        note = f" ({part.blocked}; the interval alone: {alone})" if row else f" ({part.blocked})"
+        if row is not None:
+            row["verdict"], row["why"] = verdict, part.blocked
+    effect = "" if row is None else f"{text} "
+    return verdict, row, f"{effect}→ {verdict}{note}"
+
+
+def _censored_row(
+    name: str, verdict: str, lo: Evidence, hi: Evidence, measure: Measure
+) -> tuple[dict[str, Any], str]:
+    against, favour = (lo, hi) if measure.direction == "greater" else (hi, lo)
+    if verdict == "supported":
+        row = evidence_row(name, against, measure)
+    elif verdict == "contradicted":
+        row = evidence_row(name, favour, measure)
+    else:
+        low, high = min(lo.ci_low, hi.ci_low), max(lo.ci_high, hi.ci_high)
+        span = Evidence(against.seeds, against.effects, against.mean, low, high)
+        row = evidence_row(name, span, measure)
+    row["verdict"] = verdict
+    row["censored"] = "a seed did not reach the target within T: the effect is bounded"
+    text = f"censored: least favourable bounds {against.text()}, most favourable {favour.text()}"
+    return row, text
 
 
 def judge(
@@ -421,10 +411,10 @@ def judge(
     panels: list[Panel] | None = None,
 ) -> Result:
     """The statistical form of a per-panel claim: ``check(panel)`` returns the panel's parts
-    (each an :class:`Evidence` against its :class:`Measure`) and a text, or ``(None, why)``
-    when the panel has no data. Each part is decided (:func:`decide`) and recorded
-    (:func:`evidence_row`); the claim holds where every part of every panel with data holds
-    (:func:`dashboards.verdicts.all_of`); "n/a" when no panel has data."""
+    (:class:`Part`) and a text, ``(None, why)`` when the panel has no data, or ``([], text)``
+    for a panel shown but not deciding (a control). Each part is decided (:func:`decide_part`)
+    and recorded (:func:`evidence_row`); the claim holds where every part of every deciding
+    panel holds (:func:`dashboards.verdicts.all_of`); "n/a" when no panel decides."""
     verdicts, texts = [], []
     for panel in panels if panels is not None else data.cases():
         name = panel.label or panel.panel_id
@@ -433,11 +423,14 @@ def judge(
             texts.append(f"{name}: no data ({text})")
             continue
         shown = []
-        for what, ev, measure in parts:
-            verdict = decide(ev, measure)
+        for item in parts:
+            part = item if isinstance(item, Part) else Part(*item)
+            verdict, row, effect = decide_part(part)
             verdicts.append(verdict)
-            data.evidence.append(evidence_row(f"{name} · {what}" if what else name, ev, measure))
-            shown.append(f"{what + ' ' if what else ''}{ev.text()} → {verdict}")
+            if row is not None:
+                row["panel"] = f"{name} · {part.name}" if part.name else name
+                data.evidence.append(row)
+            shown.append(f"{part.name + ' ' if part.name else ''}{effect}")
         texts.append(f"{name}: " + "; ".join(x for x in (text, *shown) if x))
     if not verdicts:
         return "n/a", "; ".join(texts) or "no panels"
@@ -535,14 +528,12 @@ def criterion_text(fn: Callable) -> str:
     return " ".join((fn.__doc__ or "").replace("``", "").split())
 
 
-#: the verdicts of a statistical criterion (``dashboards.verdicts``)
-STATISTICAL = VERDICTS
 NOT_TESTABLE = "not testable at this profile (T={t})"
 NOT_TESTABLE_DIVERGED = "not testable: {n} of {m} runs diverged"
 TESTABLE_RULE = (
-    f"Tested from T ≥ {MIN_ROUNDS} rounds; a shorter profile shows n/t (not testable), with "
-    "the numbers. A diverged run (or one whose loss blew up) in a curve the criterion reads "
-    "makes it n/t too."
+    f"95% Student-t interval over seeds. Tested from T ≥ {MIN_ROUNDS} rounds and on panels not "
+    "declared scaled; otherwise not testable, with the numbers. A diverged run (or one whose "
+    "loss blew up) in a curve the criterion reads makes it not testable too."
 )
 
 
@@ -609,10 +600,9 @@ def check_claims(
                 if len(mine) > 1:
                     names = ", ".join(p.label or p.panel_id for p in panels)
                     check.numbers = f"[{kind} regime: {names}] {check.numbers}"
-            if kind == "scaled" and check.verdict not in ("n/a",):
-                untestable = "not-testable" if check.verdict in STATISTICAL else "n/t"
+            if kind == "scaled" and check.verdict != "n/a":
                 reason = f"not testable at this profile: scaled regime ({check.regime})"
-                check.verdict = untestable
+                check.verdict = "not-testable"
                 check.label = reason if not check.label else f"{reason}; {check.label}"
             out.append(check)
     return out
@@ -624,12 +614,13 @@ def _check_one(claim: str, fn: Criterion, data: ClaimData, criterion: str) -> Cl
     verdict, numbers = fn(data)
     div, blow, total = data.unusable(data.used)
     t = rounds_of(data)
+    if verdict not in (*VERDICTS, "n/a"):
+        raise ValueError(f"criterion of {claim!r} returned {verdict!r}: not one of {VERDICTS}")
     label = ""
-    untestable = "not-testable" if verdict in STATISTICAL else "n/t"
     if div + blow:
-        verdict, label = untestable, diverged_label(div, blow, total)
+        verdict, label = "not-testable", diverged_label(div, blow, total)
         if t < MIN_ROUNDS:
             label += f"; T={t} < {MIN_ROUNDS} rounds"
-    elif verdict in ("yes", "no", *STATISTICAL) and t < MIN_ROUNDS:
-        verdict, label = untestable, NOT_TESTABLE.format(t=t)
+    elif verdict != "n/a" and t < MIN_ROUNDS:
+        verdict, label = "not-testable", NOT_TESTABLE.format(t=t)
     return ClaimCheck(claim, verdict, numbers, criterion, label, tuple(data.evidence))

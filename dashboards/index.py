@@ -17,11 +17,9 @@ from typing import Any
 from dashboards.model import FigureResult
 from fedsweep.core import atomic
 
+#: CSS class per verdict (an entry written before issue 34's verdicts reads as "na")
 VERDICT_CLASS = {
-    "yes": "yes",
-    "no": "no",
     "n/a": "na",
-    "n/t": "na",
     "supported": "yes",
     "contradicted": "no",
     "inconclusive": "inc",
@@ -85,6 +83,7 @@ def entry(r: FigureResult, out_dir: Path, tracking_uri: str = "") -> dict[str, A
         "expected_runs": r.expected_runs,
         "missing": r.missing,
         "seed_count": r.seed_count,
+        "seeds": list(r.seeds),
         "expected_seeds": len(r.expected_seeds),
         "profile_note": r.profile_note,
         "data_note": r.data_note,
@@ -160,14 +159,18 @@ def _figure_section(e: dict[str, Any]) -> str:
         rows.append(_row("notes", "<br>".join(escape(n) for n in e["notes"])))
     claims = ""
     if e["claims"]:
+        from dashboards.report import headline_text
+
         body = "".join(
-            f"<tr><td>{escape(c['claim'])}</td><td class='{VERDICT_CLASS[c['verdict']]}'>"
-            f"{escape(c['shown'])}</td><td>{escape(c['numbers']).replace('; ', '<br>')}</td>"
+            f"<tr><td>{escape(c['claim'])}</td><td class='{VERDICT_CLASS.get(c['verdict'], 'na')}'>"
+            f"{escape(c['shown'])}</td><td>{escape(headline_text(c.get('evidence', [])))}</td>"
+            f"<td>{escape(c['numbers']).replace('; ', '<br>')}</td>"
             f"<td class='small'>{escape(c['criterion'])}</td></tr>"
             for c in e["claims"]
         )
         claims = (
-            "<table class='claims'><tr><th>paper claim</th><th>holds?</th><th>numbers</th>"
+            "<table class='claims'><tr><th>paper claim</th><th>verdict</th>"
+            "<th>effect [95% CI], seeds</th><th>numbers</th>"
             f"<th>criterion</th></tr>{body}</table>"
         )
     imgs = "".join(
@@ -193,7 +196,7 @@ def _badges(e: dict[str, Any]) -> str:
     """The claim verdicts as coloured badges (title = the claim)."""
     return (
         " ".join(
-            f"<span class='badge {VERDICT_CLASS[c['verdict']]}' title='{escape(c['claim'])}'>"
+            f"<span class='badge {VERDICT_CLASS.get(c['verdict'], 'na')}' title='{escape(c['claim'])}'>"
             f"{escape(c['verdict'])}</span>"
             for c in e["claims"]
         )
@@ -228,11 +231,17 @@ def write_index(results: list[FigureResult], out_dir: str | Path, tracking_uri: 
     page = (
         "<!doctype html><html><head><meta charset='utf-8'><title>fedsweep figures</title>"
         f"<style>{CSS}</style></head><body><h1>fedsweep figures</h1>"
+        "<div class='meta'><a href='reproduction.html'>Reproduction report</a>: every claim "
+        "with its effect, 95% interval over seeds, verdict and the paper's words.</div>"
         f"<div class='meta'>updated {escape(stamp)} from <code>{escape(tracking_uri)}</code>; "
-        "n/t = not testable (too few rounds at this profile, or diverged runs)</div>"
+        "not-testable = the runs cannot test the claim (a scaled regime, too few rounds, "
+        "diverged runs)</div>"
         "<table><tr><th>figure</th><th>profile</th><th>status</th><th>runs</th><th>data</th>"
         f"<th>claims</th><th>built</th></tr>{summary}</table>"
         + "".join(_figure_section(e) for e in entries)
         + "</body></html>"
     )
+    from dashboards.report import write_html_report
+
+    write_html_report(entries, out_dir)
     return atomic.write_text(out_dir / "index.html", page)

@@ -17,12 +17,10 @@ from fedsweep.config.load import build_config, set_dotted
 from fedsweep.config.schema import RunConfig
 from fedsweep.sweep.spec import CurveSpec, SweepSpec
 
-#: "yes"/"no"/"n/t" (not testable at this profile): the seed-mean verdicts of the criteria not
-#: yet rewritten as statistics; "supported"/"contradicted"/"inconclusive"/"not-testable": a
-#: 95% interval over seeds against a declared threshold (``dashboards.verdicts``); "n/a": no data
-Verdict = Literal[
-    "yes", "no", "n/a", "n/t", "supported", "contradicted", "inconclusive", "not-testable"
-]
+#: "supported"/"contradicted"/"inconclusive": a 95% interval over seeds against a declared
+#: threshold (``dashboards.verdicts``); "not-testable": these runs cannot test the claim (a
+#: scaled regime, too few rounds, diverged runs); "n/a": no data or no criterion
+Verdict = Literal["supported", "contradicted", "inconclusive", "not-testable", "n/a"]
 
 
 @dataclass(frozen=True)
@@ -189,6 +187,9 @@ class FigureResult:
     texts: dict[str, str] = field(default_factory=dict)
     #: a figure that failed: the previous build's files, left as they were (listed in the index)
     kept: list[Path] = field(default_factory=list)
+    #: Markdown blocks for the reproduction report beside the claims (e.g. FedWalk's Table 2
+    #: beside the paper's printed numbers)
+    report_tables: list[str] = field(default_factory=list)
 
     def stems(self) -> list[tuple[str, go.Figure]]:
         """(file stem, figure) of every figure to write: ``<id>`` or ``<id>-<suffix>``s."""

@@ -40,6 +40,12 @@ BUILDERS: dict[str, Builder] = _collect("BUILDERS")
 CRITERIA: dict[str, Criterion] = _collect("CRITERIA")
 METRIC_KEYS: dict[str, Callable[[str], str]] = _collect("METRIC_KEYS")
 
+#: normalized claim text -> the paper's own words (each paper's ``claims.PAPER_WORDS``)
+PAPER_WORDS: dict[str, str] = {}
+for _paper in PAPERS:
+    for _claim, _words in getattr(getattr(_paper, "claims", None), "PAPER_WORDS", {}).items():
+        PAPER_WORDS[normalize(_claim)] = _words
+
 for _claim in CRITERIA:  # the keys are looked up normalized
     if normalize(_claim) != _claim:
         raise ValueError(f"CRITERIA key {_claim!r} is not normalized ({normalize(_claim)!r})")

@@ -2,11 +2,10 @@
 ran, the effect with its interval, the verdict and a link to the figure; as Markdown
 (``docs/reproduction/<paper>.md``) and as data (``claims-<profile>.json``).
 
-Verdicts are the four of :mod:`dashboards.verdicts`. A claim whose criterion is not yet
-statistical (it still compares seed means: "yes"/"no") has no interval and so cannot decide: it
-is reported **inconclusive** with that reason and its seed-mean outcome in the numbers; "n/t"
-and "n/a" (no runs, no criterion) are **not-testable**. The report carries the commit and date
-it was built at and no absolute path.
+Verdicts are the four of :mod:`dashboards.verdicts`; a claim without runs or without a
+criterion ("n/a") is **not-testable**. An index entry written before these verdicts existed
+("yes"/"no"/"n/t") reads as not-testable with that reason. The report carries the commit and
+date it was built at and no absolute path.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from dashboards.claims import normalize
 from dashboards.model import ClaimCheck, FigureResult
 from dashboards.verdicts import INTERVAL_METHOD, VERDICTS
 
@@ -30,7 +30,6 @@ PAPERS = {
 }
 #: verdict order from worst to best for the claim's headline panel
 _RANK = {"contradicted": 0, "inconclusive": 1, "supported": 2, "not-testable": 3}
-SEED_MEAN_NOTE = "seed-mean criterion (no interval over seeds yet), so it cannot decide"
 
 
 def paper_of(figure_id: str) -> str:
@@ -43,11 +42,9 @@ def verdict4(check: ClaimCheck) -> tuple[str, str]:
     """The four-way verdict of a check and why, when it is not its own."""
     if check.verdict in VERDICTS:
         return check.verdict, check.label
-    if check.verdict in ("yes", "no"):
-        return "inconclusive", f"{SEED_MEAN_NOTE} (seed means: {check.verdict})"
-    if check.verdict == "n/t":
-        return "not-testable", check.label or "not testable at this profile"
-    return "not-testable", check.numbers or "no data"
+    if check.verdict == "n/a":
+        return "not-testable", check.numbers or "no data"
+    return "not-testable", f"an index entry from before the statistical verdicts ({check.verdict})"
 
 
 def _clean(text: str) -> str:
@@ -59,6 +56,25 @@ def _clean(text: str) -> str:
     return re.sub(r"(?<![\w.~])/(?:[\w.-]+/)+([\w.-]+/[\w.-]+)", r"…/\1", text)
 
 
+def headline(evidence: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The evidence row a claim is summarised by: its least favourable panel (contradicted,
+    then inconclusive, then supported); {} without evidence."""
+    return min(evidence, key=lambda e: _RANK.get(e.get("verdict", ""), 1), default={})
+
+
+def headline_text(evidence: Iterable[dict[str, Any]]) -> str:
+    """``0.012 [−0.004, 0.028], 3 seeds`` of the headline panel ("–" without evidence)."""
+    head = headline(evidence)
+    if not head:
+        return "–"
+    row = {
+        "effect": head.get("effect"),
+        "ci_low": head.get("ci_low"),
+        "ci_high": head.get("ci_high"),
+    }
+    return f"{_effect(row)}, {len(head.get('seeds', []))} seeds"
+
+
 def claim_rows(results: Iterable[FigureResult]) -> list[dict[str, Any]]:
     """One object per claim (and regime, where a figure mixes regimes)."""
     rows = []
@@ -66,12 +82,13 @@ def claim_rows(results: Iterable[FigureResult]) -> list[dict[str, Any]]:
         for c in r.claims:
             verdict, why = verdict4(c)
             panels = [dict(e) for e in c.evidence]
-            head = min(panels, key=lambda e: _RANK.get(e.get("verdict", ""), 1), default={})
+            head = headline(panels)
             rows.append(
                 {
                     "paper": paper_of(r.figure_id),
                     "figure": r.figure_id,
                     "claim": c.claim,
+                    "paper_words": paper_words(c.claim),
                     "verdict": verdict,
                     "why": _clean(why),
                     "effect": head.get("effect"),
@@ -92,6 +109,86 @@ def claim_rows(results: Iterable[FigureResult]) -> list[dict[str, Any]]:
                 }
             )
     return rows
+
+
+def paper_words(claim: str) -> str:
+    """The paper's own words behind ``claim`` (each paper's ``claims.PAPER_WORDS``: a quotation
+    with where it stands), "" when none is recorded."""
+    from dashboards.registry import PAPER_WORDS
+
+    return PAPER_WORDS.get(normalize(claim), "")
+
+
+#: how each verdict reads in the plain-words paragraph of a figure
+_SAYS = {
+    "supported": "the data support",
+    "contradicted": "the data contradict",
+    "inconclusive": "the data cannot decide",
+    "not-testable": "these runs cannot test",
+}
+
+
+def what_this_says(rows: list[dict[str, Any]], result: FigureResult) -> str:
+    """A short paragraph in plain words, written from the verdicts of one figure's claims: what
+    the data support, contradict, cannot decide, and what these runs cannot test and why."""
+    if not result.runs:
+        return "No runs of this figure at this profile: it says nothing about the paper yet."
+    if not rows:
+        return "The figure states no claim we check; it is drawn for comparison by eye."
+    sentences = []
+    for verdict, lead in _SAYS.items():
+        mine = [r for r in rows if r["verdict"] == verdict]
+        if not mine:
+            continue
+        items = []
+        for r in mine:
+            item = f"“{r['claim']}”"
+            if verdict in ("supported", "contradicted") and r["effect"] is not None:
+                item += f" (effect {_effect(r)}, {r['seeds']} seeds)"
+            elif verdict == "inconclusive":
+                item += f" ({_short_why(r)})"
+            elif verdict == "not-testable":
+                item += f" ({_short_why(r)})"
+            items.append(item)
+        sentences.append(f"{lead[0].upper()}{lead[1:]} {_join(items)}.")
+    if any(r["verdict"] == "not-testable" and "scaled" in r["why"] for r in rows):
+        sentences.append(
+            "A claim not testable on a scaled regime says nothing for or against the paper: "
+            "it needs the paper's settings."
+        )
+    if any(r["verdict"] == "contradicted" for r in rows) and any(
+        "reconstruct" in r["regime"] for r in rows
+    ):
+        sentences.append(
+            "Where the settings are our reconstruction, a contradiction speaks against that "
+            "reconstruction as much as against the paper."
+        )
+    return " ".join(sentences)
+
+
+def _short_why(row: dict[str, Any]) -> str:
+    why = row["why"] or ""
+    if row["verdict"] == "inconclusive" and not why:
+        for phrase, reason in _REASONS:
+            if phrase in row["numbers"]:
+                return reason
+        if row["ci_low"] is not None:
+            return f"effect {_effect(row)} straddles its threshold {row['threshold']:g}"
+        return "no interval decides it"
+    return why.split(";")[0]
+
+
+#: a criterion's own reason for an inconclusive verdict (in its numbers) -> the plain words
+_REASONS = (
+    ("by construction", "the effect follows from the method's own scaling, by construction"),
+    ("grid not converged", "the learning-rate grid is not converged: widen it"),
+    ("shows nothing", "the compared factor never matters in this figure"),
+    ("1 seed", "one seed: no interval"),
+)
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _num(x: float | None) -> str:
@@ -137,7 +234,11 @@ def markdown(paper: str, rows: list[dict[str, Any]], results: list[FigureResult]
         if regimes:
             lines.append(f"- **Regime**: {'; '.join(regimes)}")
         if not mine:
-            lines.append("- No claims.")
+            lines += [
+                "- No claims.",
+                "",
+                f"**What this says about the paper.** {what_this_says([], r)}",
+            ]
             continue
         lines += [
             "",
@@ -149,10 +250,15 @@ def markdown(paper: str, rows: list[dict[str, Any]], results: list[FigureResult]
                 f"| {row['claim']} | **{row['verdict']}** | {_effect(row)} | "
                 f"{row['holds_when'] or '–'} | {row['seeds']} | {row['regime']} |"
             )
-        lines.append("")
+        lines += ["", f"**What this says about the paper.** {what_this_says(mine, r)}", ""]
         for row in mine:
             why = f" ({row['why']})" if row["why"] else ""
-            lines.append(f"- *{row['claim']}*{why}: {row['numbers']}")
+            lines.append(f"- *{row['claim']}*{why}")
+            if row["paper_words"]:
+                lines.append(f"  - The paper: {row['paper_words']}")
+            lines.append(f"  - Numbers: {row['numbers']}")
+        for extra in r.report_tables:
+            lines += ["", extra]
     return "\n".join(lines) + "\n"
 
 
@@ -199,3 +305,119 @@ def write_report(
     write_text(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     files.append(path)
     return files, rows
+
+
+# ------------------------------------------------------------------------------ HTML page
+def result_of_entry(e: dict[str, Any]) -> FigureResult:
+    """A figure's index entry (``dashboards.index.entry``) as the :class:`FigureResult` the
+    report reads (no figure object: the report links to the figure's file)."""
+    checks = [
+        ClaimCheck(
+            c["claim"],
+            c["verdict"],
+            c.get("numbers", ""),
+            c.get("criterion", ""),
+            "" if c.get("shown") == c["verdict"] else c.get("shown", ""),
+            tuple(c.get("evidence", ())),
+            c.get("regime", ""),
+        )
+        for c in e.get("claims", [])
+    ]
+    seeds = [int(x) for x in e.get("seeds") or []]
+    return FigureResult(
+        e["figure_id"],
+        e.get("title", ""),
+        e.get("profile", ""),
+        None,
+        seeds,
+        seeds,
+        e.get("runs", 0),
+        e.get("expected_runs", 0),
+        e.get("profile_note", ""),
+        e.get("data_note", ""),
+        checks,
+    )
+
+
+_CLASS = {"supported": "yes", "contradicted": "no", "inconclusive": "inc", "not-testable": "na"}
+_CSS = """body{font-family:sans-serif;margin:2em;max-width:1400px}
+table{border-collapse:collapse;margin:.5em 0;width:100%}
+td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
+.yes{background:#d9f2d9;color:#11621a;font-weight:bold}
+.no{background:#f8d7d7;color:#8a1414;font-weight:bold}
+.inc{background:#fff3cd;color:#7a5a00;font-weight:bold}
+.na{background:#eee;color:#555;font-weight:bold}
+.words{color:#444;font-style:italic}.small{color:#666;font-size:.85em}
+summary{cursor:pointer;color:#1f5fbf}"""
+
+
+def html_page(results: list[FigureResult], meta: dict[str, str]) -> str:
+    """The reproduction report as one HTML page beside the figures' index (links to the
+    figures' files in the same folder)."""
+    from html import escape
+
+    rows = claim_rows(results)
+    counts = " · ".join(f"{v}: {sum(r['verdict'] == v for r in rows)}" for v in VERDICTS)
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>fedsweep reproduction report ({escape(meta['profile'])})</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>Reproduction report, profile <code>{escape(meta['profile'])}</code></h1>",
+        f"<p class='small'>Built at commit <code>{escape(meta['commit'])}</code> on "
+        f"{escape(meta['date'])}. {escape(INTERVAL_METHOD)}; <b>supported</b> / "
+        "<b>contradicted</b> when it clears the claim's threshold, <b>inconclusive</b> when it "
+        "straddles it, <b>not-testable</b> when these runs cannot test the claim (scaled "
+        f"regime, too few rounds, diverged runs, no runs). {escape(counts)}. "
+        "<a href='index.html'>All figures</a></p>",
+    ]
+    by_paper: dict[str, list[FigureResult]] = {}
+    for r in results:
+        by_paper.setdefault(paper_of(r.figure_id), []).append(r)
+    for paper, figs in sorted(by_paper.items()):
+        parts.append(f"<h2>{escape(PAPERS.get(paper, paper))}</h2>")
+        for r in figs:
+            mine = [row for row in rows if row["figure"] == r.figure_id]
+            fid = escape(r.figure_id)
+            parts.append(
+                f"<h3 id='{fid}'><a href='{fid}.html'>{fid}</a>: {escape(r.title)}</h3>"
+                f"<p class='small'>{r.runs} of {r.expected_runs} runs · "
+                f"{escape(_clean(r.profile_note))}</p>"
+                f"<p><b>What this says about the paper.</b> {escape(what_this_says(mine, r))}</p>"
+            )
+            if not mine:
+                continue
+            body = "".join(
+                f"<tr><td>{escape(row['claim'])}"
+                + (
+                    f"<div class='words'>The paper: {escape(row['paper_words'])}</div>"
+                    if row["paper_words"]
+                    else ""
+                )
+                + f"</td><td class='{_CLASS[row['verdict']]}'>{escape(row['verdict'])}</td>"
+                f"<td>{escape(_effect(row))}</td><td>{escape(row['holds_when'] or '–')}</td>"
+                f"<td>{row['seeds']}</td><td class='small'>{escape(row['regime'])}</td>"
+                f"<td class='small'>{escape(row['why'])}<details><summary>numbers</summary>"
+                f"{escape(row['numbers']).replace('; ', '<br>')}</details></td></tr>"
+                for row in mine
+            )
+            parts.append(
+                "<table><tr><th>claim</th><th>verdict</th><th>effect [95% CI]</th>"
+                "<th>holds when</th><th>seeds</th><th>regime</th><th>why / numbers</th></tr>"
+                f"{body}</table>"
+            )
+    parts.append("</body></html>")
+    return "".join(parts)
+
+
+def write_html_report(entries: list[dict[str, Any]], out_dir: Path) -> Path | None:
+    """``reproduction.html`` beside the figures' index, from the index entries in ``out_dir``
+    (one profile: the most common among the entries); None without entries."""
+    from fedsweep.core.atomic import write_text
+
+    if not entries:
+        return None
+    profiles = [e.get("profile", "") for e in entries]
+    profile = max(set(profiles), key=profiles.count)
+    results = [result_of_entry(e) for e in entries if e.get("profile", "") == profile]
+    meta = build_meta(profile, Path(__file__).resolve().parent)
+    return write_text(Path(out_dir) / "reproduction.html", html_page(results, meta))

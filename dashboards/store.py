@@ -307,4 +307,14 @@ def skipped_data_note(client, figure: str, profile: str) -> str:
         order_by=["attributes.start_time DESC"],
         max_results=1,
     )
-    return runs[0].data.tags.get("fedsweep.skipped_data", "") if runs else ""
+    note = runs[0].data.tags.get("fedsweep.skipped_data", "") if runs else ""
+    return portable_note(note)
+
+
+def portable_note(note: str) -> str:
+    """A skipped-data note without the path of the machine that swept (stores written before
+    the note became path-free name the data folder: "not found in /home/x/data and ..." reads
+    "not found in the data folder and ...")."""
+    return re.sub(
+        r"(not found in|without images in) /\S*?(?=[ :,;]|$)", r"\1 the data folder", note
+    )

@@ -165,6 +165,8 @@ class FLRun:
             cfg.num_clients,
             rng=numpy_rng(self.config.seed, "partition"),
             num_classes=self.dataset.num_classes,
+            quantity_skew=cfg.quantity_skew,
+            quantity_skew_exponent=cfg.quantity_skew_exponent,
             **options,
         )
 

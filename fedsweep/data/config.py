@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from fedsweep.core.section import Section
+from fedsweep.data.partitions import POWERLAW_EXPONENT, QUANTITY_SKEW_PARTITIONS
 
 
 class DataConfig(Section):
@@ -20,6 +21,18 @@ class DataConfig(Section):
     case1_mode: Literal["roundrobin", "shuffled"] = "roundrobin"
     dirichlet_alpha: float = Field(0.5, gt=0)
     shards_per_client: int = Field(2, ge=1)
+    quantity_skew: Literal["none", "powerlaw"] = Field(
+        "none",
+        description="Client sizes: the partition's own (none), or power-law sizes, each client "
+        "at least 1 sample (powerlaw; with partition iid only) (§9.5).",
+    )
+    quantity_skew_exponent: float = Field(
+        POWERLAW_EXPONENT,
+        gt=0,
+        description="Exponent a of the powerlaw sizes: the N quantiles of Pareto(a), "
+        "P(x > s) = s^-a (rank-size n_(r) ~ (r - 1/2)^(-1/a); 1: Zipf's law); smaller a, more "
+        "skew (§9.5).",
+    )
     train_subset: int | None = Field(
         None, ge=1, description="Use only the first n training samples (file order)."
     )
@@ -30,3 +43,17 @@ class DataConfig(Section):
         "train_subset): the server's public data (FedWalk's leash stand-in); no client sees them.",
     )
     normalization: Literal["auto", "imagenet"] = "auto"
+
+    @field_validator("quantity_skew")
+    @classmethod
+    def _skew_composes(cls, value: str, info: ValidationInfo) -> str:
+        """A quantity skew only where it can set the client sizes (``partition`` is validated
+        before this field, so it is in ``info.data`` when it is valid)."""
+        partition = info.data.get("partition")
+        if value != "none" and partition is not None and partition not in QUANTITY_SKEW_PARTITIONS:
+            raise ValueError(
+                f"data.partition {partition!r} keeps its own client sizes (allowed: none with "
+                f"{partition}; {value} only with data.partition "
+                f"{' or '.join(QUANTITY_SKEW_PARTITIONS)})"
+            )
+        return value

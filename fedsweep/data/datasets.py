@@ -43,7 +43,15 @@ _CACHE: dict[tuple[str, str | None, str, str], TensorDataset] = {}
 
 
 class DatasetNotFoundError(RuntimeError):
-    """The data set's files are missing from the data folder and could not be downloaded."""
+    """The data set's files are missing from the data folder and could not be downloaded.
+
+    ``summary``: one line without any path of this machine (it is stored in the tracking store
+    and drawn into figures, which travel to other machines); the message itself names the
+    folder and the files expected there."""
+
+    def __init__(self, message: str, summary: str | None = None) -> None:
+        super().__init__(message)
+        self.summary = summary or (message.strip().splitlines() or [""])[0]
 
 
 # ----------------------------------------------------------------------------- data folder
@@ -108,7 +116,8 @@ def _not_found(name: str, root: Path, download: bool, cause: BaseException) -> D
         f"Provide them by pointing fedsweep at a folder that has them (--data-dir <folder> or "
         f"config data.root=<folder>), or by setting {DATA_DIR_ENV}=<folder>, or let torchvision "
         f"download them into {root} (needs internet access, download=True).\n"
-        f"Cause: {type(cause).__name__}: {first_line}"
+        f"Cause: {type(cause).__name__}: {first_line}",
+        summary=f"Dataset {name!r} not found in the data folder and {why}.",
     )
 
 

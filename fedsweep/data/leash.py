@@ -444,7 +444,10 @@ def load_leash(
         if n == 0
     ]
     if empty:
-        raise DatasetNotFoundError(f"leash classes without images in {root}: {', '.join(empty)}")
+        raise DatasetNotFoundError(
+            f"leash classes without images in {root}: {', '.join(empty)}",
+            summary=f"leash classes without images in the leash folder: {', '.join(empty)}",
+        )
     if leash.source == "imagenet":
         what = f"ImageNet-1k training images, box-resized to {height}x{width}"
     else:

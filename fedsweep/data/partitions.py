@@ -9,7 +9,9 @@ the minibatch schedules of section 1.3 draw their own per-client permutation.
   except ``case1(mode="shuffled")``.
 * ``dirichlet``: NIID-Bench ``noniid-labeldir`` with the balance cap (section 9.2, D3).
 * ``shards``: McMahan pathological shards with a stable sort (section 9.3, D4).
-* ``iid``: ``array_split`` of a seeded permutation (section 9.4).
+* ``iid``: ``array_split`` of a seeded permutation (section 9.4); with
+  ``quantity_skew="powerlaw"`` the permutation is cut at power-law client sizes instead
+  (``powerlaw_sizes``, section 9.5).
 
 Seeded schemes take ``rng`` (a ``np.random.Generator``, or anything ``np.random.default_rng``
 accepts, e.g. an int); pass the run's ``partition`` stream (section 1.6).
@@ -27,6 +29,14 @@ import numpy as np
 
 PARTITIONS = ("case1", "case2", "case3", "dirichlet", "shards", "iid")
 CASE1_MODES = ("roundrobin", "shuffled")
+#: client-size (quantity) skews: ``none`` keeps the partition's own sizes
+QUANTITY_SKEWS = ("none", "powerlaw")
+#: the partitions a quantity skew other than ``none`` composes with
+QUANTITY_SKEW_PARTITIONS = ("iid",)
+#: the default tail exponent ``a`` of the power-law client sizes (Zipf's law, section 9.5)
+POWERLAW_EXPONENT = 1.0
+#: every client's minimum number of samples under a quantity skew
+QUANTITY_MIN_SIZE = 1
 
 RngLike = np.random.Generator | np.random.SeedSequence | int
 
@@ -264,12 +274,82 @@ def shards(
     return [np.sort(shard_rows[row].ravel()) for row in dealt]
 
 
-def iid(labels: Any, num_clients: int, rng: RngLike) -> list[np.ndarray]:
-    """Plain IID: ``array_split`` of a seeded permutation [R: NIID-Bench ``homo``], 9.4."""
+def iid(
+    labels: Any,
+    num_clients: int,
+    rng: RngLike,
+    quantity_skew: str = "none",
+    exponent: float = POWERLAW_EXPONENT,
+) -> list[np.ndarray]:
+    """Plain IID: ``array_split`` of a seeded permutation [R: NIID-Bench ``homo``], 9.4.
+
+    ``quantity_skew="powerlaw"`` (section 9.5): the same permutation (drawn first, so it is the
+    balanced split's) cut at ``powerlaw_sizes(|D|, N, exponent)`` drawn next from the same
+    generator: every client still holds an IID sample of the data, of a power-law size.
+    """
     y = _as_labels(labels)
     n_clients = _check_clients(num_clients)
-    perm = _as_rng(rng, "iid").permutation(y.size).astype(np.int64)
-    return [np.sort(part) for part in np.array_split(perm, n_clients)]
+    _check_skew(quantity_skew, "iid")
+    gen = _as_rng(rng, "iid")
+    perm = gen.permutation(y.size).astype(np.int64)
+    if quantity_skew == "none":
+        return [np.sort(part) for part in np.array_split(perm, n_clients)]
+    sizes = powerlaw_sizes(y.size, n_clients, exponent, gen)
+    return [np.sort(part) for part in np.split(perm, np.cumsum(sizes)[:-1])]
+
+
+# ----------------------------------------------------------------------------- 9.5
+
+
+def _check_skew(quantity_skew: str, scheme: str) -> None:
+    if quantity_skew not in QUANTITY_SKEWS:
+        raise ValueError(
+            f"unknown quantity_skew {quantity_skew!r}; allowed: {', '.join(QUANTITY_SKEWS)}"
+        )
+    if quantity_skew != "none" and scheme not in QUANTITY_SKEW_PARTITIONS:
+        raise ValueError(
+            f"quantity_skew {quantity_skew!r} does not compose with partition {scheme!r} "
+            f"(allowed: {', '.join(QUANTITY_SKEW_PARTITIONS)}; every partition takes 'none')"
+        )
+
+
+def powerlaw_sizes(
+    total: int,
+    num_clients: int,
+    exponent: float,
+    rng: RngLike,
+    min_size: int = QUANTITY_MIN_SIZE,
+) -> np.ndarray:
+    """Client sizes ``n_1..n_N`` (int64) following a power law, summing to ``total`` (9.5).
+
+    The sizes are the ``N`` midpoint quantiles of a Pareto(``a``) law, ``P(x > s) = s^{-a}``
+    for ``s >= 1`` (``a = exponent``): the ``r``-th largest client's weight is
+    ``((r - 1/2) / N)^{-1/a}`` (rank-size form; ``a = 1`` is Zipf's law, ``n_(r) ∝ 1/(r - 1/2)``;
+    the smaller ``a``, the more skew). Every client gets ``min_size`` samples and the remaining
+    ``total - N min_size`` are shared in proportion to the weights by largest remainder (ties
+    to the larger weight), so the sizes sum to ``total`` and ``n_i >= min_size``. ``rng`` deals
+    the sizes to the clients (a permutation): every seed has the same set of sizes, so the
+    skew does not vary from seed to seed, while who holds which size (and which samples) does.
+    """
+    n_clients = _check_clients(num_clients)
+    if not exponent > 0 or not math.isfinite(exponent):
+        raise ValueError(f"powerlaw exponent must be a finite number > 0, got {exponent!r}")
+    if min_size < 0:
+        raise ValueError(f"min_size must be >= 0, got {min_size!r}")
+    free = int(total) - n_clients * int(min_size)
+    if free < 0:
+        raise ValueError(
+            f"{total} samples cannot give {n_clients} clients {min_size} sample(s) each"
+        )
+    gen = _as_rng(rng, "powerlaw")
+    ranks = np.arange(1, n_clients + 1, dtype=np.float64)
+    weights = ((ranks - 0.5) / n_clients) ** (-1.0 / float(exponent))  # descending
+    share = weights / weights.sum() * free
+    sizes = np.floor(share).astype(np.int64)
+    left = free - int(sizes.sum())
+    order = np.argsort(-(share - sizes), kind="stable")
+    sizes[order[:left]] += 1
+    return (sizes + int(min_size))[gen.permutation(n_clients)]
 
 
 # ----------------------------------------------------------------------------- dispatch / info
@@ -282,13 +362,21 @@ def make_partition(
     *,
     rng: RngLike | None,
     num_classes: int | None = None,
+    quantity_skew: str = "none",
+    quantity_skew_exponent: float = POWERLAW_EXPONENT,
     **options: Any,
 ) -> list[np.ndarray]:
     """Dispatch on ``scheme`` (one of ``PARTITIONS``); ``options`` go to that function.
 
     ``rng`` is used by ``dirichlet``, ``shards``, ``iid`` and ``case1(mode="shuffled")``;
-    cases 1/2/3 (round-robin) ignore it (section 1.6).
+    cases 1/2/3 (round-robin) ignore it (section 1.6). ``quantity_skew`` (one of
+    ``QUANTITY_SKEWS``; not ``none`` only for ``QUANTITY_SKEW_PARTITIONS``) and its exponent
+    set the client sizes (section 9.5).
     """
+    if scheme in PARTITIONS:
+        _check_skew(quantity_skew, scheme)
+    if quantity_skew != "none":
+        options = {**options, "quantity_skew": quantity_skew, "exponent": quantity_skew_exponent}
     if scheme == "case1":
         return case1(labels, num_clients, rng=rng, **options)
     if scheme == "case2":

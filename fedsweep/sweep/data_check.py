@@ -57,7 +57,7 @@ def check_data(trials: list[Trial], spec: SweepSpec, profile: str, data_root: Pa
                 load_dataset(fallback, root=data_root, download=download)
                 plan.substitute[name] = fallback
             elif prof.skip_missing_data:
-                plan.skipped[name] = str(err).strip().splitlines()[0]
+                plan.skipped[name] = err.summary  # no machine path: it is logged and drawn
             else:
                 raise
     weights = {

@@ -112,13 +112,31 @@ def test_uniform_simple_and_scheme2_weights() -> None:
     assert torch.equal(cohort.weights, weights_of(sizes)[cohort.clients] * 8 / 4)
 
 
-def test_uniform_scheme2_is_refused_for_unequal_client_sizes() -> None:
-    config = make_config(3, 2, uniform=UniformConfig(weighting="scheme2"))
-    config.data.partition = "case3"
-    assert UniformSampler.partition_errors(config, [100, 100, 100]) == []
-    (msg,) = UniformSampler.partition_errors(config, [90, 100, 110])
-    assert all(s in msg for s in ("`uniform.weighting`", "scheme2", "p_i = 1/N", "case3", "renorm"))
-    assert UniformSampler.partition_errors(make_config(3, 2), [90, 100, 110]) == []
+def test_li_et_al_schemes_on_unequal_client_sizes() -> None:
+    """Li et al. 2020 Sec. 3.3 with unequal p_k (N = 5, K = 2): scheme 2 is accepted, its
+    weights are p_k N/K (not summing to 1), and over all C(5, 2) cohorts it is unbiased,
+    E[Σ q_i v_i] = Σ p_i v_i; scheme 1 draws ∝ p_k and averages simply (c_i/K)."""
+    sizes = [1, 2, 3, 4, 10]  # sums to 20: p_k are multiples of 1/20
+    p = weights_of(sizes)
+    config = make_config(5, 2, uniform=UniformConfig(weighting="scheme2"))
+    assert UniformSampler.partition_errors(config, sizes) == []  # no longer refused
+    sampler = UniformSampler(config, p)
+    v = torch.tensor([3.0, -1.0, 7.0, 2.0, 5.0], dtype=F64)  # one number per client
+    for seed in range(10):
+        cohort = sampler.sample(1, W, selection(seed, 1), NO_ORACLE)
+        assert torch.equal(cohort.weights, p[cohort.clients] * 5 / 2)  # p_k N/K
+    totals, means = [], []
+    for pair in itertools.combinations(range(5), 2):  # every cohort, each of chance 1/10
+        q = p[list(pair)] * 5 / 2
+        totals.append(float(q.sum()))
+        means.append(float((q * v[list(pair)]).sum()))
+    assert abs(min(totals) - 3 / 8) < 1e-12 and abs(max(totals) - 14 / 8) < 1e-12  # not 1
+    assert abs(sum(means) / len(means) - float((p * v).sum())) < 1e-12  # unbiased
+    rep = ReplacementSampler(make_config(5, 2, seed=4), p)
+    cohort = rep.sample(3, W, selection(4, 3), NO_ORACLE)
+    drawn = selection(4, 3).choice(5, size=2, replace=True, p=p.numpy()).tolist()
+    assert cohort.draws == drawn
+    assert cohort.weights.tolist() == [Counter(drawn)[i] / 2 for i in cohort.clients]
 
 
 def test_uniform_same_round_same_cohort_other_round_other_cohort() -> None:
@@ -409,3 +427,23 @@ def test_samplers_use_only_their_streams(kind: str) -> None:
     assert torch.equal(torch.random.get_rng_state(), torch_state)
     assert all(np.array_equal(a, b) for a, b in zip(np.random.get_state(), np_state, strict=True))
     assert len({tuple(c) for c in cohorts}) > 1
+
+
+def test_fedavg_averages_models_when_scheme2_weights_do_not_sum_to_one():
+    """Li et al.'s scheme 2 is an average of models, w_{t+1} = Σ q_i w_i with Σ q_i ≠ 1 on
+    unequal client sizes; with normalised weights FedAvg's direction is Σ q_i Δ_i bit for bit."""
+    from fedsweep.components.algorithms.base import weighted_sum
+    from fedsweep.components.algorithms.fedavg import FedAvg
+
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(7, generator=gen, dtype=torch.float64)
+    deltas = [torch.randn(7, generator=gen, dtype=torch.float64) for _ in range(3)]
+    updates = [SimpleNamespace(delta=d) for d in deltas]
+    method = FedAvg.__new__(FedAvg)  # aggregate reads no state
+    q = torch.tensor([0.5, 0.25, 0.125], dtype=torch.float64)  # Σ q = 0.875
+    w_next = w - method.aggregate(w, updates, q, None)
+    models = sum(qi * (w - d) for qi, d in zip(q.tolist(), deltas, strict=True))
+    assert torch.allclose(w_next, models, rtol=0, atol=1e-12)
+    # normalised weights (float rounding only): exactly the weighted sum of the updates
+    q = torch.tensor([0.1, 0.7, 0.2], dtype=torch.float64)
+    assert torch.equal(method.aggregate(w, updates, q, None), weighted_sum(deltas, q))

@@ -484,10 +484,6 @@ UNI = {"sampler": "uniform"}
         ({"sampler": "poc", "cohort": {"size": 2}, "poc": {"d": 1}}, ["`poc.d`", "got 1", "2..3"]),
         ({"sampler": "poc", "cohort": {"size": 2}, "poc": {"d": 4}}, ["`poc.d`", "got 4", "2..3"]),
         ({"sampler": "divfl", "cohort": {"size": 4}}, ["`cohort.size`", "got 4", "1..3"]),
-        (
-            {**UNI, "cohort": {"size": 2}, "uniform": {"weighting": "scheme2"}},
-            ["`uniform.weighting`", "scheme2", "p_i = 1/N", "case3", "renorm"],
-        ),
         ({"sampler": "unifrom"}, ["`sampler`", "unknown sampler", "did you mean 'uniform'"]),
         (
             {"algorithm": "centralized", "selector": "none", **UNI, "cohort": {"size": 2}},
@@ -525,7 +521,6 @@ UNI = {"sampler": "uniform"}
         "poc-d<m",
         "poc-d>N",
         "divfl-m>N",
-        "scheme2-unequal-p",
         "unknown-sampler",
         "centralized-sampled",
         "beta1=1",

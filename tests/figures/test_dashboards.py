@@ -7,6 +7,7 @@ store holds hand-logged runs of fig4e's quick profile under the fallback data se
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from pathlib import Path
 
@@ -151,9 +152,9 @@ def test_claim_checks_on_real_runs(built):
     assert [c.claim for c in r.claims] == load_spec(SWEEPS / "bherd-fig3a.yaml").claims
     for fid in ("bherd-fig3a", "bherd-fig3d", "bherd-fig4d", "bherd-fig4e"):
         for c in results[fid].claims:
-            assert c.verdict in (*VERDICTS, "yes", "no", "n/a", "n/t") and c.numbers and c.criterion
-    # 3 rounds cannot test a convergence claim: "not testable", with the numbers, never "no"
-    assert all(c.verdict in ("n/t", "not-testable") for c in r.claims)
+            assert c.verdict in (*VERDICTS, "n/a") and c.numbers and c.criterion
+    # 3 rounds cannot test a convergence claim: "not testable", with the numbers
+    assert all(c.verdict == "not-testable" for c in r.claims)
     assert all(c.shown == "not testable at this profile (T=3)" for c in r.claims)
     assert "α=1.0 − FedAvg effect" in r.claims[0].numbers and "Case 3" in r.claims[0].numbers
 
@@ -205,7 +206,7 @@ def test_fig4d_finds_fig4abc_runs_by_hash(store, built):
     trace = [t for t in curves if t.name.startswith("Client 4")][2]  # third panel = Case 3
     assert np.allclose(trace.y, history)
     assert "α τ" in r.figure.layout.yaxis.title.text
-    assert r.claims[0].verdict == "n/t" and "client 4" in r.claims[0].numbers
+    assert r.claims[0].verdict == "not-testable" and "client 4" in r.claims[0].numbers
     assert "dist_paper" in r.claims[0].numbers
 
 
@@ -330,22 +331,61 @@ def test_every_bherd_spec_has_a_builder():
 CASES = [
     Panel(f"data.partition=case{i}", f"Case {i}", {"data.partition": f"case{i}"}) for i in (1, 2, 3)
 ]
-
-
-def make(curves: list[CurveSpec], values: dict, panels=CASES, diverged=None) -> C.ClaimData:
-    """ClaimData from {(panel index, curve label, metric): [mean per round]}; same for all
-    panels when the panel index is None."""
-    cells = {}
-    for (pi, label, metric), ys in sorted(values.items(), key=lambda kv: kv[0][0] is not None):
-        for p in panels if pi is None else [panels[pi]]:
-            cells[(p.panel_id, label, metric)] = ys  # a panel's own values override None's
-    rows = [(*key, t, y, 0.0, 1) for key, ys in cells.items() for t, y in enumerate(ys, start=1)]
-    agg = pd.DataFrame(rows, columns=["panel_id", "curve", "metric", "round", "mean", "std", "n"])
-    return C.ClaimData(agg, curves, panels, diverged or {})
+#: per-seed factors every curve shares (runs pair by seed: the same partition and initial model)
+SHARED = (0.0, 1.0, -1.0, 2.0, -2.0)
+#: per-seed noise of one curve (rotated by the curve's index ``k``: independent of the others)
+OWN = (0.5, -1.0, 1.0, -0.5, 0.0)
 
 
 def curve(label: str, **kv) -> CurveSpec:
     return CurveSpec(label=label, set={k.replace("__", "."): v for k, v in kv.items()})
+
+
+def runs(curves, histories: dict, panels=CASES, **fields) -> C.ClaimData:
+    """ClaimData of per-seed runs from {(panel index, or None for every panel; curve label;
+    metric): [the history of each seed, rounds 1, 2, ...]} (a panel's own entry overrides
+    None's); ``fields`` set ClaimData fields (diverged, blowups, runs, base)."""
+    cells = {}
+    for (pi, label, metric), hs in sorted(histories.items(), key=lambda kv: kv[0][0] is not None):
+        for p in panels if pi is None else [panels[pi]]:
+            cells[(p.panel_id, label, metric)] = hs
+    rows = [
+        (pid, label, seed, f"run-{pid}-{label}-{seed}", t, metric, y)
+        for (pid, label, metric), hs in cells.items()
+        for seed, ys in enumerate(hs)
+        for t, y in enumerate(ys, start=1)
+    ]
+    cols = ["panel_id", "curve", "seed", "run_id", "round", "metric", "value"]
+    long = pd.DataFrame(rows, columns=cols)
+    data = C.ClaimData(aggregate(long), curves, panels, long=long)
+    for key, value in fields.items():
+        setattr(data, key, value)
+    return data
+
+
+def decay(level: float, seeds: int = 5, noise: float = 0.01, k: int = 0, rounds: int = 10):
+    """Per-seed test-loss histories ``level (1 + 1/t)`` (the per-run loss AUC is proportional
+    to ``level``), scaled per seed by ``1 + 0.01 SHARED[s]`` (every curve alike: paired) and
+    ``1 + noise OWN[s + k]`` (this curve's own noise)."""
+    return [
+        [
+            level * (1 + 1 / t) * (1 + 0.01 * SHARED[s]) * (1 + noise * OWN[(s + k) % 5])
+            for t in range(1, rounds + 1)
+        ]
+        for s in range(seeds)
+    ]
+
+
+def final(values, rounds: int = 10, start: float = 0.5) -> list[list[float]]:
+    """Per-seed histories at ``start`` until the last round, which has the seed's value."""
+    return [[start] * (rounds - 1) + [v] for v in values]
+
+
+def acc(level: float, seeds: int = 5, noise: float = 0.002, k: int = 0, rounds: int = 10):
+    """Per-seed final test accuracies ``level + 0.005 SHARED[s] + noise OWN[s + k]``."""
+    return final(
+        [level + 0.005 * SHARED[s] + noise * OWN[(s + k) % 5] for s in range(seeds)], rounds
+    )
 
 
 ALPHAS = [curve(f"α={a}", bherd__alpha=a) for a in (0.1, 0.3, 0.5, 0.7, 1.0)]
@@ -355,24 +395,9 @@ FEDAVG = curve("FedAvg (RR)", selector="none", train__order="rr")
 def seeds_data(curves, finals: dict[str, list[float]], panels=CASES) -> C.ClaimData:
     """Per-seed runs: curve -> the final test accuracy of each seed (rounds 1..10, accuracy
     0.5 until the last round), every panel the same."""
-    long = [
-        (
-            p.panel_id,
-            label,
-            seed,
-            f"run-{p.panel_id}-{label}-{seed}",
-            t,
-            "test_acc",
-            a if t == 10 else 0.5,
-        )
-        for p in panels
-        for label, accs in finals.items()
-        for seed, a in enumerate(accs)
-        for t in range(1, 11)
-    ]
-    cols = ["panel_id", "curve", "seed", "run_id", "round", "metric", "value"]
-    long = pd.DataFrame(long, columns=cols)
-    return C.ClaimData(aggregate(long), curves, panels, long=long)
+    return runs(
+        curves, {(None, label, "test_acc"): final(v) for label, v in finals.items()}, panels
+    )
 
 
 def test_alpha_matches_fedavg_criterion():
@@ -394,105 +419,386 @@ def test_alpha_matches_fedavg_criterion():
     two = {"FedAvg (RR)": [0.8, 0.8], "α=1.0": [0.79, 0.815], "α=0.1": [0.6, 0.6]}
     assert B.alpha_matches_fedavg(seeds_data(ALPHAS + [FEDAVG], two))[0] == "inconclusive"
     assert B.alpha_matches_fedavg(seeds_data(ALPHAS, finals))[0] == "n/a"  # no FedAvg curve
-    assert B.alpha_matches_fedavg(make(ALPHAS + [FEDAVG], {}))[0] == "n/a"
+    assert B.alpha_matches_fedavg(runs(ALPHAS + [FEDAVG], {}))[0] == "n/a"
+
+
+# ------------------------------------------------------------------------------ fig 2b
+FIG2B = [
+    curve("FedNova", algorithm="fednova", selector="none"),
+    curve("SCAFFOLD", algorithm="scaffold", selector="none"),
+    curve("BHerd-FedNova", algorithm="fednova", selector="bherd"),
+    curve("BHerd-SCAFFOLD", algorithm="scaffold", selector="bherd"),
+]
+
+
+def fig2b_panels(cnn_regime=None) -> list[Panel]:
+    return [
+        Panel(
+            f"{m}-case{c}",
+            f"{m.upper()} · Case {c}",
+            {"model.name": m, "data.partition": f"case{c}"},
+            cnn_regime if m == "cnn" else None,
+        )
+        for m in ("svm", "cnn")
+        for c in (1, 2)
+    ]
+
+
+def fig2b_data(svm: dict, cnn: dict, seeds: int = 5, panels=None) -> C.ClaimData:
+    """``svm``/``cnn``: curve -> loss level of every panel of that model (per seed: the loss
+    levels of each seed when a list)."""
+    panels = panels or fig2b_panels()
+    out = {}
+    for i, p in enumerate(panels):
+        table = svm if p.values["model.name"] == "svm" else cnn
+        for k, (label, level) in enumerate(table.items()):
+            hs = (
+                [decay(x, 1, k=k + s)[0] for s, x in enumerate(level)]
+                if isinstance(level, list)
+                else decay(level, seeds, k=k)
+            )
+            out[(i, label, "test_loss")] = hs
+    return runs(FIG2B, out, panels)
+
+
+#: BHerd's loss-AUC gain: FedNova 40% on the SVM, 5% on the CNN; SCAFFOLD the other way round
+SVM_GAINS = {"FedNova": 1.0, "BHerd-FedNova": 0.6, "SCAFFOLD": 1.0, "BHerd-SCAFFOLD": 0.95}
+CNN_GAINS = {"FedNova": 1.0, "BHerd-FedNova": 0.95, "SCAFFOLD": 1.0, "BHerd-SCAFFOLD": 0.6}
+
+
+def test_bherd_gain_by_model_criterion():
+    verdict, numbers = B.bherd_gain_by_model(fig2b_data(SVM_GAINS, CNN_GAINS))
+    assert verdict == "supported", numbers
+    assert (
+        "FedNova: mean loss-AUC gain of BHerd SVM +40" in numbers and "SVM − CNN effect" in numbers
+    )
+    assert B.bherd_gain_by_model(fig2b_data(CNN_GAINS, SVM_GAINS))[0] == "contradicted"
+    # FedNova's gains 10% (SVM) and 7% (CNN): 3 points apart, below the 5% of every "faster"
+    small = {**SVM_GAINS, "BHerd-FedNova": 0.90}
+    close = {**CNN_GAINS, "BHerd-FedNova": 0.93}
+    verdict, numbers = B.bherd_gain_by_model(fig2b_data(small, close))
+    assert verdict == "contradicted", numbers
+    assert "SVM − CNN effect 0.03 [" in numbers and "CNN − SVM effect 0.35 [" in numbers
+    # two seeds that disagree: seed 0 as the paper says, seed 1 the other way round
+    two = {k: [SVM_GAINS[k], CNN_GAINS[k]] for k in SVM_GAINS}
+    owt = {k: [CNN_GAINS[k], SVM_GAINS[k]] for k in SVM_GAINS}
+    verdict, numbers = B.bherd_gain_by_model(fig2b_data(two, owt))
+    assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
+    only_svm = [p for p in fig2b_panels() if p.values["model.name"] == "svm"]
+    assert B.bherd_gain_by_model(fig2b_data(SVM_GAINS, CNN_GAINS, panels=only_svm))[0] == "n/a"
+
+
+def test_gain_by_model_is_judged_once_and_not_on_a_scaled_regime():
+    from fedsweep.sweep.spec_model import Regime
+
+    assert B.bherd_gain_by_model.spans_regimes
+    claim = "BHerd helps FedNova most on the SVM and SCAFFOLD most on the CNN"
+    paper, scaled = Regime(kind="paper"), Regime(kind="scaled", reason="η 100× the paper's")
+    panels = [
+        dataclasses.replace(p, regime=scaled if p.values["model.name"] == "cnn" else paper)
+        for p in fig2b_panels()
+    ]
+    checks = R.check_claims([claim], fig2b_data(SVM_GAINS, CNN_GAINS, panels=panels))
+    assert len(checks) == 1  # one check over both regimes, not one per regime
+    (check,) = checks
+    assert check.verdict == "not-testable" and "scaled regime" in check.shown
+    assert "SVM − CNN effect" in check.numbers  # the numbers are still shown
+    all_paper = [dataclasses.replace(p, regime=paper) for p in panels]
+    (check,) = R.check_claims([claim], fig2b_data(SVM_GAINS, CNN_GAINS, panels=all_paper))
+    assert check.verdict == "supported"
+
+
+# ------------------------------------------------------------------------------ fig 3a
+def alpha_loss(levels: dict[float, float], seeds: int = 5) -> dict:
+    return {
+        (None, f"α={a}", "test_loss"): decay(level, seeds, k=i)
+        for i, (a, level) in enumerate(levels.items())
+    }
+
+
+ALPHA_LEVELS = {0.1: 1.0, 0.3: 0.8, 0.5: 0.85, 0.7: 0.95, 1.0: 1.0}
 
 
 def test_alpha_fastest_criterion():
-    loss = {(None, f"α={a}", "test_loss"): [0.6, 0.5 + a / 10] for a in (0.1, 0.3, 0.5, 0.7, 1.0)}
-    loss[(None, "α=0.3", "test_loss")] = [0.5, 0.4]
-    loss[(None, "α=0.1", "test_loss")] = [0.5, 0.3]
-    assert B.alpha_fastest(make(ALPHAS, loss))[0] == "no"  # α=0.1 is fastest
-    div = {(p.panel_id, "α=0.1"): [(0, 2)] for p in CASES}
-    verdict, numbers = B.alpha_fastest(make(ALPHAS, loss, diverged=div))
-    assert verdict == "yes" and "fastest α=0.3" in numbers
+    verdict, numbers = B.alpha_fastest(runs(ALPHAS, alpha_loss(ALPHA_LEVELS)))
+    assert verdict == "supported", numbers
+    assert numbers.count("→ supported") == 3 and "loss AUC α=0.1 1." in numbers
+    # α=0.1 fastest in Case 2
+    fast01 = {**alpha_loss(ALPHA_LEVELS), (1, "α=0.1", "test_loss"): decay(0.7)}
+    assert B.alpha_fastest(runs(ALPHAS, fast01))[0] == "contradicted"
+    # two seeds: α=0.3 first on seed 0, α=0.7 first on seed 1
+    two = alpha_loss({0.1: 1.0, 0.3: 0.8, 0.5: 1.0, 0.7: 0.9, 1.0: 1.0}, seeds=2)
+    two[(None, "α=0.3", "test_loss")] = [decay(0.8, 1)[0], decay(0.95, 1)[0]]
+    verdict, numbers = B.alpha_fastest(runs(ALPHAS, two))
+    assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
+    no_claimed = [c for c in ALPHAS if c.label not in ("α=0.3", "α=0.5")]
+    assert B.alpha_fastest(runs(no_claimed, alpha_loss(ALPHA_LEVELS)))[0] == "n/a"
+
+
+def fails_data(a01: list[list[float]], seeds: int = 5, **fields) -> C.ClaimData:
+    """The other curves end at accuracy 0.85 (paired by seed); α=0.1 at ``a01``."""
+    others = [c for c in ALPHAS + [FEDAVG] if c.label != "α=0.1"]
+    hs = {(None, c.label, "test_acc"): acc(0.85, seeds, k=k) for k, c in enumerate(others)}
+    return runs(ALPHAS + [FEDAVG], {**hs, (None, "α=0.1", "test_acc"): a01}, **fields)
 
 
 def test_alpha_fails_criterion():
-    good = {
-        (None, c.label, m): [0.5, 0.3] if m == "test_loss" else [0.6, 0.9]
-        for c in ALPHAS
-        for m in ("test_loss", "test_acc")
+    verdict, numbers = B.alpha_fails(fails_data(acc(0.70, k=4)))  # 0.15 below the best
+    assert verdict == "supported", numbers
+    assert "best − α=0.1 accuracy effect 0.15" in numbers
+    # 0.005 below the best: well within the 0.05 that "fails" needs
+    assert B.alpha_fails(fails_data(acc(0.845, k=4)))[0] == "contradicted"
+    # two seeds: one fails, one converges
+    verdict, numbers = B.alpha_fails(fails_data(final([0.70, 0.85]), seeds=2))
+    assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
+    assert B.alpha_fails(runs(ALPHAS[1:], {}))[0] == "n/a"  # no α=0.1 curve
+
+
+def test_a_diverged_alpha_01_counts_as_a_failure_and_stays_testable():
+    """α=0.1's divergence is the claim's evidence: its seeds count at chance accuracy (1/10 on
+    MNIST) and the claim is decided, not "not testable"."""
+    nan = float("nan")
+    broken = [[0.5] * 5 + [nan] * 5 for _ in range(5)]  # every seed diverged at round 6
+    div = {(p.panel_id, "α=0.1"): [(s, 5) for s in range(5)] for p in CASES}
+    (check,) = R.check_claims(["alpha=0.1 fails to converge"], fails_data(broken, diverged=div))
+    assert check.verdict == "supported", check.numbers
+    assert "seed 0 diverged at round 5 (counted at chance 0.1)" in check.numbers
+    assert "effect 0.75" in check.numbers
+    # a finite loss blow-up counts the same, whatever accuracy the run logged
+    blow = {
+        (p.panel_id, "α=0.1"): [(s, "test_loss 3e+04 > 1000 x") for s in range(5)] for p in CASES
     }
-    assert B.alpha_fails(make(ALPHAS, good))[0] == "no"
-    low = {**good, (None, "α=0.1", "test_acc"): [0.6, 0.84]}
-    assert B.alpha_fails(make(ALPHAS, low))[0] == "yes"  # ≥ 0.05 below the best
-    rising = {**good, (None, "α=0.1", "test_loss"): [0.5, 0.55]}
-    assert B.alpha_fails(make(ALPHAS, rising))[0] == "yes"
-    div = {(p.panel_id, "α=0.1"): [(0, 7)] for p in CASES}
-    verdict, numbers = B.alpha_fails(make(ALPHAS, good, diverged=div))
-    assert verdict == "yes" and "diverged at round 7" in numbers
+    (check,) = R.check_claims(
+        ["alpha=0.1 fails to converge"], fails_data(acc(0.85, k=4), blowups=blow)
+    )
+    assert check.verdict == "supported" and "seed 0 loss blew up" in check.numbers
+    # the chance level is the run's data set's
+    cifar100 = [curve("α=0.1", bherd__alpha=0.1, data__dataset="cifar100")]
+    assert B._chance(runs(cifar100, {}), "α=0.1") == pytest.approx(0.01)
 
 
+def test_class_counts_cover_every_data_set():
+    """The chance level of a claim comes from the data catalogue: one entry per data set, as
+    many classes as torchvision's set has."""
+    from typing import get_args
+
+    from fedsweep.data.catalog import CLASS_COUNTS
+    from fedsweep.data.config import DataConfig
+    from fedsweep.data.datasets import _TORCHVISION
+
+    assert set(CLASS_COUNTS) == set(get_args(DataConfig.model_fields["dataset"].annotation))
+    assert all(len(CLASS_COUNTS[name]) == n for name, (_, n) in _TORCHVISION.items())
+
+
+# ------------------------------------------------------------------------------ fig 3b
 E_CURVES = [curve(f"E={e}", train__local_epochs=e) for e in (0.1, 0.5, 1.0, 1.5, 2.0)]
+E_LEVELS = {0.1: 1.0, 0.5: 0.8, 1.0: 0.6, 1.5: 0.45, 2.0: 0.35}
+#: the literal Eq. 7 server factor E/α (bherd.scale's default) and the 1/α reading (B3)
+LITERAL = {"selector": "bherd"}
+ONE_OVER_ALPHA = {"selector": "bherd", "bherd": {"scale": "one_over_alpha"}}
 
 
-def test_larger_e_and_oscillation_criteria():
-    smooth = {
-        (None, f"E={e}", "test_loss"): [0.6, 0.5 - e / 10, 0.4 - e / 10]
-        for e in (0.1, 0.5, 1.0, 1.5, 2.0)
+def e_loss(levels: dict[float, float], seeds: int = 5) -> dict:
+    return {
+        (None, f"E={e}", "test_loss"): decay(level, seeds, k=i)
+        for i, (e, level) in enumerate(levels.items())
     }
-    assert B.larger_e_faster(make(E_CURVES, smooth))[0] == "yes"
-    swapped = {**smooth, (1, "E=0.5", "test_loss"): [0.1, 0.1, 0.1]}
-    assert B.larger_e_faster(make(E_CURVES, swapped))[0] == "no"
-    assert B.e2_oscillates(make(E_CURVES, smooth))[0] == "no"
-    zigzag = {**smooth, (None, "E=2.0", "test_loss"): [0.5, 0.3, 0.35, 0.25, 0.3]}
-    verdict, numbers = B.e2_oscillates(make(E_CURVES, zigzag))
-    assert verdict == "yes" and "E=2: 2, E=1: 0" in numbers
+
+
+def test_larger_e_faster_criterion():
+    data = runs(E_CURVES, e_loss(E_LEVELS), base=ONE_OVER_ALPHA)
+    verdict, numbers = B.larger_e_faster(data)
+    assert verdict == "supported", numbers
+    assert numbers.count("→ supported") == 12 and "E=1.5→2 effect" in numbers  # 4 steps x 3
+    reverse = dict(zip(E_LEVELS, reversed(E_LEVELS.values()), strict=True))
+    assert B.larger_e_faster(runs(E_CURVES, e_loss(reverse), base=ONE_OVER_ALPHA))[0] == (
+        "contradicted"
+    )
+    # E=2 no faster than E=1.5 (±2% noise): below the 5% margin of every "faster"
+    flat = {**E_LEVELS, 2.0: 0.45}
+    assert B.larger_e_faster(runs(E_CURVES, e_loss(flat), base=ONE_OVER_ALPHA))[0] == (
+        "contradicted"
+    )
+    # two seeds: faster with E on seed 0, slower on seed 1
+    two = {
+        (None, f"E={e}", "test_loss"): [decay(a, 1, k=i)[0], decay(b, 1, k=i)[0]]
+        for i, (e, a, b) in enumerate(
+            zip(E_LEVELS, E_LEVELS.values(), reverse.values(), strict=True)
+        )
+    }
+    verdict, numbers = B.larger_e_faster(runs(E_CURVES, two, base=ONE_OVER_ALPHA))
+    assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
+    assert B.larger_e_faster(runs(E_CURVES[:1], e_loss(E_LEVELS)))[0] == "n/a"
+
+
+def test_larger_e_faster_by_construction_under_the_literal_factor():
+    """Eq. 7's E/α multiplies the server step by E: 'faster with larger E' then holds by
+    construction. The statistics are shown, the verdict is inconclusive, either way."""
+    for levels in (E_LEVELS, dict(zip(E_LEVELS, reversed(E_LEVELS.values()), strict=True))):
+        data = runs(E_CURVES, e_loss(levels), base=LITERAL)
+        verdict, numbers = B.larger_e_faster(data)
+        assert verdict == "inconclusive", numbers
+        assert "follows by construction; run the 1/α reading" in numbers
+        assert "E=0.1→0.5 effect" in numbers and len(data.evidence) == 12
+        assert {row["verdict"] for row in data.evidence} == {"inconclusive"}
+        assert all("by construction" in row["note"] for row in data.evidence)
+    # FedAvg curves (no BHerd server factor) are decided normally
+    fedavg = runs(E_CURVES, e_loss(E_LEVELS), base={"selector": "none"})
+    assert B.larger_e_faster(fedavg)[0] == "supported"
+
+
+SMOOTH = [0.5 - 0.03 * t for t in range(10)]
+ZIGZAG = [0.5, 0.3, 0.35, 0.25, 0.3, 0.2, 0.25, 0.15, 0.2, 0.1]  # 4 rises
+
+
+def test_e2_oscillates_criterion():
+    def data(e2, e1, seeds=5):
+        """Per seed the given E=2 and E=1 histories (a seed-specific offset, same rises)."""
+        return runs(
+            E_CURVES,
+            {
+                (None, "E=2.0", "test_loss"): [[y + 1e-4 * s for y in e2[s]] for s in range(seeds)],
+                (None, "E=1.0", "test_loss"): [[y + 1e-4 * s for y in e1[s]] for s in range(seeds)],
+            },
+        )
+
+    verdict, numbers = B.e2_oscillates(data([ZIGZAG] * 5, [SMOOTH] * 5))
+    assert verdict == "supported" and "E=2 − E=1 loss rises effect 4" in numbers
+    assert B.e2_oscillates(data([SMOOTH] * 5, [ZIGZAG] * 5))[0] == "contradicted"
+    verdict, numbers = B.e2_oscillates(data([ZIGZAG, SMOOTH], [SMOOTH, ZIGZAG], seeds=2))
+    assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
+    assert B.e2_oscillates(runs(E_CURVES[:3], {}))[0] == "n/a"  # no E=2 curve
+
+
+# ------------------------------------------------------------------------------ fig 3c
+BS = [curve(f"B={b}", train__batch_size=b) for b in (10, 50, 100, 500, 1000)]
+B_LEVELS = {10: 0.30, 50: 0.32, 100: 0.34, 500: 0.40, 1000: 0.50}
+
+
+def b_loss(levels: dict[int, float], panel: int | None = None, seeds: int = 5) -> dict:
+    return {
+        (panel, f"B={b}", "test_loss"): decay(level, seeds, k=i)
+        for i, (b, level) in enumerate(levels.items())
+    }
 
 
 def test_best_batch_criterion():
-    bs = [curve(f"B={b}", train__batch_size=b) for b in (10, 50, 100, 500, 1000)]
-    final = {(None, f"B={b}", "test_loss"): [1.0, 0.3 + b / 1e4] for b in (10, 50, 100, 500, 1000)}
-    final[(2, "B=50", "test_loss")] = [1.0, 0.2]
-    verdict, numbers = B.best_batch(make(bs, final))
-    assert verdict == "yes" and "Case 3: best B=50 (paper 50)" in numbers
-    final[(0, "B=100", "test_loss")] = [1.0, 0.1]
-    assert B.best_batch(make(bs, final))[0] == "no"
+    paper = {**b_loss(B_LEVELS), **b_loss({**B_LEVELS, 50: 0.25}, panel=2)}  # Case 3: B=50
+    verdict, numbers = B.best_batch(runs(BS, paper))
+    assert verdict == "supported", numbers
+    assert "Case 3: final loss B=10 0.33" in numbers and "B=50 first by effect" in numbers
+    assert B.best_batch(runs(BS, b_loss(B_LEVELS)))[0] == "contradicted"  # B=10 in Case 3
+    # two seeds: B=10 first on seed 0, B=50 on seed 1 (every Case)
+    two = b_loss(B_LEVELS, seeds=2)
+    two[(None, "B=50", "test_loss")] = [decay(0.32, 1)[0], decay(0.28, 1)[0]]
+    two[(2, "B=50", "test_loss")] = [decay(0.25, 1)[0], decay(0.25, 1)[0]]
+    verdict, numbers = B.best_batch(runs(BS, two))
+    assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
+    assert B.best_batch(runs([], {}))[0] == "n/a"
 
 
-def test_number_of_clients_criteria():
-    ns = [curve(f"N={n}", data__num_clients=n) for n in (1, 5, 10, 15, 20)]
-    cen = CurveSpec(label="Centralized SGD", set={"algorithm": "centralized"}, flat=True)
-    v = {(None, f"N={n}", "test_loss"): [0.6, 0.3 + n / 100] for n in (1, 5, 10, 15, 20)}
-    v |= {(None, f"N={n}", "test_acc"): [0.6, 0.9 - n / 100] for n in (1, 5, 10, 15, 20)}
-    v |= {(None, "Centralized SGD", "test_acc"): [0.6, 0.885]}
-    assert B.n1_centralized(make(ns + [cen], v))[0] == "yes"
-    assert B.n5_best(make(ns + [cen], v))[0] == "yes"
-    worse = {**v, (None, "Centralized SGD", "test_acc"): [0.6, 0.95]}
-    assert B.n1_centralized(make(ns + [cen], worse))[0] == "no"
-    v[(1, "N=10", "test_loss")] = [0.6, 0.2]
-    assert B.n5_best(make(ns + [cen], v))[0] == "no"
+# ------------------------------------------------------------------------------ fig 3d
+NS = [curve(f"N={n}", data__num_clients=n) for n in (1, 5, 10, 15, 20)]
+CEN = CurveSpec(label="Centralized SGD", set={"algorithm": "centralized"}, flat=True)
+N_LOSS = {1: 0.5, 5: 0.6, 10: 0.7, 15: 0.75, 20: 0.8}
+N_ACC = {1: 0.90, 5: 0.87, 10: 0.85, 15: 0.84, 20: 0.83}
+
+
+def n_data(loss=N_LOSS, accs=N_ACC, centralized=0.90, seeds=5, extra=None) -> C.ClaimData:
+    """N curves with these loss levels and final accuracies, Centralized SGD's accuracy;
+    ``extra``: histories replacing those of some (panel, curve, metric) cells."""
+    hs = {(None, f"N={n}", "test_loss"): decay(v, seeds, k=n) for n, v in loss.items()}
+    hs |= {(None, f"N={n}", "test_acc"): acc(v, seeds, k=n) for n, v in accs.items()}
+    hs[(None, "Centralized SGD", "test_acc")] = acc(centralized, seeds, k=3)
+    return runs(NS + [CEN], {**hs, **(extra or {})})
+
+
+def test_n1_centralized_criterion():
+    verdict, numbers = B.n1_centralized(n_data())
+    assert verdict == "supported", numbers
+    assert "N matters: N=5 in Case 1" in numbers and "N=1 first by effect" in numbers
+    # every N matches centralized: N=1 matching it shows nothing about N
+    flat = dict.fromkeys(N_ACC, 0.90)
+    verdict, numbers = B.n1_centralized(n_data(accs=flat))
+    assert verdict == "inconclusive" and "shows nothing about N" in numbers
+    assert B.n1_centralized(n_data(centralized=0.95))[0] == "contradicted"  # 0.05 apart
+    assert B.n1_centralized(n_data(loss={**N_LOSS, 5: 0.4}))[0] == "contradicted"  # N=5 faster
+    # two seeds: N=1 0.015 above centralized on seed 0, 0.015 below on seed 1
+    two = n_data(seeds=2, extra={(None, "N=1", "test_acc"): final([0.915, 0.885])})
+    verdict, numbers = B.n1_centralized(two)
+    assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
+    assert B.n1_centralized(runs(NS, {}))[0] == "n/a"  # no centralized curve
+
+
+def test_n5_best_criterion():
+    data = n_data()
+    verdict, numbers = B.n5_best(data)
+    assert verdict == "supported", numbers
+    assert "Case 2: final loss N=5 0.66, N=10 0.77" in numbers and "N=5 first by effect" in numbers
+    assert "paired by seed number" in data.evidence[0]["measure"]  # N partitions differently
+    case2 = n_data(extra={(1, "N=10", "test_loss"): decay(0.3, k=10)})  # N=10 best in Case 2
+    assert B.n5_best(case2)[0] == "contradicted"
+    # two seeds: N=5 first on seed 0, last on seed 1
+    two = n_data(seeds=2, extra={(None, "N=5", "test_loss"): [decay(0.6, 1)[0], decay(0.9, 1)[0]]})
+    verdict, numbers = B.n5_best(two)
+    assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
+    assert B.n5_best(runs(NS[:1], {}))[0] == "n/a"
+
+
+# ------------------------------------------------------------------------------ fig 4d
+def clients(levels: list[float], seeds: int = 3, metric: str = "dist_paper") -> dict:
+    """Case 3's per-client distance histories (5 rounds), per seed a little noise."""
+    return {
+        (2, f"Client {i}", metric): [[lv + 0.005 * OWN[(s + i) % 5]] * 5 for s in range(seeds)]
+        for i, lv in enumerate(levels, start=1)
+    }
+
+
+FAR = [0.1, 0.12, 0.11, 0.3, 0.35]
 
 
 def test_case3_distance_criterion():
-    far = {(2, f"Client {i}", "dist"): [0.1 * i, 0.1 * i] for i in range(1, 6)}
-    near = {**far, (2, "Client 5", "dist"): [0.05, 0.05]}
-    assert B.case3_far_clients(make([], far))[0] == "yes"
-    assert B.case3_far_clients(make([], near))[0] == "no"
-    assert B.case3_far_clients(make([], {}))[0] == "n/a"
+    verdict, numbers = B.case3_far_clients(runs([], clients(FAR)))
+    assert verdict == "supported", numbers
+    assert (
+        "Case 3: mean dist_paper: client 1 0.0992, client 2" in numbers
+        and "(95% CI, 3 seeds)" in numbers
+    )
+    near = [0.1, 0.12, 0.11, 0.3, 0.05]  # client 5 no farther than clients 1-3
+    assert B.case3_far_clients(runs([], clients(near)))[0] == "contradicted"
+    verdict, numbers = B.case3_far_clients(runs([], clients(FAR, seeds=1)))
+    assert verdict == "inconclusive" and "1 seed: no interval" in numbers  # Fig. 4d: one run
+    verdict, numbers = B.case3_far_clients(runs([], clients(FAR, metric="dist")))
+    assert verdict == "supported" and "mean dist:" in numbers
+    assert B.case3_far_clients(runs([], clients(FAR), CASES[2:] * 3))[0] == "supported"
+    assert B.case3_far_clients(runs([], {}, CASES[:2]))[0] == "n/a"  # no Case 3 panel
+    assert B.case3_far_clients(runs([], {}))[0] == "n/a"
 
 
-def test_rr_criterion_and_unknown_claims():
-    cs = [
-        curve(f"Case {i}, {o}", data__partition=f"case{i}", train__order=k)
-        for i in (1, 2, 3)
-        for o, k in (("RR", "rr"), ("no RR", "fixed"))
+def test_case3_reads_per_seed_histories_of_the_derived_client_curves():
+    """Fig. 4d's curves "Client 1".."Client 5" are derived from the runs' client/{i}/ metrics
+    (fig4d.per_client): its long table keeps each run's seed, so the criterion is per seed."""
+    from types import SimpleNamespace
+
+    from dashboards.figdata import FigureData
+    from dashboards.papers.bherd.fig4d import per_client
+
+    rows = [
+        (CASES[2].panel_id, "BHerd-FedAvg", s, f"run-{s}", t, f"client/{i}/dist_paper", y)
+        for s in range(3)
+        for i, level in enumerate(FAR)
+        for t, y in enumerate([level + 0.005 * OWN[(s + i) % 5]] * 5, start=1)
     ]
-    panel = [Panel("all", "", {})]
-    v = {(0, c.label, "test_acc"): [0.5, 0.9] for c in cs}
-    verdict, numbers = B.rr_little_difference(make(cs, v, panel))
-    assert verdict == "yes" and numbers.startswith("Case 1:")
-    v[(0, "Case 2, no RR", "test_acc")] = [0.5, 0.85]
-    assert B.rr_little_difference(make(cs, v, panel))[0] == "no"
-    long = {k: [0.5] * 9 + ys[-1:] for k, ys in v.items()}  # T = 10: testable
-    checks = R.check_claims(["RR vs no RR differ little", "something new"], make(cs, long, panel))
-    assert [c.verdict for c in checks] == ["no", "n/a"]
-    (short,) = R.check_claims(["RR vs no RR differ little"], make(cs, v, panel))  # T = 2
-    assert short.verdict == "n/t" and short.shown == "not testable at this profile (T=2)"
-    assert R.check_claims(["RR vs no RR differ little"], None)[0].verdict == "n/a"
+    cols = ["panel_id", "curve", "seed", "run_id", "round", "metric", "value"]
+    long = pd.DataFrame(rows, columns=cols)
+    raw = FigureData(SimpleNamespace(found=[]), long, aggregate(long), {}, CASES)
+    data = per_client(raw, "client/{i}/dist_paper").claim_data([])
+    assert set(data.long["curve"]) == {f"Client {i}" for i in range(1, 6)}
+    verdict, numbers = B.case3_far_clients(data)
+    assert verdict == "supported" and "(95% CI, 3 seeds)" in numbers
 
 
-# ------------------------------------------------------------- diverged runs are no evidence
+# ------------------------------------------------------------------------------ fig 4e
 RR_CURVES = [
     curve(f"Case {i}, {o}", data__partition=f"case{i}", train__order=k)
     for i in (1, 2)
@@ -501,57 +807,96 @@ RR_CURVES = [
 ALL = [Panel("all", "", {})]
 
 
-def _rr_data(rounds: int = 12, **kw) -> C.ClaimData:
-    v = {(0, c.label, "test_acc"): [0.5] * (rounds - 1) + [0.9] for c in RR_CURVES}
-    data = make(RR_CURVES, v, ALL)
-    for key, value in kw.items():
-        setattr(data, key, value)
-    return data
+def _rr_data(rounds=12, seeds=3, curves=RR_CURVES, shift=None, finals=None, **kw) -> C.ClaimData:
+    """Final test accuracy 0.9 (paired by seed) for every curve; ``shift``: curve -> added to
+    it; ``finals``: curve -> its per-seed final accuracies instead."""
+    shift, finals = shift or {}, finals or {}
+    hs = {
+        (0, c.label, "test_acc"): (
+            final(finals[c.label], rounds)
+            if c.label in finals
+            else acc(0.9 + shift.get(c.label, 0.0), seeds, noise=0.001, k=k, rounds=rounds)
+        )
+        for k, c in enumerate(curves)
+    }
+    return runs(curves, hs, ALL, **kw)
 
 
+def test_rr_criterion_and_unknown_claims():
+    cs = [
+        curve(f"Case {i}, {o}", data__partition=f"case{i}", train__order=k)
+        for i in (1, 2, 3)
+        for o, k in (("RR", "rr"), ("no RR", "fixed"))
+    ]
+    verdict, numbers = B.rr_little_difference(_rr_data(seeds=5, curves=cs))
+    assert verdict == "supported", numbers
+    assert numbers.startswith("Case 1: RR − no RR accuracy effect") and "Case 3:" in numbers
+    lower = _rr_data(seeds=5, curves=cs, shift={"Case 2, no RR": -0.05})
+    assert B.rr_little_difference(lower)[0] == "contradicted"
+    # two seeds: RR 0.015 above no RR on seed 0, 0.015 below on seed 1
+    two = _rr_data(seeds=2, curves=cs, finals={"Case 1, RR": [0.915, 0.885]})
+    verdict, numbers = B.rr_little_difference(two)
+    assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
+    checks = R.check_claims(["RR vs no RR differ little", "something new"], _rr_data(curves=cs))
+    assert [c.verdict for c in checks] == ["supported", "n/a"]
+    (short,) = R.check_claims(["RR vs no RR differ little"], _rr_data(rounds=2, curves=cs))
+    assert short.verdict == "not-testable" and short.shown == "not testable at this profile (T=2)"
+    assert R.check_claims(["RR vs no RR differ little"], None)[0].verdict == "n/a"
+    assert B.rr_little_difference(runs(cs[::2], {}, ALL))[0] == "n/a"  # no no-RR curve
+
+
+# ------------------------------------------------------------- diverged runs are no evidence
 def test_claim_with_a_diverged_run_is_not_testable():
-    runs = {("all", c.label): 3 for c in RR_CURVES}  # 3 seeds per curve, 12 runs read
-    (ok,) = R.check_claims(["RR vs no RR differ little"], _rr_data(runs=runs))
-    assert ok.verdict == "yes" and ok.shown == "yes"
+    runs4 = {("all", c.label): 4 for c in RR_CURVES}  # 4 runs per curve, one never loaded
+    (ok,) = R.check_claims(["RR vs no RR differ little"], _rr_data(runs=runs4))
+    assert ok.verdict == "supported" and ok.shown == "supported"
     div = {("all", "Case 2, no RR"): [(1, 4)]}
-    (check,) = R.check_claims(["RR vs no RR differ little"], _rr_data(runs=runs, diverged=div))
-    assert check.verdict == "n/t" and check.shown == "not testable: 1 of 12 runs diverged"
-    assert "Case 1: acc RR 0.9000" in check.numbers  # the numbers are still shown
+    (check,) = R.check_claims(["RR vs no RR differ little"], _rr_data(runs=runs4, diverged=div))
+    assert check.verdict == "not-testable" and check.shown == "not testable: 1 of 16 runs diverged"
+    assert "Case 1: RR − no RR accuracy effect" in check.numbers  # the numbers are still shown
     assert "diverged" in check.criterion
     # a finite loss blow-up counts the same; a seed both diverged and blown up counts once
     blow = {("all", "Case 1, RR"): [(0, "test_loss 3.2e+06 at round 12 > 1000 x round 1")]}
     both = {**blow, ("all", "Case 2, no RR"): [(1, "x")]}
     (check,) = R.check_claims(
-        ["RR vs no RR differ little"], _rr_data(runs=runs, diverged=div, blowups=both)
+        ["RR vs no RR differ little"], _rr_data(runs=runs4, diverged=div, blowups=both)
     )
-    assert check.shown == "not testable: 2 of 12 runs diverged (1 of them a finite loss blow-up)"
-    # without run counts: the largest seed count n of each cell read (1 in make)
+    assert check.shown == "not testable: 2 of 16 runs diverged (1 of them a finite loss blow-up)"
+    # without run counts: the largest seed count n of each cell read (3 seeds in _rr_data)
     (check,) = R.check_claims(["RR vs no RR differ little"], _rr_data(diverged=div))
-    assert check.shown == "not testable: 1 of 4 runs diverged"
+    assert check.shown == "not testable: 1 of 12 runs diverged"
 
 
 def test_diverged_reason_takes_precedence_over_a_short_profile():
     div = {("all", c.label): [(0, 1)] for c in RR_CURVES}
     (check,) = R.check_claims(["RR vs no RR differ little"], _rr_data(rounds=3, diverged=div))
-    assert check.verdict == "n/t"
-    assert check.shown == "not testable: 4 of 4 runs diverged; T=3 < 5 rounds"
+    assert check.verdict == "not-testable"
+    assert check.shown == "not testable: 4 of 12 runs diverged; T=3 < 5 rounds"
 
 
 def test_only_the_cells_a_claim_reads_count():
     # α=0.3 diverged in Case 3: α=1.0 vs FedAvg does not read it; "fastest α" does
-    accs = {(None, c.label, "test_acc"): [0.5] * 11 + [0.8] for c in ALPHAS + [FEDAVG]}
-    loss = {(None, c.label, "test_loss"): [0.6] * 11 + [0.5] for c in ALPHAS + [FEDAVG]}
-    data = make(ALPHAS + [FEDAVG], {**accs, **loss})
+    curves = ALPHAS + [FEDAVG]
+    accs = {(None, c.label, "test_acc"): acc(0.8, 3, noise=0.0) for c in curves}
+    loss = {(None, c.label, "test_loss"): decay(1.0, 3, k=k) for k, c in enumerate(curves)}
+    data = runs(curves, {**accs, **loss})
     data.diverged = {(CASES[2].panel_id, "α=0.3"): [(0, 5)]}
     claims = ["alpha=1.0 matches FedAvg", "alpha 0.3-0.5 is fastest", "alpha=0.1 fails"]
     match, fastest, _ = R.check_claims(claims, data)
-    assert match.verdict == "n/a"  # no per-seed histories in this table; above all: not n/t
-    assert fastest.verdict == "n/t" and fastest.shown == "not testable: 1 of 15 runs diverged"
+    assert match.verdict == "inconclusive" and "shows nothing about α" in match.numbers
+    assert fastest.verdict == "not-testable"
+    assert fastest.shown == "not testable: 1 of 45 runs diverged"  # 5 α x 3 Cases x 3 seeds
     # α=0.1 failing to converge: its own divergence (or blow-up) is the claim's evidence
-    data.diverged = {(p.panel_id, "α=0.1"): [(0, 7)] for p in CASES}
+    data.diverged = {(p.panel_id, "α=0.1"): [(s, 7) for s in range(3)] for p in CASES}
     (fails,) = R.check_claims(["alpha=0.1 fails to converge"], data)
-    assert fails.verdict == "yes" and "seed 0 diverged at round 7" in fails.numbers
+    assert fails.verdict == "supported" and "seed 0 diverged at round 7" in fails.numbers
     data.diverged = {}
-    data.blowups = {(p.panel_id, "α=0.1"): [(0, "test_loss 5e+04 ...")] for p in CASES}
+    data.blowups = {
+        (p.panel_id, "α=0.1"): [(s, "test_loss 5e+04") for s in range(3)] for p in CASES
+    }
     (fails,) = R.check_claims(["alpha=0.1 fails to converge"], data)
-    assert fails.verdict == "yes" and "seed 0 loss blew up" in fails.numbers
+    assert fails.verdict == "supported" and "seed 0 loss blew up" in fails.numbers
+    # ... but a diverged run of a curve it compares α=0.1 with makes it not testable
+    data.diverged = {(CASES[0].panel_id, "FedAvg (RR)"): [(2, 3)]}
+    (fails,) = R.check_claims(["alpha=0.1 fails to converge"], data)
+    assert fails.verdict == "not-testable" and fails.shown == "not testable: 1 of 45 runs diverged"

@@ -1,6 +1,8 @@
 """The FedWalk figures (sweeps/fedwalk-*.yaml, dashboards/papers/fedwalk/): the best/final reducers
-(W11), the learning-rate choice (W4), the claim criteria on hand-built runs (a yes and a no case
-each, n/a without data), and the five builders on a real MLflow sqlite store of hand-logged
+(W11), the learning-rate choice (W4) and its grid edge, the statistical claim criteria on
+hand-built per-seed runs (supported, contradicted, inconclusive on noise or two seeds, n/a
+without data, the grid-edge rule, Fig. 2's early and late windows), Table 2 beside the paper's,
+and the five builders on a real MLflow sqlite store of hand-logged
 runs (no training, no Ray): the table cells and its CSV/LaTeX files, Fig. 2's chosen curves,
 Fig. 3's trend lines, Fig. 4's bars, Fig. 5's gains."""
 
@@ -184,12 +186,38 @@ def test_method_names_and_eta_text():
 
 # ------------------------------------------------------------------------ Table 2 claims
 ALL8 = list(M.WALK_METHODS)
+SEEDS5 = (0, 1, 2, 3, 4)
+#: what a seed does to every method alike (its partition and initial model): large, so that a
+#: seed-mean comparison would be noisy while the paired differences are not
+SHIFT = (0.02, -0.01, 0.03, -0.02, 0.0)
+#: per-run noise of the leashed methods (never a tie at a threshold)
+JITTER = (0.002, -0.001, 0.0007, 0.0013, -0.003)  # mean 0
+#: two seeds whose differences disagree in sign: noise
+NOISE2 = (0.03, -0.025)
 
 
-def table_data(tops: dict[str, float], panels=(DIR01, IID), methods=ALL8) -> C.ClaimData:
-    """One η (1e-2) per method; ``tops``: method -> its best test accuracy in every panel."""
-    curves = method_curves(methods, lrs=(0.01,))
-    series = grid_series({f"{m} η=1e-2": v for m, v in tops.items()}, panels)
+def seed_tops(level: float, seeds, noise=JITTER) -> list[float]:
+    return [level + SHIFT[s] + noise[i] for i, s in enumerate(seeds)]
+
+
+def table_data(
+    levels: dict[str, float],
+    panels=(DIR01, IID),
+    methods=ALL8,
+    seeds=SEEDS5,
+    noise=JITTER,
+    lrs=(0.01,),
+) -> C.ClaimData:
+    """``levels``: curve label or method (its η=1e-2 curve) -> its best test accuracy before
+    the seed's shift; the leashed methods also carry ``noise``."""
+    curves = method_curves(methods, lrs=lrs)
+    series = {}
+    for p in panels:
+        for key, level in levels.items():
+            label = key if "η=" in key else f"{key} η=1e-2"
+            jitter = noise if "FedWalk" in key else (0.0,) * len(seeds)
+            for s, top in zip(seeds, seed_tops(level, seeds, jitter), strict=True):
+                series[(p.panel_id, label, s, "test_acc")] = acc_curve(top)
     return make(curves, series, list(panels))
 
 
@@ -202,66 +230,188 @@ LEASHED = {
 }
 
 
-def test_fedwalk_beats_every_baseline_under_non_iid():
-    verdict, numbers = W.fedwalk_beats_baselines(table_data(BASES | LEASHED))
-    assert verdict == "yes", numbers
-    assert numbers.startswith("CIFAR-10, Dir(0.1): best test acc (%): FedWalk 85.00 (η=1e-2)")
-    assert "> FedNova 81.00 (η=1e-2)" in numbers and "IID" not in numbers  # non-IID only
-    # FedNova beats FedWalk: no
-    verdict, numbers = W.fedwalk_beats_baselines(table_data(BASES | LEASHED | {"FedNova": 0.86}))
-    assert verdict == "no" and "< FedNova 86.00" in numbers
-    # an exact tie is no win, and is stated
-    verdict, numbers = W.fedwalk_beats_baselines(table_data(BASES | LEASHED | {"FedProx": 0.85}))
-    assert verdict == "no" and "= FedProx 85.00 (tie)" in numbers
-    # two baselines without runs: not enough to say yes (n/a) ...
+def test_fedwalk_beats_every_baseline_under_non_iid_per_seed():
+    data = table_data(BASES | LEASHED)
+    verdict, numbers = W.fedwalk_beats_baselines(data)
+    assert verdict == "supported", numbers
+    assert numbers.startswith("CIFAR-10, Dir(0.1): best test acc (%): FedWalk 85.")
+    assert "FedWalk − FedNova effect 0.04" in numbers and "IID" not in numbers  # non-IID only
+    assert [e["panel"] for e in data.evidence] == [
+        f"CIFAR-10, Dir(0.1) · FedWalk − {b}" for b in BASES
+    ]
+    assert {e["threshold"] for e in data.evidence} == {C.ACC_TOL}
+    assert all(len(e["seeds"]) == 5 for e in data.evidence)
+    # FedNova beats FedWalk on every seed: contradicted
+    verdict, numbers = W.fedwalk_beats_baselines(table_data(BASES | LEASHED | {"FedNova": 0.90}))
+    assert verdict == "contradicted" and "FedWalk − FedNova effect -0.05" in numbers
+    # a gain of 0.005 is inside the margin of "higher" (0.01): not supported
+    small = BASES | LEASHED | {"FedProx": 0.845}
+    assert W.fedwalk_beats_baselines(table_data(small))[0] == "contradicted"
+    # two seeds of noise: inconclusive
+    noisy = table_data(BASES | {"FedWalk": 0.82}, seeds=(0, 1), noise=NOISE2)
+    verdict, numbers = W.fedwalk_beats_baselines(noisy)
+    assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
+    # two baselines without runs: the claim cannot be supported ...
     some = table_data({"FedAvg": 0.8, "SCAFFOLD": 0.7, "FedWalk": 0.85})
     verdict, numbers = W.fedwalk_beats_baselines(some)
-    assert verdict == "n/a" and "FedProx no runs, FedNova no runs" in numbers
-    # ... but enough to say no
+    assert verdict == "inconclusive" and "FedWalk − FedProx → inconclusive (FedProx no runs)" in (
+        numbers
+    )
+    # ... but contradicted by one it loses to
     some = table_data({"FedAvg": 0.9, "FedWalk": 0.85})
-    assert W.fedwalk_beats_baselines(some)[0] == "no"
-    # no non-IID panel, no FedWalk curve
+    assert W.fedwalk_beats_baselines(some)[0] == "contradicted"
+    # no non-IID panel, no FedWalk curve: n/a
     assert W.fedwalk_beats_baselines(table_data(BASES | LEASHED, panels=(IID,)))[0] == "n/a"
     assert W.fedwalk_beats_baselines(table_data(BASES, methods=list(BASES)))[0] == "n/a"
 
 
-def test_adding_fedwalk_helps_each_base_method():
+def test_adding_fedwalk_helps_each_base_method_per_seed():
     claim = "adding FedWalk helps each base method (SCAFFOLD, FedProx, FedNova, and FedAvg itself)"
     assert C.normalize(claim) in R.CRITERIA
-    verdict, numbers = W.fedwalk_helps_each_base(table_data(BASES | LEASHED))
-    assert verdict == "yes" and numbers.startswith("8 of 8 pairs hold"), numbers
-    worse = LEASHED | {"SCAFFOLD+FedWalk": 0.77}
+    data = table_data(BASES | LEASHED)
+    verdict, numbers = W.fedwalk_helps_each_base(data)
+    assert verdict == "supported", numbers
+    assert len(data.evidence) == 8  # 4 pairs × 2 panels, IID included
+    assert "CIFAR-10, IID (Dir(10)) · SCAFFOLD+FedWalk − SCAFFOLD" in [
+        e["panel"] for e in data.evidence
+    ]
+    worse = LEASHED | {"SCAFFOLD+FedWalk": 0.75}
     verdict, numbers = W.fedwalk_helps_each_base(table_data(BASES | worse))
-    assert verdict == "no" and numbers.startswith("6 of 8 pairs hold")
-    assert "SCAFFOLD+FedWalk 77.00 < SCAFFOLD 78.00" in numbers
-    # pairs without data are listed, not counted; none at all: n/a
+    assert verdict == "contradicted" and "SCAFFOLD+FedWalk − SCAFFOLD effect -0.03" in numbers
+    noisy = table_data(BASES | LEASHED, seeds=(0, 1), noise=NOISE2)
+    assert W.fedwalk_helps_each_base(noisy)[0] == "inconclusive"
+    # a pair without runs in a panel with runs cannot be supported; the profile's pairs only
     part = table_data({"FedAvg": 0.8, "FedWalk": 0.85, "SCAFFOLD+FedWalk": 0.9})
     verdict, numbers = W.fedwalk_helps_each_base(part)
-    assert verdict == "yes" and numbers.startswith("2 of 2 pairs hold")
-    assert "no data: CIFAR-10, Dir(0.1): SCAFFOLD no runs" in numbers
+    assert verdict == "inconclusive" and "(SCAFFOLD no runs)" in numbers
+    # no pair with runs of both anywhere: n/a
     assert W.fedwalk_helps_each_base(table_data({"SCAFFOLD+FedWalk": 0.9}))[0] == "n/a"
+    only = table_data({"FedAvg": 0.8, "FedWalk": 0.85}, methods=["FedAvg", "FedWalk"])
+    assert W.fedwalk_helps_each_base(only)[0] == "supported"
+    assert W.fedwalk_helps_each_base(table_data({}, methods=["FedAvg"]))[0] == "n/a"
 
 
-def test_fig2_fedwalk_lowers_the_training_loss():
-    tops = BASES | LEASHED
-    series = grid_series({f"{m} η=1e-2": v for m, v in tops.items()}, (DIR01, IID))
+def test_a_chosen_eta_on_the_grid_edge_is_inconclusive():
+    """FedWalk's best η_0 is the grid's largest (1e-2): the search is not converged, whatever
+    the interval says; inside the grid (1e-3 best) the same effect is supported."""
+    lrs = (0.01, 0.001, 0.0001)
+    edge = {"FedAvg η=1e-3": 0.80, "FedAvg η=1e-2": 0.70, "FedAvg η=1e-4": 0.60,
+            "FedWalk η=1e-2": 0.86, "FedWalk η=1e-3": 0.85, "FedWalk η=1e-4": 0.60}  # fmt: skip
+    data = table_data(edge, methods=["FedAvg", "FedWalk"], lrs=lrs)
+    ch = M.choose_lr(data, DIR01.panel_id, "FedWalk")
+    assert ch.lr == 0.01 and ch.edge == (
+        "grid not converged: the chosen η_0 of FedWalk=0.01 is the largest of the grid "
+        "[0.0001, 0.01]: widen it"
+    )
+    assert M.choose_lr(data, DIR01.panel_id, "FedAvg").edge is None
+    verdict, numbers = W.fedwalk_helps_each_base(data)
+    assert verdict == "inconclusive", numbers
+    assert "grid not converged: the chosen η_0 of FedWalk=0.01" in numbers
+    assert "the interval alone: supported" in numbers  # the numbers are still shown
+    assert {e["verdict"] for e in data.evidence} == {"inconclusive"}
+    assert data.evidence[0]["why"].startswith("grid not converged")
+    inside = edge | {"FedWalk η=1e-2": 0.84}
+    assert (
+        W.fedwalk_helps_each_base(table_data(inside, methods=["FedAvg", "FedWalk"], lrs=lrs))[0]
+        == "supported"
+    )
+    # FedAvg at its smallest η_0 makes the comparison inconclusive too
+    low = inside | {"FedAvg η=1e-4": 0.81}
+    verdict, numbers = W.fedwalk_helps_each_base(
+        table_data(low, methods=["FedAvg", "FedWalk"], lrs=lrs)
+    )
+    assert verdict == "inconclusive" and "η_0 of FedAvg=0.0001 is the smallest" in numbers
+    # a grid point that diverged counts: it shows that side is worse
+    data = table_data(edge, methods=["FedAvg", "FedWalk"], lrs=lrs)
+    data.diverged = {(DIR01.panel_id, "FedWalk η=1e-2"): [(1, 9)]}
+    ch = M.choose_lr(data, DIR01.panel_id, "FedWalk")
+    assert ch.lr == 0.001 and ch.edge is None
+    # grid points without runs do not: the chosen point is the edge of what was run
+    data.long = data.long[data.long["curve"] != "FedWalk η=1e-4"]
+    data.reduced.clear()
+    assert "smallest" in M.choose_lr(data, DIR01.panel_id, "FedWalk").edge
+
+
+# ------------------------------------------------------------------------ Fig. 2 claims
+EARLY_CLAIM = "under non-IID the leash slows training in the early rounds"
+LATE_CLAIM = "under non-IID FedWalk and its compositions reach a lower training loss later"
+
+
+def loss_data(early: float, late: float, seeds=SEEDS5, noise=JITTER, lrs=(0.01,)):
+    """Table 2's accuracies plus training losses: the base methods 2 exp(−t/6) times the seed's
+    (1 + SHIFT); the leashed ones that times ``early`` in rounds 1–4 (the first third of T=12),
+    1 in rounds 5–8 and ``late`` in rounds 9–12 (the last third), times (1 + noise)."""
+    data = table_data(BASES | LEASHED, seeds=seeds, noise=noise, lrs=lrs)
+    series = {}
     for p in (DIR01, IID):
-        for m in tops:
-            k = 4.0 if "FedWalk" in m else 6.0
-            for seed in (0, 1):
-                series[(p.panel_id, f"{m} η=1e-2", seed, "train_loss")] = [
-                    2.0 * math.exp(-t / k) for t in range(1, T + 1)
-                ]
-    data = make(method_curves(ALL8, lrs=(0.01,)), series, [DIR01, IID])
-    verdict, numbers = W.fedwalk_lowers_training_loss(data)
-    assert verdict == "yes" and numbers.startswith("4 of 4 pairs hold"), numbers  # non-IID only
-    key = (DIR01.panel_id, "FedNova+FedWalk η=1e-2", 0, "train_loss")
-    series[key] = [2.0] * T
-    series[(DIR01.panel_id, "FedNova+FedWalk η=1e-2", 1, "train_loss")] = [2.0] * T
-    data = make(method_curves(ALL8, lrs=(0.01,)), series, [DIR01, IID])
-    verdict, numbers = W.fedwalk_lowers_training_loss(data)
-    assert verdict == "no" and "3 of 4 pairs hold" in numbers
-    assert "FedNova+FedWalk (η=1e-2) 2.0000 > FedNova (η=1e-2)" in numbers
+        for m in ALL8:
+            for i, s in enumerate(seeds):
+                k = 1.0 + (noise[i] * 2 if "FedWalk" in m else 0.0)
+                ys = []
+                for t in range(1, T + 1):
+                    f = early if t <= 4 else late if t >= 9 else 1.0
+                    f = f if "FedWalk" in m else 1.0
+                    ys.append(2.0 * math.exp(-t / 6) * (1 + SHIFT[s]) * f * k)
+                series[(p.panel_id, f"{m} η=1e-2", s, "train_loss")] = ys
+    long = pd.concat([data.long, long_rows(series)], ignore_index=True)
+    return C.ClaimData(aggregate(long), data.curves, data.panels, long=long, base=BASE)
+
+
+def test_fig2_windows():
+    assert W.windows(300) == ((1, 100), (201, 300))  # the paper's "before 100 rounds" of 300
+    assert W.windows(30) == ((1, 10), (21, 30))
+    assert W.windows(12) == ((1, 4), (9, 12))
+    assert W.windows(5) == ((1, 1), (5, 5))
+    s = pd.Series([4.0, 2.0, 1.0, math.nan], index=[1, 2, 3, 4]).dropna()
+    assert W.window_mean(1, 2)(s) == 3.0 and math.isnan(W.window_mean(5, 9)(s))
+
+
+def test_fig2_early_hindrance_and_later_benefit_are_separate_claims():
+    assert C.normalize(EARLY_CLAIM) in R.CRITERIA and C.normalize(LATE_CLAIM) in R.CRITERIA
+    spec = load_spec(SWEEPS / "fedwalk-fig2.yaml")
+    assert spec.claims == [EARLY_CLAIM, LATE_CLAIM]
+    # slower early (+30%), lower later (−30%): both supported, non-IID only
+    data = loss_data(1.3, 0.7)
+    verdict, numbers = W.leash_slows_early(data)
+    assert verdict == "supported", numbers
+    assert numbers.startswith("CIFAR-10, Dir(0.1): mean training loss over rounds 1–4")
+    assert "IID (Dir(10))" not in numbers and len(data.evidence) == 4
+    assert all(e["threshold"] == -C.AUC_TOL for e in data.evidence)
+    verdict, numbers = W.lower_loss_later(data)
+    assert verdict == "supported" and "over rounds 9–12" in numbers, numbers
+    # lower from the start: not slower early (contradicted), lower later (supported)
+    data = loss_data(0.7, 0.7)
+    assert W.leash_slows_early(data)[0] == "contradicted"
+    assert W.lower_loss_later(data)[0] == "supported"
+    # slower early and still higher later: the late claim is contradicted
+    data = loss_data(1.3, 1.2)
+    assert W.leash_slows_early(data)[0] == "supported"
+    assert W.lower_loss_later(data)[0] == "contradicted"
+    # a 3% difference is inside the 5% margin either way: contradicted (the interval is tight)
+    data = loss_data(1.03, 0.97)
+    assert W.leash_slows_early(data)[0] == "contradicted"
+    assert W.lower_loss_later(data)[0] == "contradicted"
+    # two seeds of noise: inconclusive
+    data = loss_data(1.1, 0.9, seeds=(0, 1), noise=(0.02, -0.03))
+    assert W.leash_slows_early(data)[0] == "inconclusive"
+    assert W.lower_loss_later(data)[0] == "inconclusive"
+    # no non-IID panel: n/a
+    data = loss_data(1.3, 0.7)
+    data.panels = [IID]
+    assert W.leash_slows_early(data)[0] == "n/a"
+
+
+def test_fig2_claims_on_the_grid_edge_are_inconclusive():
+    data = loss_data(1.3, 0.7, lrs=(0.01, 0.001))  # only η=1e-2 has runs: no grid to speak of
+    assert W.lower_loss_later(data)[0] == "supported"
+    data.long = pd.concat(
+        [data.long, long_rows({(DIR01.panel_id, "FedWalk η=1e-3", s, "test_acc"): acc_curve(0.5)
+                               for s in SEEDS5})],
+        ignore_index=True,
+    )  # fmt: skip
+    data.reduced.clear()
+    verdict, numbers = W.lower_loss_later(data)
+    assert verdict == "inconclusive" and "η_0 of FedWalk=0.01 is the largest" in numbers
 
 
 # -------------------------------------------------------------------------- Fig. 3 claims
@@ -270,31 +420,53 @@ TAU_CURVES = [cv(f"τ={t:g}", fedwalk__tau=t) for t in TAUS]
 TASKS = [Panel(f"leash.task={t}", t, {"leash.task": t}) for t in ("LH", "MH", "HH")]
 
 
-def tau_data(shapes: dict[str, list[float]]) -> C.ClaimData:
-    """Per task the best test accuracy at each τ of ``TAUS``."""
-    series = {
-        (f"leash.task={task}", f"τ={t:g}", 0, "test_acc"): acc_curve(v)
-        for task, ys in shapes.items()
-        for t, v in zip(TAUS, ys, strict=True)
-    }
+def tau_noise(i: int, s: int) -> float:
+    """Small per-run noise of τ number ``i``, seed ``s`` (|x| ≤ 0.002)."""
+    return 0.001 * ((3 * i + 7 * s) % 5 - 2)
+
+
+#: two seeds of noise per τ (±0.03): noise that decides nothing
+NOISY_TAU = [(-0.03, 0.02), (0.01, -0.02), (0.03, -0.03), (-0.02, 0.01), (0.02, 0.0)]
+
+
+def tau_data(shapes: dict[str, list[float]], seeds=SEEDS5, noisy=False) -> C.ClaimData:
+    """Per task the best test accuracy at each τ of ``TAUS``, per seed shifted by the seed
+    (``SHIFT``) plus per-run noise (``tau_noise``; ``noisy``: seeds 0 and 1 with
+    ``NOISY_TAU``)."""
+    series = {}
+    for task, ys in shapes.items():
+        for i, (t, v) in enumerate(zip(TAUS, ys, strict=True)):
+            for j, s in enumerate(seeds):
+                noise = NOISY_TAU[i][j] if noisy else tau_noise(i, s)
+                series[(f"leash.task={task}", f"τ={t:g}", s, "test_acc")] = acc_curve(
+                    v + SHIFT[s] + noise
+                )
     return make(TAU_CURVES, series, TASKS)
 
 
 PEAK = [0.80, 0.83, 0.85, 0.84, 0.78]
-FALL = [0.82, 0.81, 0.79, 0.78, 0.74]
-RISE = [0.74, 0.78, 0.79, 0.81, 0.82]
+FALL = [0.84, 0.81, 0.79, 0.78, 0.74]
+RISE = [0.74, 0.76, 0.78, 0.80, 0.84]
 
 
-def test_fig3_rise_then_fall_for_lh_and_mh():
-    verdict, numbers = W.tau_rises_then_falls(tau_data({"LH": PEAK, "MH": PEAK, "HH": FALL}))
-    assert verdict == "yes", numbers
-    assert "LH: best τ=0.5 (85.00%) inside [-1.5, 3]" in numbers
+def test_fig3_rise_then_fall_for_lh_and_mh_per_seed():
+    data = tau_data({"LH": PEAK, "MH": PEAK, "HH": FALL})
+    verdict, numbers = W.tau_rises_then_falls(data)
+    assert verdict == "supported", numbers
+    assert "LH: best interior τ=0.5 (on the seed means)" in numbers
+    assert "τ=0.5 − τ=-1.5 (smallest) effect 0.05" in numbers
+    assert "τ=0.5 − τ=3 (largest) effect 0.07" in numbers
+    assert len(data.evidence) == 4 and "HH" not in numbers
+    # MH rises to the largest τ: its fall part is contradicted
     verdict, numbers = W.tau_rises_then_falls(tau_data({"LH": PEAK, "MH": RISE, "HH": FALL}))
-    assert verdict == "no" and "MH: best τ=3 (82.00%) at the edge of [-1.5, 3]" in numbers
-    # a tie between an inside and an edge τ is not a rise-then-fall, and is stated
-    tie = [0.85, 0.83, 0.85, 0.84, 0.78]
-    verdict, numbers = W.tau_rises_then_falls(tau_data({"LH": tie, "MH": PEAK, "HH": FALL}))
-    assert verdict == "no" and "(tie: τ=-1.5, 0.5)" in numbers
+    assert verdict == "contradicted" and "τ=1.5 − τ=3 (largest) effect -0.04" in numbers
+    # a plateau within the margin of "higher": not a rise
+    flat = [0.845, 0.85, 0.849, 0.84, 0.78]
+    assert W.tau_rises_then_falls(tau_data({"LH": flat, "MH": PEAK}))[0] == "contradicted"
+    # two seeds with noise of ±0.03 around a peak of +0.02: inconclusive
+    small = [0.80, 0.81, 0.82, 0.81, 0.80]
+    noisy = tau_data({"LH": small, "MH": small}, seeds=(0, 1), noisy=True)
+    assert W.tau_rises_then_falls(noisy)[0] == "inconclusive"
     # a task without enough τ values: listed; only HH: n/a
     data = tau_data({"LH": PEAK, "MH": PEAK, "HH": FALL})
     data.long = data.long[
@@ -302,20 +474,28 @@ def test_fig3_rise_then_fall_for_lh_and_mh():
     ]
     data.reduced.clear()
     verdict, numbers = W.tau_rises_then_falls(data)
-    assert verdict == "yes" and "MH: no data (1 τ value(s) with runs, 3 needed)" in numbers
+    assert verdict == "supported" and "MH: no data (1 τ value(s) with runs, 3 needed)" in numbers
     only_hh = tau_data({"HH": FALL})
     only_hh.panels = TASKS[2:]
     assert W.tau_rises_then_falls(only_hh)[0] == "n/a"
 
 
-def test_fig3_hh_falls_with_tau():
-    verdict, numbers = W.tau_falls(tau_data({"LH": PEAK, "MH": PEAK, "HH": FALL}))
-    assert verdict == "yes", numbers
-    assert "HH: slope -1.754 points per unit τ (< 0); best at τ=-1.5" in numbers
-    assert M.fit_slope([(0.0, Stat(0.5, 0, 1)), (1.0, Stat(0.4, 0, 1))]) == pytest.approx(-0.1)
-    assert W.tau_falls(tau_data({"LH": PEAK, "MH": PEAK, "HH": PEAK}))[0] == "no"
-    # falls on the whole but the best is not at the smallest τ
-    assert W.tau_falls(tau_data({"HH": [0.80, 0.82, 0.79, 0.78, 0.74]}))[0] == "no"
+def test_fig3_hh_falls_with_tau_per_seed():
+    assert W.slope([0.0, 1.0], [0.5, 0.4]) == pytest.approx(-0.1)
+    data = tau_data({"LH": PEAK, "MH": PEAK, "HH": FALL})
+    verdict, numbers = W.tau_falls(data)
+    assert verdict == "supported", numbers
+    assert "slope per unit τ effect -0.0" in numbers and "τ=-1.5 − the best other τ" in numbers
+    assert [e["holds_when"] for e in data.evidence] == ["effect < 0", "effect > 0"]
+    assert W.tau_falls(tau_data({"HH": PEAK}))[0] == "contradicted"
+    assert W.tau_falls(tau_data({"HH": RISE}))[0] == "contradicted"
+    # falls on the whole but the best is not at the smallest τ: the ranking part contradicts
+    verdict, numbers = W.tau_falls(tau_data({"HH": [0.80, 0.83, 0.79, 0.78, 0.74]}))
+    assert verdict == "contradicted"
+    assert "slope per unit τ" in numbers and "→ supported" in numbers  # the slope part holds
+    # two seeds of noise on a flat line: inconclusive
+    flat = [0.80] * 5
+    assert W.tau_falls(tau_data({"HH": flat}, seeds=(0, 1), noisy=True))[0] == "inconclusive"
 
 
 # -------------------------------------------------------------------------- Fig. 4 claims
@@ -326,27 +506,34 @@ FIG4_CURVES = [cv("FedAvg (no leash)")] + [
 ]
 
 
-def fig4_data(walk: dict[str, float], pre: dict[str, float], panels=(DIR01, IID)):
+def fig4_data(walk: dict[str, float], pre: dict[str, float], panels=(DIR01, IID), seeds=SEEDS5,
+              noise=JITTER):  # fmt: skip
     series = {}
+    zero = (0.0,) * len(seeds)
     for p in panels:
-        series[(p.panel_id, "FedAvg (no leash)", 0, "test_acc")] = acc_curve(0.78)
-        for t, v in walk.items():
-            series[(p.panel_id, f"FedWalk {t}", 0, "test_acc")] = acc_curve(v)
-        for t, v in pre.items():
-            series[(p.panel_id, f"Pre-training {t}", 0, "test_acc")] = acc_curve(v)
+        for s, top in zip(seeds, seed_tops(0.78, seeds, zero), strict=True):
+            series[(p.panel_id, "FedAvg (no leash)", s, "test_acc")] = acc_curve(top)
+        for name, levels, jitter in (("FedWalk", walk, noise), ("Pre-training", pre, zero)):
+            for t, v in levels.items():
+                for s, top in zip(seeds, seed_tops(v, seeds, jitter), strict=True):
+                    series[(p.panel_id, f"{name} {t}", s, "test_acc")] = acc_curve(top)
     return make(FIG4_CURVES, series, list(panels))
 
 
-def test_fig4_fedwalk_beats_pretraining():
-    walk, pre = {"LH": 0.85, "MH": 0.84, "HH": 0.82}, {"LH": 0.80, "MH": 0.81, "HH": 0.81}
-    verdict, numbers = W.fedwalk_beats_pretraining(fig4_data(walk, pre))
-    assert verdict == "yes" and numbers.startswith("6 of 6 (setting, task) pairs hold"), numbers
+def test_fig4_fedwalk_beats_pretraining_per_seed():
+    walk, pre = {"LH": 0.85, "MH": 0.84, "HH": 0.82}, {"LH": 0.80, "MH": 0.81, "HH": 0.80}
+    data = fig4_data(walk, pre)
+    verdict, numbers = W.fedwalk_beats_pretraining(data)
+    assert verdict == "supported", numbers
+    assert len(data.evidence) == 6  # 2 settings × 3 tasks
+    assert "LH FedWalk 85." in numbers and "LH effect 0.05" in numbers
     verdict, numbers = W.fedwalk_beats_pretraining(fig4_data(walk, pre | {"HH": 0.83}))
-    assert verdict == "no" and numbers.startswith("4 of 6")
-    assert "HH: FedWalk 82.00 < Pre-training 83.00" in numbers
-    # only LH has runs: counted over what has data, the rest listed
+    assert verdict == "contradicted" and "HH effect -0.01" in numbers
+    noisy = fig4_data(walk, pre, seeds=(0, 1), noise=(0.02, -0.05))
+    assert W.fedwalk_beats_pretraining(noisy)[0] == "inconclusive"
+    # only LH has runs: the other tasks cannot be supported
     verdict, numbers = W.fedwalk_beats_pretraining(fig4_data({"LH": 0.85}, {"LH": 0.80}))
-    assert verdict == "yes" and "2 of 2" in numbers and "no runs: CIFAR-10, Dir(0.1) MH" in numbers
+    assert verdict == "inconclusive" and "MH → inconclusive (no runs of both)" in numbers
     assert W.fedwalk_beats_pretraining(fig4_data({"LH": 0.85}, {}))[0] == "n/a"
 
 
@@ -358,25 +545,33 @@ FIG5_PANELS = [
 FIG5_CURVES = [cv("FedAvg"), cv("FedWalk", hooks=["fedwalk"])]
 
 
-def fig5_data(gains: dict[float, float]) -> C.ClaimData:
+def fig5_data(gains: dict[float, float], seeds=SEEDS5, noise=JITTER) -> C.ClaimData:
+    """Per a: FedAvg 0.80 + the seed's shift; FedWalk that + the gain + noise (scaled by the
+    panel's position, so that the gains' noise differs between panels)."""
     series = {}
-    for p in FIG5_PANELS:
+    for j, p in enumerate(FIG5_PANELS):
         a = p.values["data.dirichlet_alpha"]
         if a not in gains:
             continue
-        series[(p.panel_id, "FedAvg", 0, "test_acc")] = acc_curve(0.80)
-        series[(p.panel_id, "FedWalk", 0, "test_acc")] = acc_curve(0.80 + gains[a])
+        for i, s in enumerate(seeds):
+            series[(p.panel_id, "FedAvg", s, "test_acc")] = acc_curve(0.80 + SHIFT[s])
+            top = 0.80 + SHIFT[s] + gains[a] + noise[i] * (1 - 0.5 * j)
+            series[(p.panel_id, "FedWalk", s, "test_acc")] = acc_curve(top)
     return make(FIG5_CURVES, series, FIG5_PANELS)
 
 
-def test_fig5_gain_largest_at_dir_01():
-    verdict, numbers = W.gain_largest_at_01(fig5_data({0.1: 0.04, 0.3: 0.02, 1.0: 0.01, 10.0: 0.0}))
-    assert verdict == "yes", numbers
-    assert "Dir(0.1) +4.00, Dir(0.3) +2.00" in numbers and "largest at a=0.1" in numbers
+def test_fig5_gain_largest_at_dir_01_per_seed():
+    data = fig5_data({0.1: 0.04, 0.3: 0.02, 1.0: 0.01, 10.0: 0.0})
+    verdict, numbers = W.gain_largest_at_01(data)
+    assert verdict == "supported", numbers
+    assert "Dir(0.1) +4.0" in numbers and "Dir(0.3) +2.0" in numbers
+    assert "Dir(0.1) − the largest other gain effect 0.02" in numbers
+    [row] = data.evidence
+    assert row["threshold"] == 0.0 and row["seeds"] == list(SEEDS5)
     verdict, numbers = W.gain_largest_at_01(fig5_data({0.1: 0.01, 0.3: 0.03, 1.0: 0.02}))
-    assert verdict == "no" and "largest at a=0.3" in numbers
-    verdict, numbers = W.gain_largest_at_01(fig5_data({0.1: 0.03, 0.3: 0.03}))
-    assert verdict == "no" and "(tie: a=0.1, 0.3)" in numbers
+    assert verdict == "contradicted" and "gain effect -0.02" in numbers
+    noisy = fig5_data({0.1: 0.03, 0.3: 0.025}, seeds=(0, 1), noise=(0.02, -0.03))
+    assert W.gain_largest_at_01(noisy)[0] == "inconclusive"
     verdict, numbers = W.gain_largest_at_01(fig5_data({0.3: 0.03, 1.0: 0.01}))
     assert verdict == "n/a" and "no Dir(0.1) panel with data" in numbers
     assert W.gain_largest_at_01(fig5_data({0.1: 0.03}))[0] == "n/a"
@@ -387,26 +582,118 @@ def test_fig5_gain_largest_at_dir_01():
 
 # -------------------------------------------------------------------- claims, generally
 @pytest.mark.parametrize("figure", FIGURES)
-def test_every_fedwalk_claim_has_a_criterion(figure):
+def test_every_fedwalk_claim_has_a_criterion_and_the_papers_words(figure):
     spec = load_spec(SWEEPS / f"{figure}.yaml")
     assert BUILDERS[figure].__module__.startswith("dashboards.papers.fedwalk.")
     assert spec.claims
     for claim in spec.claims:
         assert C.normalize(claim) in R.CRITERIA, claim
+        assert C.normalize(claim) in W.PAPER_WORDS, claim
+
+
+def test_paper_words_are_the_papers():
+    assert set(W.PAPER_WORDS) == set(W.CRITERIA)
+    paper = Path("/work/shared/papers/fedwalk.txt")
+    if not paper.is_file():
+        pytest.skip("the paper's text is not on this machine")
+    text = " ".join(paper.read_text().split())
+    for claim, words in W.PAPER_WORDS.items():
+        assert len(words) <= 320, claim
+        quote = words.split("“", 1)[1].rsplit("”", 1)[0]
+        for piece in quote.split(" … "):
+            assert piece in text, (claim, piece)
+
+
+def test_criteria_are_statistical_and_declare_their_measure():
+    """No FedWalk criterion returns a seed-mean verdict; each docstring states the per-seed
+    effect, its threshold and side."""
+    for fn in W.CRITERIA.values():
+        text = C.criterion_text(fn)
+        assert "per seed" in text and ("0.01" in text or "0.05" in text or " 0" in text), text
+    for m in (W.BEATS, W.HELPS, W.PEAK_ABOVE_EDGE, W.BEATS_PRETRAINING):
+        assert (m.threshold, m.direction) == (C.ACC_TOL, "greater")
+    assert (W.SLOWER_EARLY.threshold, W.SLOWER_EARLY.direction) == (-C.AUC_TOL, "less")
+    assert (W.LOWER_LATE.threshold, W.LOWER_LATE.direction) == (C.AUC_TOL, "greater")
+    assert W.TAU_SLOPE.threshold == W.SMALLEST_TAU_FIRST.threshold == 0.0
 
 
 def test_fedwalk_claims_without_data_or_histories():
     empty = C.ClaimData(pd.DataFrame(columns=["panel_id", "curve", "metric", "round", "mean",
                                               "std", "n"]), [], [DIR01])  # fmt: skip
-    for fn in (W.fedwalk_beats_baselines, W.fedwalk_helps_each_base,
-               W.fedwalk_lowers_training_loss, W.tau_rises_then_falls, W.tau_falls,
-               W.fedwalk_beats_pretraining, W.gain_largest_at_01):  # fmt: skip
+    for fn in W.CRITERIA.values():
         assert fn(empty)[0] == "n/a", fn.__name__
     data = fig5_data({0.1: 0.04, 0.3: 0.02})
-    data.agg = data.agg[data.agg["round"] <= 3]  # a smoke-length figure: n/t with numbers
+    data.agg = data.agg[data.agg["round"] <= 3]  # a smoke-length figure: not testable
     [check] = R.check_claims(["FedWalk's gain over FedAvg is largest at Dir(0.1)"], data)
-    assert check.verdict == "n/t" and check.shown == "not testable at this profile (T=3)"
-    assert "Dir(0.1) +4.00" in check.numbers
+    assert check.verdict == "not-testable" and check.shown == "not testable at this profile (T=3)"
+    assert "Dir(0.1) +4.0" in check.numbers
+    # a diverged seed in a cell the criterion read: not testable
+    data = fig5_data({0.1: 0.04, 0.3: 0.02})
+    data.diverged = {("data.dirichlet_alpha=0.3", "FedWalk"): [(2, 9)]}
+    [check] = R.check_claims(["FedWalk's gain over FedAvg is largest at Dir(0.1)"], data)
+    assert check.verdict == "not-testable" and "1 of 20 runs diverged" in check.shown
+
+
+def test_table2_beside_the_paper():
+    text = "\n".join(
+        [
+            "setting,panel_id,method,curve,eta0,eta_tied_with,eta_excluded,n,test_best_mean,"
+            "test_best_std,train_best_mean,train_best_std,test_final_mean,test_final_std,"
+            "train_final_mean,train_final_std,train_at_best_test_mean,train_at_best_test_std,"
+            "base,test_best_minus_base,train_best_minus_base,status",
+            '"CIFAR-10, Dir(0.1)",setting=c10-dir0.1,FedWalk,FedWalk η=1e-2,1e-2,,,2,27.2500,'
+            "0.3000,30.0000,0.1000,,,,,,,FedAvg,0.2000,0.1000,ok",
+            '"CIFAR-10, IID (Dir(10))",setting=c10-iid,FedWalk,FedWalk η=1e-2,1e-2,,,2,28.0000,'
+            "0.5000,,,,,,,,,FedAvg,-0.1000,,ok",
+            '"CIFAR-10, Dir(0.1)",setting=c10-dir0.1,FedAvg,FedAvg η=1e-2,1e-2,,,2,27.0500,'
+            "0.4000,,,,,,,,,,,,ok",
+            '"CIFAR-100, Dir(0.01)",setting=c100-dir0.01,FedAvg,,,,,0,,,,,,,,,,,,,,'
+            "not run: CIFAR-100 not found",
+        ]
+    )
+    rows = table2.table2_beside_paper(text)
+    assert [(r["setting_id"], r["method"]) for r in rows] == [
+        ("c10-dir0.1", "FedAvg"),
+        ("c10-dir0.1", "FedWalk"),
+        ("c10-iid", "FedWalk"),
+        ("c100-dir0.01", "FedAvg"),
+    ]  # fmt: skip  settings in CSV order, methods in the paper's
+    avg, walk, iid, c100 = rows
+    assert (avg["ours"], avg["paper"], avg["paper_gain"], avg["ours_gain"]) == (
+        "27.05 ± 0.40 (n=2)", "88.06", None, None
+    )  # fmt: skip
+    assert walk["ours_mean"] == 27.25 and walk["ours_std"] == 0.3 and walk["n"] == 2
+    assert (walk["paper"], walk["paper_gain"], walk["ours_gain"]) == ("91.45", "+3.39", 0.2)
+    assert walk["paper_gain_recomputed"] == pytest.approx(3.39) and walk["note"] == ""
+    # the paper's "+0.03" where its own numbers give +0.30
+    assert (iid["paper"], iid["paper_gain"]) == ("95.88", "+0.03")
+    assert iid["paper_gain_recomputed"] == pytest.approx(0.30)
+    assert iid["note"] == (
+        'the paper prints "+0.03"; its own numbers give +0.30 (95.88 − 95.58): a misprint'
+    )
+    assert c100["ours"] == "not run: CIFAR-100 not found" and c100["ours_mean"] is None
+    assert c100["paper"] == "58.53"
+    train = table2.table2_beside_paper(text, "train")
+    assert train[1]["paper"] == "95.26" and train[1]["paper_gain"] == "+2.6"
+    assert train[1]["note"] == "" and train[2]["paper_gain"] == "+0.01"
+    # only the one misprint in the whole table; the other gains are the differences up to
+    # rounding (±0.01)
+    notes = [
+        (s, m, col)
+        for s in table2.PAPER_TABLE2
+        for m in M.WALK_METHODS
+        for col in (0, 1)
+        if table2._paper_gain(s, m, col)[2]
+    ]
+    assert notes == [("c10-iid", "FedWalk", 1)]
+    md = table2.table2_markdown(rows)
+    assert md.startswith("| setting | method | ours: best test acc (%) |")
+    assert (
+        "| CIFAR-10, IID (Dir(10)) | FedWalk | 28.00 ± 0.50 (n=2), η₀=1e-2 | -0.10 | 95.88 |" in md
+    )
+    assert '+0.03 | the paper prints "+0.03"' in md
+    with pytest.raises(ValueError, match="metric"):
+        table2.table2_beside_paper(text, "loss")
 
 
 # ------------------------------------------------------------------------ builders (store)
@@ -627,11 +914,22 @@ def test_table2_claims_on_the_built_store(built):
     results, _ = built
     verdicts = {c.claim: (c.verdict, c.numbers) for c in results["fedwalk-table2"].claims}
     verdict, numbers = verdicts["FedWalk beats every baseline under non-IID"]
-    assert verdict == "n/a" and "FedProx no runs, FedNova no runs" in numbers  # smoke subset
+    # the smoke subset lacks FedProx and FedNova; its two-point η grids put every choice on an
+    # edge (the hand-made seeds differ by a constant: the intervals have no width)
+    assert verdict == "inconclusive", numbers
+    assert "FedWalk − FedProx → inconclusive (FedProx no runs)" in numbers
+    assert (
+        "FedWalk − FedAvg effect 0.03 [0.03, 0.03] (95% CI, 2 seeds) → inconclusive (grid not "
+        "converged: the chosen η_0 of FedAvg=0.001 is the smallest of the grid [0.001, 0.01]; "
+        "the chosen η_0 of FedWalk=0.01 is the largest of the grid [0.001, 0.01]: widen it; "
+        "the interval alone: supported)"
+    ) in numbers
     verdict, numbers = verdicts[
         "adding FedWalk helps each base method (SCAFFOLD, FedProx, FedNova, and FedAvg itself)"
     ]
-    assert verdict == "no" and numbers.startswith("2 of 4 pairs hold"), numbers
+    # SCAFFOLD+FedWalk is 0.01 below SCAFFOLD on both seeds (both at their only η with runs)
+    assert verdict == "contradicted", numbers
+    assert "SCAFFOLD+FedWalk − SCAFFOLD effect -0.01 [-0.01, -0.01] (95% CI, 2 seeds) → " in numbers
 
 
 def test_fig2_draws_the_chosen_curve_per_method(built):
@@ -647,8 +945,15 @@ def test_fig2_draws_the_chosen_curve_per_method(built):
     assert "no runs" in [a.text for a in r.figure.layout.annotations]  # CIFAR-100 cell
     # Fig. 2 extends Table 2: the sweep note of Table 2 says why CIFAR-100 is missing
     assert r.data_note == SKIPPED
-    [claim] = r.claims
-    assert claim.verdict == "yes" and claim.numbers.startswith("2 of 2 pairs hold"), claim.numbers
+    early, late = r.claims  # the leash lowers the loss from round 1 (k = 4 against 6)
+    assert early.claim == "under non-IID the leash slows training in the early rounds"
+    assert early.verdict == "contradicted", early.numbers
+    assert "SCAFFOLD+FedWalk vs SCAFFOLD effect 0.17 [0.17, 0.17]" in early.numbers
+    assert late.verdict == "inconclusive", late.numbers  # FedWalk vs FedAvg: grid edge
+    assert (
+        "SCAFFOLD+FedWalk vs SCAFFOLD effect 0.574 [0.574, 0.574] (95% CI, 2 seeds) → "
+        "supported" in late.numbers
+    )
     assert any("FedWalk drawn at η=1e-2 (η=1e-3 diverged)" in n for n in r.notes)
 
 
@@ -663,10 +968,12 @@ def test_fig3_points_trend_lines_and_claims(built):
     assert "final-round test acc 82.00 %" in lh.customdata[2]
     assert max(trends[0].y) == pytest.approx(85.0, abs=0.1)  # the quadratic fits LH exactly
     verdicts = {c.claim: c.verdict for c in r.claims}
-    assert verdicts == {
-        "accuracy rises then falls with τ for LH and MH": "no",  # MH rises monotonically
-        "accuracy falls with τ for HH": "yes",
+    assert verdicts == {  # one seed: no interval
+        "accuracy rises then falls with τ for LH and MH": "inconclusive",
+        "accuracy falls with τ for HH": "inconclusive",
     }, [c.numbers for c in r.claims]
+    rise = r.claims[0].numbers
+    assert "τ=1.5 − τ=3 (largest) effect -0.015 (1 seed: no interval) → inconclusive" in rise
 
 
 def test_fig4_grouped_bars_reference_line_and_claim(built):
@@ -680,7 +987,8 @@ def test_fig4_grouped_bars_reference_line_and_claim(built):
     assert len(refs) == 2 and refs[0].y0 == pytest.approx(80.0)
     assert "FedAvg (no leash) 80.00 %" in r.figure.layout.annotations[0].text
     [claim] = r.claims
-    assert claim.verdict == "no" and claim.numbers.startswith("5 of 6"), claim.numbers
+    assert claim.verdict == "inconclusive", claim.numbers  # one seed
+    assert "HH effect -0.027 (1 seed: no interval) → inconclusive" in claim.numbers
 
 
 def test_fig5_accuracy_and_gain_against_a(built):
@@ -691,7 +999,8 @@ def test_fig5_accuracy_and_gain_against_a(built):
     assert list(gain.y) == pytest.approx([5.0, 2.5, 2.5])
     assert r.figure.layout.xaxis.type == "log"
     [claim] = r.claims
-    assert claim.verdict == "yes", claim.numbers
+    assert claim.verdict == "inconclusive", claim.numbers  # one seed
+    assert "Dir(0.1) − the largest other gain effect 0.025 (1 seed" in claim.numbers
 
 
 @pytest.mark.slow
@@ -709,9 +1018,9 @@ def test_missing_curves_and_panels_give_na_not_errors(tmp_path):
         assert r.error is None, (fid, r.error)
     assert {c.verdict for c in by["fedwalk-table2"].claims} == {"n/a"}
     assert {c.verdict for c in by["fedwalk-fig2"].claims} == {"n/a"}
-    rise, fall = by["fedwalk-fig3"].claims  # LH alone decides the first; HH has no runs
+    rise, fall = by["fedwalk-fig3"].claims  # LH alone decides the first (one seed); no HH
     # MH: at most the one τ Fig. 4's "FedWalk MH" run shares with Fig. 3 (the same config hash)
-    assert rise.verdict == "yes" and "MH (medium): no data (" in rise.numbers
+    assert rise.verdict == "inconclusive" and "MH (medium): no data (" in rise.numbers
     assert "3 needed" in rise.numbers
     assert fall.verdict == "n/a" and "HH (high): no data" in fall.numbers
     assert by["fedwalk-fig5"].claims[0].verdict == "n/a"

@@ -36,14 +36,14 @@ def statistical() -> ClaimCheck:
 def test_one_object_per_claim_with_the_four_verdicts():
     checks = [
         statistical(),
-        ClaimCheck("old style", "yes", "seed means say so"),
-        ClaimCheck("too short", "n/t", "…", label="not testable at this profile (T=3)"),
+        ClaimCheck("old entry", "yes", "an index entry from before issue 34"),
+        ClaimCheck("too short", "not-testable", "…", label="not testable at this profile (T=3)"),
         ClaimCheck("no runs", "n/a", "no runs"),
     ]
     rows = claim_rows([result("bherd-fig3a", checks)])
     assert [(r["claim"], r["verdict"]) for r in rows] == [
         ("B beats A", "inconclusive"),
-        ("old style", "inconclusive"),
+        ("old entry", "not-testable"),
         ("too short", "not-testable"),
         ("no runs", "not-testable"),
     ]
@@ -51,7 +51,7 @@ def test_one_object_per_claim_with_the_four_verdicts():
     assert head["ci_low"] < 0 < head["ci_high"] and head["threshold"] == 0.0
     assert (head["seeds"], head["regime"], len(head["panels"])) == (3, "paper", 2)
     assert [p["verdict"] for p in head["panels"]] == ["supported", "inconclusive"]
-    assert "no interval over seeds yet" in rows[1]["why"] and "seed means: yes" in rows[1]["why"]
+    assert "before the statistical verdicts (yes)" in rows[1]["why"]
     for row in rows:
         assert row["verdict"] in ("supported", "contradicted", "inconclusive", "not-testable")
         assert {
@@ -72,7 +72,7 @@ def test_reports_per_paper_without_absolute_paths(tmp_path):
     home_path = os.path.expanduser("~/data/leash")
     results = [
         result("bherd-fig3a", [statistical()], note=f"data from {Path.cwd()}/data"),
-        result("fedwalk-fig2", [ClaimCheck("leash helps", "no", f"read {home_path}")]),
+        result("fedwalk-fig2", [ClaimCheck("leash helps", "contradicted", f"read {home_path}")]),
     ]
     meta = {"profile": "quick", "commit": "abc1234", "date": "2026-11-25"}
     files, rows = write_report(results, tmp_path / "reproduction", meta)
@@ -99,3 +99,43 @@ def test_the_command_refuses_a_store_that_does_not_exist(tmp_path):
     )
     assert res.returncode == 2, res.stderr
     assert "Traceback" not in res.stderr and not (tmp_path / "r").exists()
+
+
+def test_what_this_says_is_written_from_the_verdicts():
+    from dashboards.report import what_this_says
+
+    scaled = ClaimCheck(
+        "leash helps",
+        "not-testable",
+        "…",
+        label="not testable at this profile: scaled regime (2NN instead of ResNet-18)",
+        regime="scaled: 2NN instead of ResNet-18",
+    )
+    r = result("fedwalk-fig2", [statistical(), scaled])
+    text = what_this_says(claim_rows([r]), r)
+    assert "The data cannot decide “B beats A” (effect" in text and "straddles" in text
+    assert "These runs cannot test “leash helps” (not testable at this profile: scaled" in text
+    assert "says nothing for or against the paper" in text
+    supported = ClaimCheck(
+        "B beats A",
+        "supported",
+        "",
+        evidence=(evidence_row("", interval([0.02, 0.03, 0.025], [0, 1, 2]), MEASURE),),
+    )
+    r = result("bherd-fig3a", [supported])
+    assert what_this_says(claim_rows([r]), r).startswith("The data support “B beats A” (effect")
+    empty = result("bherd-fig3b", [])
+    empty.runs = 0
+    assert "No runs" in what_this_says([], empty)
+
+
+def test_html_report_beside_the_index(tmp_path):
+    from dashboards.index import write_index
+
+    r = result("bherd-fig3a", [statistical()])
+    write_index([r], tmp_path, "sqlite:///x.db")
+    page = (tmp_path / "reproduction.html").read_text()
+    assert "<a href='bherd-fig3a.html'>bherd-fig3a</a>" in page
+    assert "class='inc'>inconclusive</td>" in page and "What this says about the paper" in page
+    assert "href='reproduction.html'" in (tmp_path / "index.html").read_text()
+    assert str(Path.cwd()) not in page

@@ -74,3 +74,38 @@ def test_no_decision_while_the_interval_contains_the_threshold():
 def test_paired_differences_use_the_common_seeds():
     seeds, diffs = paired({0: 1.0, 1: 2.0, 2: 3.0}, {1: 2.5, 2: 2.0, 3: 9.0})
     assert seeds == [1, 2] and diffs == [0.5, -1.0]
+
+
+@pytest.mark.parametrize(
+    ("low", "high"),
+    [
+        ({0: 5.0, 1: 3.0, 2: 3.0}, {0: 5.0, 1: 3.0, 2: 3.0}),
+        ({0: 5.0, 1: 5.0, 2: -math.inf}, {0: 5.0, 1: 5.0, 2: -5.0}),
+        ({0: 10.0, 1: 9.0, 2: 10.0}, {0: math.inf, 1: math.inf, 2: math.inf}),
+        ({0: -math.inf, 1: -9.0, 2: -8.0}, {0: -3.0, 1: -9.0, 2: -8.0}),
+        ({0: -math.inf, 1: -math.inf}, {0: math.inf, 1: math.inf}),
+        ({0: 4.0, 1: 5.0, 2: 4.5}, {0: 4.0, 1: math.inf, 2: 4.5}),
+    ],
+)
+def test_a_censored_part_is_decided_by_its_bounds(low, high):
+    """Rounds to a target not reached within T are bounds: the part's verdict is bounded()'s,
+    and its evidence row never reads decided while its interval contains the threshold."""
+    from dashboards.claims import Bounds, Part, bounded, decide_part
+
+    measure = Measure("rounds of the baseline − ours, per seed", 0.0, "greater")
+    verdict, row, _ = decide_part(Part("level", Bounds(low, high), measure))
+    assert verdict == bounded(low, high, measure)[0] == row["verdict"]
+    lo = -math.inf if row["ci_low"] is None else row["ci_low"]
+    hi = math.inf if row["ci_high"] is None else row["ci_high"]
+    if verdict != "inconclusive":
+        assert not lo <= 0.0 <= hi
+
+
+def test_a_blocked_part_is_inconclusive_whatever_its_interval():
+    from dashboards.claims import Part, decide_part
+
+    measure = Measure("accuracy gain, per seed", 0.01, "greater")
+    ev = interval([0.2, 0.21, 0.19], [0, 1, 2])
+    verdict, row, text = decide_part(Part("FedWalk", ev, measure, "grid not converged: widen it"))
+    assert verdict == row["verdict"] == "inconclusive" and row["why"].startswith("grid not")
+    assert "the interval alone: supported" in text

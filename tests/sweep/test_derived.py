@@ -196,7 +196,7 @@ KNOWN = {
     "intro-epochs": ("9152436bd3bc0e6f", "78caa0a2e871d28c", "a1bc72b16aa2c4c1"),
     "intro-fedavg": ("9a2d25abafb507c9", "8bc25f640a885eb1", "4d8f97c753a65ef4"),
     "intro-fedopt": ("631790a575112c9a", "540fd34ac040e5fa", "3d2a54e53e12a438"),
-    "intro-sampling": ("edf17dc03fae1c26", "94452a47b9ad36e9", "f1b8efb84daa9c76"),
+    "intro-sampling": ("5debe7495e42c9c2", "d94cf6acb2cb56cd", "a98bc9a7a9393a52"),  # issue 34
     "intro-selection": ("6cdd091798ee422a", "51e07bab284c7c5b", "da3c78688791db0b"),
 }
 

@@ -1,6 +1,7 @@
 """FedWalk's methods and learning-rate choice, shared by its figures and its claims: the
 Table 2 method of a curve (its run config's ``algorithm`` and ``hooks``), each method's η_0 grid,
-the chosen η_0 per panel (W4), the leash-task, τ and Dir(a) curves, and how numbers are printed.
+the chosen η_0 per panel (W4) and whether it lies on the grid's edge, the leash-task, τ and
+Dir(a) curves, and how η_0 is printed.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from dashboards.claims import ClaimData
+from dashboards.claims import ClaimData, grid_edge
 from dashboards.model import Panel
 from dashboards.reducers import Stat
 from fedsweep.config.schema import RunConfig
@@ -114,6 +115,16 @@ class LrChoice:
         return ""
 
     @property
+    def edge(self) -> str | None:
+        """``"grid not converged: ..."`` (:func:`dashboards.claims.grid_edge`) when the chosen η_0
+        is the smallest or the largest of the grid points with runs (one that diverged or blew
+        up counts: it shows that side is worse), None when it is inside or none was chosen."""
+        if self.lr is None:
+            return None
+        points = [lr for lr, _, _, why in self.grid if why != "no runs"]
+        return grid_edge(points, self.lr, f"η_0 of {self.method}")
+
+    @property
     def excluded(self) -> list[str]:
         """ "η=1e-2 diverged" for every grid point with runs that was no candidate."""
         return [
@@ -151,26 +162,6 @@ def choose_lr(data: ClaimData, pid: str, method: str, metric: str = "test_acc") 
     return choice
 
 
-def pct_pair(a: float, b: float, digits: int = 2) -> tuple[str, str]:
-    """``a`` and ``b`` (fractions) in percent with ``digits`` decimals, or as many more as it
-    takes for two different values to print differently (equal values print equal)."""
-    for d in range(digits, 13):
-        ta, tb = f"{100 * a:.{d}f}", f"{100 * b:.{d}f}"
-        if ta != tb or a == b:
-            return ta, tb
-    return repr(100 * a), repr(100 * b)
-
-
-def compare_text(name_a: str, a: float, name_b: str, b: float, *, lower: bool = False) -> str:
-    """ "FedWalk 91.45 > FedAvg 88.06" (``lower``: smaller wins, e.g. a loss); an exact tie
-    says so: "FedWalk 91.45 = FedAvg 91.45 (tie)"."""
-    ta, tb = pct_pair(a, b) if not lower else (f"{a:.4f}", f"{b:.4f}")
-    if lower and ta == tb and a != b:
-        ta, tb = (f"{v:.12g}" for v in (a, b))
-    op = "=" if a == b else (">" if a > b else "<")
-    return f"{name_a} {ta} {op} {name_b} {tb}" + (" (tie)" if a == b else "")
-
-
 def non_iid(panel: Panel) -> bool:
     """A panel with ``data.dirichlet_alpha`` < 1 (``NON_IID_BELOW``)."""
     alpha = panel.values.get("data.dirichlet_alpha")
@@ -186,15 +177,6 @@ def tau_points(data: ClaimData, pid: str, *, mark: bool = True) -> list[tuple[fl
         if stat is not None:
             out.append((float(tau), stat))
     return sorted(out, key=lambda p: p[0])
-
-
-def fit_slope(points: list[tuple[float, Stat]]) -> float:
-    """Least-squares slope of the seed means against τ (accuracy per unit τ)."""
-    xs = [t for t, _ in points]
-    ys = [s.mean for _, s in points]
-    mx, my = math.fsum(xs) / len(xs), math.fsum(ys) / len(ys)
-    sxx = math.fsum((x - mx) ** 2 for x in xs)
-    return math.fsum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
 
 
 def leash_curves(data: ClaimData, hook: str) -> dict[str, str]:

@@ -1,6 +1,8 @@
 """``fedwalk-table2``: Table 2 as a figure (rows the eight methods, per setting the best
 training and test accuracy and the chosen η_0; leashed rows carry their difference to the base
-method in points), and its CSV and LaTeX forms (``fedwalk-table2.csv``, ``.tex``)."""
+method in points), and its CSV and LaTeX forms (``fedwalk-table2.csv``, ``.tex``); for the
+reproduction report, the table beside the paper's printed one (:func:`table2_beside_paper`,
+:data:`PAPER_TABLE2`)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import csv
 import io
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import plotly.graph_objects as go
 
@@ -198,6 +201,11 @@ def build_table2(ctx: BuildContext) -> FigureResult:
     result = make_result(ctx, data, fig, data.claim_data(spec.profile_curves(ctx.profile)), notes)
     if data.resolution.found:
         result.texts = {"csv": table_csv(cells), "tex": table_latex(ctx, cells, panels, methods)}
+        beside = table2_beside_paper(result.texts["csv"])
+        result.report_tables = [
+            "**Table 2 beside the paper** (best test accuracy, %; gain = over the base method):"
+            "\n\n" + table2_markdown(beside)
+        ]
     return result
 
 
@@ -346,3 +354,145 @@ def table_latex(
         lines.append(" & ".join(row) + " \\\\")
     lines += ["\\bottomrule", "\\end{tabular}", ""]
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ beside the paper's Table 2
+#: FedWalk's Table 2 as printed (fedwalk.txt, Sec. 5.2), verbatim: setting id (the spec's panel
+#: ids) -> method -> (training, test, training gain, test gain) in percent; the gains (against
+#: the base method) only on the leashed rows, as the paper writes them ("+2.6", "+7", "+0")
+PAPER_TABLE2: dict[str, dict[str, tuple[str, str, str | None, str | None]]] = {
+    "c10-dir0.1": {
+        "FedAvg": ("92.66", "88.06", None, None),
+        "SCAFFOLD": ("84.92", "82.84", None, None),
+        "FedProx": ("90.97", "85.23", None, None),
+        "FedNova": ("91.70", "86.32", None, None),
+        "FedWalk": ("95.26", "91.45", "+2.6", "+3.39"),
+        "SCAFFOLD+FedWalk": ("94.05", "86.48", "+9.13", "+3.64"),
+        "FedProx+FedWalk": ("95.55", "91.41", "+4.58", "+6.18"),
+        "FedNova+FedWalk": ("96.63", "91.89", "+4.93", "+5.57"),
+    },
+    "c10-iid": {
+        "FedAvg": ("99.99", "95.58", None, None),
+        "SCAFFOLD": ("100", "94.99", None, None),
+        "FedProx": ("99.99", "95.48", None, None),
+        "FedNova": ("99.99", "95.46", None, None),
+        "FedWalk": ("100", "95.88", "+0.01", "+0.03"),
+        "SCAFFOLD+FedWalk": ("99.99", "96.58", "-0.01", "+1.59"),
+        "FedProx+FedWalk": ("99.99", "95.82", "+0", "+0.34"),
+        "FedNova+FedWalk": ("100", "95.82", "+0.01", "+0.36"),
+    },
+    "c100-dir0.01": {
+        "FedAvg": ("67.13", "58.53", None, None),
+        "SCAFFOLD": ("62.17", "52.66", None, None),
+        "FedProx": ("67.18", "58.72", None, None),
+        "FedNova": ("69.93", "60.12", None, None),
+        "FedWalk": ("71.22", "61.35", "+4.09", "+2.83"),
+        "SCAFFOLD+FedWalk": ("69.17", "57.04", "+7", "+4.38"),
+        "FedProx+FedWalk": ("71.11", "61.65", "+3.93", "+2.92"),
+        "FedNova+FedWalk": ("73.88", "63.27", "+3.95", "+3.15"),
+    },
+    "c100-iid": {
+        "FedAvg": ("99.97", "80.03", None, None),
+        "SCAFFOLD": ("99.12", "78.59", None, None),
+        "FedProx": ("99.98", "80.13", None, None),
+        "FedNova": ("99.98", "80.11", None, None),
+        "FedWalk": ("99.98", "80.38", "+0.01", "+0.35"),
+        "SCAFFOLD+FedWalk": ("99.93", "82.46", "+0.81", "+3.87"),
+        "FedProx+FedWalk": ("99.98", "80.84", "+0", "+0.71"),
+        "FedNova+FedWalk": ("99.98", "80.84", "+0", "+0.73"),
+    },
+}
+#: a printed gain further than this from the difference of the paper's own two numbers is a
+#: misprint, not rounding (two values printed with 2 decimals differ from their difference by at
+#: most 0.01)
+MISPRINT_ABOVE = 0.015
+
+
+def _paper_gain(setting: str, method: str, col: int) -> tuple[str | None, float | None, str]:
+    """(printed gain, gain recomputed from the paper's two numbers, note on a misprint)."""
+    table = PAPER_TABLE2.get(setting, {})
+    row, base = table.get(method), table.get(WALK_BASE_OF.get(method, ""))
+    if row is None or base is None:
+        return None, None, ""
+    printed = row[2 + col]
+    recomputed = round(float(row[col]) - float(base[col]), 2)
+    note = ""
+    if printed is not None and abs(float(printed) - recomputed) > MISPRINT_ABOVE:
+        note = (
+            f'the paper prints "{printed}"; its own numbers give {recomputed:+.2f} '
+            f"({row[col]} − {base[col]}): a misprint"
+        )
+    return printed, recomputed, note
+
+
+def table2_beside_paper(csv_text: str, metric: str = "test") -> list[dict[str, Any]]:
+    """Our Table 2 beside the paper's, one row per setting × method (settings in the order of
+    the CSV, methods in the paper's order): from the CSV the Table 2 figure writes
+    (``fedwalk-table2.csv``: :func:`table_csv`, also ``FigureResult.texts["csv"]`` of the
+    ``fedwalk-table2`` result), ``metric`` "test" (default) or "train".
+
+    Each row: ``setting`` (label), ``setting_id`` (the panel id without ``setting=``),
+    ``method``, ``eta0`` (our chosen η_0), ``n`` (seeds), ``ours_mean`` / ``ours_std`` (our best
+    accuracy in %, seed mean and sample std; None without runs), ``ours`` (the text "27.25 ±
+    0.30 (n=2)", or the cell's status, e.g. "not run: …"), ``ours_gain`` (our seed-mean
+    difference to the base method, points; None on the base rows), ``paper`` (the paper's
+    printed value, None for a setting the paper does not have), ``paper_gain`` (its printed
+    gain, None on the base rows), ``paper_gain_recomputed`` (the difference of its own two
+    numbers) and ``note`` (where the printed gain is not the difference of its numbers: the
+    paper's "+0.03" for FedWalk's CIFAR-10 IID test accuracy, whose numbers give +0.30)."""
+    if metric not in ("test", "train"):
+        raise ValueError(f"metric is 'test' or 'train', not {metric!r}")
+    col = 1 if metric == "test" else 0
+    rows = list(csv.DictReader(io.StringIO(csv_text)))
+    settings = list(dict.fromkeys(r["panel_id"] for r in rows))
+    order = {m: i for i, m in enumerate(WALK_METHODS)}
+    rows.sort(key=lambda r: (settings.index(r["panel_id"]), order.get(r["method"], len(order))))
+    out = []
+    for r in rows:
+        setting = r["panel_id"].partition("=")[2] or r["panel_id"]
+        mean, std = r[f"{metric}_best_mean"], r[f"{metric}_best_std"]
+        n = int(r["n"] or 0)
+        if mean:
+            ours = f"{float(mean):.2f}" + (f" ± {float(std):.2f}" if n > 1 and std else "")
+            ours += f" (n={n})"
+        else:
+            ours = r["status"] if r["status"] != "ok" else "no runs"
+        gain = r[f"{metric}_best_minus_base"]
+        paper_row = PAPER_TABLE2.get(setting, {}).get(r["method"])
+        printed, recomputed, note = _paper_gain(setting, r["method"], col)
+        out.append(
+            {
+                "setting": r["setting"],
+                "setting_id": setting,
+                "method": r["method"],
+                "eta0": r["eta0"] or None,
+                "n": n,
+                "ours_mean": float(mean) if mean else None,
+                "ours_std": float(std) if mean and std else None,
+                "ours": ours,
+                "ours_gain": float(gain) if gain else None,
+                "paper": paper_row[col] if paper_row else None,
+                "paper_gain": printed,
+                "paper_gain_recomputed": recomputed,
+                "note": note,
+            }
+        )
+    return out
+
+
+def table2_markdown(rows: list[dict[str, Any]], metric: str = "test") -> str:
+    """The rows of :func:`table2_beside_paper` as a Markdown table: setting, method, ours (best
+    accuracy % mean ± std (n), η_0), our gain over the base method, the paper's value, its
+    printed gain, and the note."""
+    lines = [
+        f"| setting | method | ours: best {metric} acc (%) | ours: gain | paper | paper: gain "
+        "| note |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        eta = f", η₀={r['eta0']}" if r["eta0"] else ""
+        gain = f"{r['ours_gain']:+.2f}" if r["ours_gain"] is not None else ""
+        cells = [r["setting"], r["method"], r["ours"] + eta, gain, r["paper"] or "–",
+                 r["paper_gain"] or "", r["note"]]  # fmt: skip
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"

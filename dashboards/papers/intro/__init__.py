@@ -1,9 +1,9 @@
 """The introduction-to-FL figures (docs/figures.md, "Introduction-to-FL slides").
 
 ``intro-sampling`` and ``intro-selection`` are the generic layout (curves over rounds). The
-other four add what McMahan's and Charles et al.'s tables and the slides' Fig. 11 show, from
-the same seed-mean curves the claims read (``dashboards.targets``: rounds to the profile's
-``target_acc``, "> T" when not reached within T):
+other four add what McMahan's and Charles et al.'s tables and the slides' Fig. 11 show, drawn
+from the seed-mean curves (``dashboards.targets``: rounds to the profile's ``target_acc``, "> T"
+when not reached within T); the claims read the same rounds per run (``claims``):
 
 * ``intro-fedavg``: test accuracy over rounds per partition, with the target as a dotted line,
   and below a table of rounds to the target and speed-up over FedSGD (McMahan's Table 2 form);

@@ -1,5 +1,6 @@
-"""What the introduction-to-FL figures share: rounds to the profile's target (the claims'
-reading of the seed-mean curves, ``dashboards.targets``), the rounds-against-a-value cell, the
+"""What the introduction-to-FL figures share: rounds to the profile's target on the seed-mean
+curves (what the figures draw, ``dashboards.targets``; the claims count them per run), the
+rounds-against-a-value cell, the
 curve cells with the target line, the tables and the layout."""
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def target_of(ctx: BuildContext) -> float | None:
 
 
 def reach_of(data: FigureData, pid: str, curve: str, target: float) -> Reach | None:
-    """Rounds to ``target`` of the seed-mean test accuracy (the claims' reading)."""
+    """Rounds to ``target`` of the seed-mean test accuracy (drawn; the claims count per run)."""
     a = data.agg
     sel = a[(a["panel_id"] == pid) & (a["curve"] == curve) & (a["metric"] == "test_acc")]
     return rounds_to_target(sel.set_index("round")["mean"].astype(float), target)

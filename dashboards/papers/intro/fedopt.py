@@ -12,7 +12,7 @@ import numpy as np
 from dashboards import generic
 from dashboards.figdata import FigureData, figure_subtitle, prepare
 from dashboards.model import BuildContext, FigureResult, Panel
-from dashboards.papers.intro.claims import FEDOPT_METHODS, best_of_grid
+from dashboards.papers.intro.claims import FEDOPT_METHODS, best_of_grid, grid_rates
 from dashboards.papers.intro.common import (
     TABLE_ROW_PX,
     draw_curves,
@@ -21,7 +21,6 @@ from dashboards.papers.intro.common import (
     make_table,
 )
 from dashboards.style import round_ticks, subtitle
-from fedsweep.config.schema import RunConfig
 from fedsweep.sweep.spec import CurveSpec
 
 
@@ -64,19 +63,9 @@ def build_fedopt(ctx: BuildContext) -> FigureResult:
     return finish(ctx, data, fig, sub, width, height, curves, None, notes)
 
 
-def _rates(config: RunConfig) -> tuple[str, float, float] | None:
-    """(server optimizer, η_l, η_s) of a grid point's run config; None for a server optimizer
-    that is not one of the grid's methods."""
-    opt = config.server_optimizer
-    if opt not in FEDOPT_METHODS:
-        return None
-    eta_s = config.server_sgd.lr if opt == "sgd" else config.fedopt.lr
-    return opt, float(config.train.lr), float(eta_s)
-
-
 def grid_rows(data: FigureData, curves: list[CurveSpec]) -> list[tuple[str, float]]:
     """(optimizer, η_l) rows of the grid table, in method then rate order."""
-    keys = {(r[0], r[1]) for c in curves if (r := _rates(data.config(c)))}
+    keys = {(r[0], r[1]) for c in curves if (r := grid_rates(data.config(c)))}
     order = list(FEDOPT_METHODS)
     return sorted(keys, key=lambda k: (order.index(k[0]), k[1]))
 
@@ -89,11 +78,11 @@ def _exp(x: float) -> str:
 def grid_table(data: FigureData, panel: Panel, curves, chosen, rows):
     """Rows = method × η_l, columns = η_s; cells = final seed-mean test accuracy, "diverged" for
     a grid point with a diverged/blown-up seed, ★ for the point drawn."""
-    cols = sorted({r[2] for c in curves if (r := _rates(data.config(c)))})
+    cols = sorted({r[2] for c in curves if (r := grid_rates(data.config(c)))})
     cell: dict[tuple[str, float, float], str] = {}
     picked = {label for label, _ in chosen.values()}
     for c in curves:
-        r = _rates(data.config(c))
+        r = grid_rates(data.config(c))
         if r is None:
             continue
         key = (panel.panel_id, c.label)

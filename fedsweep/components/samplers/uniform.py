@@ -7,7 +7,12 @@ on the round's ``selection`` stream (§1.6). Weights (``uniform.weighting``, S5)
   with ``replace=False`` and the data-weighted ``aggregate``];
 * ``simple``: ``q_i = 1/m`` [P: FedWalk Eq. 4];
 * ``scheme2``: ``q_i = p_i N / m``, the unbiased "scheme 2" of the FedAvg convergence analysis
-  [P: slides Eq. 11]; the weights need not sum to 1 and it assumes ``p_i = 1/N``.
+  [P: slides Eq. 11; Li et al. 2020 Sec. 3.3, ``w = (N/K) Σ_{k∈S_t} p_k w_k``], for any client
+  sizes: ``E[Σ_{i∈S_t} q_i v_i] = Σ_i p_i v_i``. With equal sizes ``q_i = 1/m``; with unequal
+  ones the weights do not sum to 1 (``Σ q_i`` varies from round to round, mean 1); Li et al.'s
+  Theorem 3 assumes ``p_i = 1/N``, their experiments also run scheme 2 on unbalanced data.
+  FedAvg averages the models as Li et al. do, ``w_{t+1} = Σ q_i w_i``, which rescales ``w_t``
+  by ``Σ q_i`` when the weights do not sum to 1 (``components/algorithms/fedavg.py``).
 
 Clients train in ascending index order (§7), so with ``m = N`` and ``renorm`` this is ``full``
 bit for bit; ``Cohort.draws`` keeps the drawn order.
@@ -36,43 +41,6 @@ class UniformConfig(Section):
 @register("sampler", "uniform", sections={"cohort": CohortConfig, "uniform": UniformConfig})
 class UniformSampler(Sampler):
     simple_mean = ("uniform.weighting", ("simple",))
-
-    @classmethod
-    def config_errors(cls, config) -> list[str]:
-        """Besides the cohort: scheme 2 only where every partition gives equal client sizes
-        without loading data (``shards``; ``iid`` and ``case1`` when ``N`` divides ``|D|``)."""
-        out = super().config_errors(config)
-        if config.uniform.weighting != "scheme2":
-            return out
-        from fedsweep.data.catalog import TRAIN_SIZES
-
-        data = config.data
-        total = TRAIN_SIZES[data.dataset]
-        if data.train_subset is not None:
-            total = min(total, data.train_subset)
-        equal = data.partition == "shards" or (
-            data.partition in ("iid", "case1") and total % data.num_clients == 0
-        )
-        if not equal:
-            out.append(
-                f"field `uniform.weighting`: got 'scheme2', which assumes p_i = 1/N (equal client "
-                f"sizes), but partition {data.partition!r} of {total} samples on "
-                f"{data.num_clients} clients gives unequal sizes (allowed: renorm or simple; "
-                "scheme2 with shards, or iid/case1 when num_clients divides the sample count)"
-            )
-        return out
-
-    @classmethod
-    def partition_errors(cls, config, sizes: list[int]) -> list[str]:
-        """Scheme 2 assumes ``p_i = 1/N``: refused for client sizes ``|D_i|`` that differ (S5).
-        Needs the partition, so it is for the caller that knows the sizes to ask."""
-        if config.uniform.weighting != "scheme2" or len(set(sizes)) <= 1:
-            return []
-        return [
-            f"field `uniform.weighting`: got 'scheme2', which assumes p_i = 1/N, but partition "
-            f"{config.data.partition!r} gives clients of {min(sizes)}..{max(sizes)} samples "
-            "(allowed: scheme2 only for equal client sizes; renorm or simple otherwise)"
-        ]
 
     def __init__(self, config, p: torch.Tensor) -> None:
         super().__init__(config, p)
