@@ -447,14 +447,28 @@ def rank_margin(
     *,
     lower_is_better: bool,
     relative: bool = False,
+    failed_rivals_lose: bool = False,
 ) -> Evidence | None:
     """The margin, per seed, by which the best of the ``claimed`` curves beats the best of the
     ``rivals`` (a ranking claim: "α 0.3–0.5 is fastest", "B = 10 is best"): ``best rival −
     best claimed`` for a loss (``lower_is_better``), ``best claimed − best rival`` for an
     accuracy; ``relative``: divided by the best rival's |value|. Positive = the claimed curve
     ranks first on that seed. Over the seeds every curve has (paired by seed); None when there
-    is no such seed. Every curve is read (a diverged seed makes the claim not testable)."""
-    values = [data.per_seed(panel, c, metric, how) for c in (*claimed, *rivals)]
+    is no such seed. Every curve is read (a diverged seed makes the claim not testable), except
+    with ``failed_rivals_lose``: a rival's diverged or blown-up seed then ranks last on that seed
+    (a run that failed to converge is no faster than any other), read without making the claim
+    not testable."""
+    worst = math.inf if lower_is_better else -math.inf
+    values = [data.per_seed(panel, c, metric, how) for c in claimed]
+    for c in rivals:
+        if failed_rivals_lose:
+            mine = data.per_seed(panel, c, metric, how, mark=False)
+            mine.update(dict.fromkeys(data.failed_seeds(panel, c), worst))
+            if not data.failed_seeds(panel, c):
+                data.used.add((panel, c))
+        else:
+            mine = data.per_seed(panel, c, metric, how)
+        values.append(mine)
     seeds = sorted(set.intersection(*(set(v) for v in values))) if values else []
     if not seeds or not claimed or not rivals:
         return None
@@ -464,7 +478,9 @@ def rank_margin(
     for s in seeds:
         a, b = pick(v[s] for v in mine), pick(v[s] for v in theirs)
         margin = (b - a) if lower_is_better else (a - b)
-        effects.append(margin / abs(b) if relative and b else margin)
+        if relative and b and math.isfinite(b):
+            margin /= abs(b)
+        effects.append(margin)
     return interval(effects, seeds)
 
 

@@ -535,6 +535,21 @@ def test_alpha_fastest_criterion():
     assert B.alpha_fastest(runs(no_claimed, alpha_loss(ALPHA_LEVELS)))[0] == "n/a"
 
 
+def test_a_diverged_rival_alpha_ranks_last_and_keeps_the_claim_testable():
+    """The paper expects α=0.1 to fail: its diverged seeds rank last, they do not make "α
+    0.3–0.5 is fastest" untestable; a diverged α=0.3 seed still does."""
+    div = {(p.panel_id, "α=0.1"): [(0, 4), (3, 6)] for p in CASES}
+    (check,) = R.check_claims(
+        ["alpha 0.3-0.5 is fastest"], runs(ALPHAS, alpha_loss(ALPHA_LEVELS), diverged=div)
+    )
+    assert check.verdict == "supported", check.numbers
+    div = {(CASES[0].panel_id, "α=0.3"): [(1, 4)]}
+    (check,) = R.check_claims(
+        ["alpha 0.3-0.5 is fastest"], runs(ALPHAS, alpha_loss(ALPHA_LEVELS), diverged=div)
+    )
+    assert check.verdict == "not-testable" and "1 of" in check.shown
+
+
 def fails_data(a01: list[list[float]], seeds: int = 5, **fields) -> C.ClaimData:
     """The other curves end at accuracy 0.85 (paired by seed); α=0.1 at ``a01``."""
     others = [c for c in ALPHAS + [FEDAVG] if c.label != "α=0.1"]

@@ -114,7 +114,7 @@ def test_what_this_says_is_written_from_the_verdicts():
     r = result("fedwalk-fig2", [statistical(), scaled])
     text = what_this_says(claim_rows([r]), r)
     assert "The data cannot decide “B beats A” (effect" in text and "straddles" in text
-    assert "These runs cannot test “leash helps” (not testable at this profile: scaled" in text
+    assert "These runs cannot test “leash helps” (a scaled regime at this profile)" in text
     assert "says nothing for or against the paper" in text
     supported = ClaimCheck(
         "B beats A",
