@@ -62,6 +62,21 @@ table.claims td:nth-child(3){width:42%}
 """
 
 
+def _portable(text: str) -> str:
+    """``text`` without this machine's paths (the index and its entries get committed and
+    shared): the working folder reads ``.``, the home folder ``~``."""
+    from dashboards.report import _clean
+
+    return _clean(text)
+
+
+def _commit() -> str:
+    """The commit of the checkout that drew the figures ("unknown" outside git)."""
+    from dashboards.report import build_meta
+
+    return build_meta("", Path(__file__).resolve().parent)["commit"]
+
+
 def _row(name: str, value: str) -> str:
     return f"<tr><th>{escape(name)}</th><td>{value}</td></tr>"
 
@@ -91,7 +106,7 @@ def entry(r: FigureResult, out_dir: Path, tracking_uri: str = "") -> dict[str, A
         "error": r.error,
         "band": r.band,
         "experiment_url": r.experiment_url,
-        "tracking_uri": tracking_uri,
+        "tracking_uri": _portable(tracking_uri),
         "built": dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
         "files": files,
         "claims": [
@@ -233,7 +248,8 @@ def write_index(results: list[FigureResult], out_dir: str | Path, tracking_uri: 
         f"<style>{CSS}</style></head><body><h1>fedsweep figures</h1>"
         "<div class='meta'><a href='reproduction.html'>Reproduction report</a>: every claim "
         "with its effect, 95% interval over seeds, verdict and the paper's words.</div>"
-        f"<div class='meta'>updated {escape(stamp)} from <code>{escape(tracking_uri)}</code>; "
+        f"<div class='meta'>updated {escape(stamp)} at commit <code>{escape(_commit())}</code> "
+        f"from <code>{escape(_portable(tracking_uri))}</code>; "
         "not-testable = the runs cannot test the claim (a scaled regime, too few rounds, "
         "diverged runs)</div>"
         "<table><tr><th>figure</th><th>profile</th><th>status</th><th>runs</th><th>data</th>"
