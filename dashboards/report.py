@@ -231,7 +231,7 @@ def markdown(paper: str, rows: list[dict[str, Any]], results: list[FigureResult]
             "",
             f"- **Ran**: {r.runs} of {r.expected_runs} runs, seeds {r.seeds or 'none'}; "
             f"{_clean(r.profile_note) or 'no profile note'}",
-            f"- **Figure**: [{r.figure_id}](../figures/{meta['profile']}/{r.figure_id}.html)",
+            f"- **Figure**: {_figure_links(r, meta['profile'])}",
         ]
         regimes = sorted({part for row in mine for part in row["regime"].split("; ")})
         if regimes:
@@ -263,6 +263,13 @@ def markdown(paper: str, rows: list[dict[str, Any]], results: list[FigureResult]
         for extra in r.report_tables:
             lines += ["", extra]
     return "\n".join(lines) + "\n"
+
+
+def _figure_links(r: FigureResult, profile: str) -> str:
+    """Links to the figure's PNGs in ``docs/figures/<profile>/`` (what the repository keeps;
+    ``fedsweep figures`` also writes the interactive HTML beside them)."""
+    stems = [stem for stem, _ in r.stems()] or [r.figure_id]
+    return " · ".join(f"[{stem}](../figures/{profile}/{stem}.png)" for stem in stems)
 
 
 def build_meta(profile: str, repo: Path | None = None) -> dict[str, str]:

@@ -79,7 +79,7 @@ def test_reports_per_paper_without_absolute_paths(tmp_path):
     assert sorted(p.name for p in files) == ["bherd.md", "claims-quick.json", "fedwalk.md"]
     text = (tmp_path / "reproduction" / "bherd.md").read_text()
     assert "commit `abc1234`" in text and "| B beats A | **inconclusive** |" in text
-    assert "(../figures/quick/bherd-fig3a.html)" in text
+    assert "(../figures/quick/bherd-fig3a.png)" in text
     data = json.loads((tmp_path / "reproduction" / "claims-quick.json").read_text())
     assert data["commit"] == "abc1234" and len(data["claims"]) == 2
     for path in files:
