@@ -139,3 +139,30 @@ def test_html_report_beside_the_index(tmp_path):
     assert "class='inc'>inconclusive</td>" in page and "What this says about the paper" in page
     assert "href='reproduction.html'" in (tmp_path / "index.html").read_text()
     assert str(Path.cwd()) not in page
+
+
+def test_the_committed_quick_claims_hold_the_rules():
+    """docs/reproduction/claims-quick.json (the regenerated quick store's `fedsweep report
+    --json`): every figure of every shipped spec, one object per claim with the fields the
+    report promises, the four verdicts only, and nothing decided while its interval contains
+    its threshold."""
+    from fedsweep.sweep.spec import load_spec, spec_paths
+
+    data = json.loads((ROOT / "docs" / "reproduction" / "claims-quick.json").read_text())
+    rows = data["claims"]
+    specs = [load_spec(p) for p in spec_paths(ROOT / "sweeps")]
+    with_claims = {s.figure for s in specs if s.claims}
+    assert {r["figure"] for r in rows} == with_claims
+    for spec in specs:  # every claim text of the spec appears
+        assert {r["claim"] for r in rows if r["figure"] == spec.figure} == set(spec.claims)
+    keys = {"figure", "claim", "verdict", "effect", "ci_low", "ci_high", "threshold", "seeds"}
+    for r in rows:
+        assert keys | {"regime"} <= set(r), r["claim"]
+        assert r["verdict"] in ("supported", "contradicted", "inconclusive", "not-testable")
+        for p in r["panels"] if r["verdict"] in ("supported", "contradicted") else []:
+            if p["verdict"] not in ("supported", "contradicted") or p["ci_low"] is None:
+                continue
+            t, lo, hi = p["threshold"], p["ci_low"], p["ci_high"]
+            edges = (t, -t) if p["holds_when"].startswith("|effect|") else (t,)
+            assert not any(lo <= e <= hi for e in edges), (r["figure"], p["panel"])
+    assert data["commit"] and data["date"] and "/root/" not in json.dumps(data)
