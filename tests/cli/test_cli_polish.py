@@ -288,9 +288,15 @@ def test_ui_stops_its_whole_process_tree(tmp_path):
         while not _answers(port):
             assert proc.poll() is None, proc.stdout.read()
             assert time.monotonic() < deadline, "the MLflow UI did not answer within 180 s"
-            time.sleep(0.5)
-        time.sleep(2.0)  # let the workers and the job consumer start
-        tree = descendants(proc.pid)
+            time.sleep(0.2)
+        # let the workers and the job consumer start: the tree once it has not changed for
+        # 0.5 s (they are up by the time the port answers; at most 2 s, as a fixed wait did)
+        tree, settled, until = descendants(proc.pid), time.monotonic(), time.monotonic() + 2.0
+        while time.monotonic() - settled < 0.5 and time.monotonic() < until:
+            time.sleep(0.1)
+            now = descendants(proc.pid)
+            if now != tree:
+                tree, settled = now, time.monotonic()
         (server,) = _children_map()[proc.pid]  # mlflow, the leader of its own session
         assert len(tree) >= 2, tree  # mlflow server and its uvicorn workers
         proc.send_signal(signal.SIGTERM)
@@ -333,7 +339,7 @@ def test_stop_tree_ends_descendants_in_other_sessions_too():
             time.sleep(0.1)
         time.sleep(0.5)  # let the second child install its SIGTERM handler
         tree = descendants(proc.pid)
-        stop_tree(proc, grace=2.0)
+        stop_tree(proc, grace=1.0)  # then SIGKILL for the child that ignores SIGTERM
         assert proc.returncode is not None
         deadline = time.monotonic() + 10
         while any(alive(p) for p in tree) and time.monotonic() < deadline:

@@ -190,12 +190,10 @@ def test_sigterm_marks_the_run_killed(tmp_path):
     import sys
     import time
 
-    from mlflow import MlflowClient
+    from fedsweep.tracking.store import get_client
 
-    (tmp_path / "store").mkdir()
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
-    client = MlflowClient(tracking_uri=uri)
-    client.search_experiments()  # create the tables now: no schema race with the child
+    client = get_client(uri)  # create the tables now: no schema race with the child
     tree = {**TINY_RUN, "train": {**TINY_RUN["train"], "rounds": 100000}}
     tree["tracking"] = {"experiment": "sigterm", "log_records": False}
     cfg = write_config(tmp_path, tree)

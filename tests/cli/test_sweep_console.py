@@ -1,6 +1,10 @@
 """The console of ``fedsweep sweep``: a real smoke sweep through the CLI (real Ray Tune, real
 MLflow sqlite store) prints a few lines (progress, summary, table, the log path) while Ray's own
-output goes to the log file; ``--verbose`` shows Ray's output live."""
+output goes to the log file; ``--verbose`` shows Ray's output live.
+
+The quiet sweep runs in a process of its own (it starts and stops its own Ray, and nothing may
+reach the console up to the interpreter's exit); the checks that need no fresh process (the
+re-run that schedules nothing, ``--verbose``) invoke the same command in this process."""
 
 from __future__ import annotations
 
@@ -13,7 +17,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from typer.testing import CliRunner
 
+from fedsweep.cli.main import app
 from fedsweep.cli.sweep_console import SweepConsole, ray_output_to
 from fedsweep.sweep.report import SweepReport
 from tests.helpers import small_spec, write_yaml
@@ -39,6 +45,7 @@ def write_spec(folder: Path, name: str, alphas=(0.5, 1.0), seeds=(0,), rounds=2)
 
 
 def sweep_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """``fedsweep sweep ARGS --profile smoke`` in a process of its own."""
     env = {
         **os.environ,
         "FEDSWEEP_STORE_DIR": str(tmp_path / "store"),
@@ -59,8 +66,19 @@ def sweep_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+def sweep_here(tmp_path: Path, monkeypatch, *args: str):
+    """The same command in this process (Click's test runner): the same store, store folder,
+    working folder and terminal width as :func:`sweep_cli`; Ray is the session's when a sweep
+    schedules trials."""
+    monkeypatch.setenv("FEDSWEEP_STORE_DIR", str(tmp_path / "store"))
+    monkeypatch.chdir(tmp_path)
+    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    argv = ["sweep", *args, "--profile", "smoke", "--tracking-uri", store]
+    return CliRunner().invoke(app, argv, env={"COLUMNS": "120"})
+
+
 @pytest.mark.slow
-def test_quiet_sweep_console_progress_summary_table_and_log(tmp_path):
+def test_quiet_sweep_console_progress_summary_table_and_log(tmp_path, monkeypatch):
     spec = write_spec(tmp_path, "console-fig", alphas=(0.3, 0.5, 1.0))
     res = sweep_cli(tmp_path, str(spec))
     console = res.stdout + res.stderr
@@ -89,8 +107,8 @@ def test_quiet_sweep_console_progress_summary_table_and_log(tmp_path):
     assert any(re.fullmatch(r"\s*console-fig\s+3\s+3\s+0\s+0\s+0\s+.+", ln) for ln in lines)
     assert re.search(r"(?m)^\s*total\s+3\s+3\s+0\s+0\s+0\s+", console), console
 
-    again = sweep_cli(tmp_path, str(spec))  # everything finished: nothing to schedule, no Ray
-    assert again.returncode == 0, again.stdout + again.stderr
+    again = sweep_here(tmp_path, monkeypatch, str(spec))  # all finished: nothing to schedule
+    assert again.exit_code == 0, (again.output, again.exception)
     assert "nothing to schedule" in again.stdout
     assert "[1/1] console-fig [smoke]: 0 run, 3 skipped, 0 shared, 0 failed of 3 trials" in (
         again.stdout
@@ -99,11 +117,11 @@ def test_quiet_sweep_console_progress_summary_table_and_log(tmp_path):
 
 
 @pytest.mark.slow
-def test_verbose_sweep_shows_rays_output_live(tmp_path):
+def test_verbose_sweep_shows_rays_output_live(ray_session, tmp_path, monkeypatch):
     spec = write_spec(tmp_path, "console-verbose", alphas=(0.5, 1.0))
-    res = sweep_cli(tmp_path, str(spec), "--verbose")
-    console = res.stdout + res.stderr
-    assert res.returncode == 0, console[-3000:]
+    res = sweep_here(tmp_path, monkeypatch, str(spec), "--verbose")
+    console = res.output  # stdout and stderr
+    assert res.exit_code == 0, (console[-3000:], res.exception)
     assert "Configuration for experiment" in console and "Trial status" in console
     assert "goes to" not in console  # no log file in verbose mode
     assert "[1/1] console-verbose [smoke]: 2 run, 0 skipped, 0 shared, 0 failed" in console

@@ -11,7 +11,6 @@ import math
 from pathlib import Path
 
 import pytest
-from mlflow import MlflowClient
 
 from fedsweep.sweep.derivations import (
     DERIVATIONS,
@@ -25,6 +24,7 @@ from fedsweep.sweep.derive import resolve
 from fedsweep.sweep.ray_backend import DERIVED_FROM, trial_payload
 from fedsweep.sweep.spec import SpecError, expand, load_spec
 from fedsweep.sweep.store_index import finished_runs
+from fedsweep.tracking.store import get_client
 from tests.helpers import small_spec, smoke_sweep, sweep_runs, write_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +82,7 @@ def fake_source_run(client, config_hash: str, taus: list[float]) -> str:
 # ------------------------------------------------------------------------- derivations
 @pytest.mark.slow
 def test_derivations_read_the_tau_total_history(tmp_path, store):
-    client = MlflowClient(tracking_uri=store)
+    client = get_client(store)  # a new store from the schema template, as fedsweep makes them
     spec = load_spec(write_yaml(tmp_path / "d.yaml", derived_tree()))
     source_cfg = expand(spec, "smoke")[0].config  # 3 clients
     run_id = fake_source_run(client, "x", [3.0, 7.0, 12.0])
@@ -100,7 +100,7 @@ def test_derivations_read_the_tau_total_history(tmp_path, store):
 
 
 def test_resolve_takes_each_trials_own_source_and_is_repeatable(tmp_path, store):
-    client = MlflowClient(tracking_uri=store)
+    client = get_client(store)  # a new store from the schema template, as fedsweep makes them
     tree = derived_tree()
     tree["profiles"]["quick"] = {"set": {"train.rounds": 30}}  # must not undo rounds: 1
     spec = load_spec(write_yaml(tmp_path / "d.yaml", tree))

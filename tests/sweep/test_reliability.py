@@ -150,7 +150,9 @@ def test_second_driver_sigterm_resume_check_and_another_store(ray_session, tmp_p
     although the first store's Ray state is still there; the first sweep resumes exactly."""
     from fedsweep.sweep.runner import run_sweep
 
-    rounds = 120
+    # 60 rounds (6 trials, 2 at a time): the sweep is still busy for seconds after its first
+    # rounds are logged, while the second driver is refused and SIGTERM arrives
+    rounds = 60
     spec = write_yaml(
         tmp_path / "busy.yaml",
         small_spec("busy", rounds=rounds, seeds=(0, 1, 2), train_subset=900, checkpoint_every=5),
@@ -253,7 +255,7 @@ def test_driver_lock_names_the_holder_and_wait_queues(tmp_path):
             f"with driver_lock(pathlib.Path({str(lock)!r}), 'fig', 'smoke', 'sqlite:///x', "
             "False, print):\n"
             f"    pathlib.Path({str(ready)!r}).touch()\n"
-            "    time.sleep(3)\n",
+            "    time.sleep(2)\n",
         ],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
@@ -271,7 +273,7 @@ def test_driver_lock_names_the_holder_and_wait_queues(tmp_path):
         assert "fig [smoke]" in msg and "--wait" in msg
         said: list[str] = []
         with driver_lock(lock, "fig", "smoke", "sqlite:///x", True, said.append):
-            assert time.time() - ready_at > 2.5  # only once the holder's 3 s were over
+            assert time.time() - ready_at > 1.5  # only once the holder's 2 s were over
         assert said and said[0].startswith(f"waiting for PID {holder.pid}")
     finally:
         holder.kill()

@@ -178,11 +178,22 @@ def test_crashed_trial_is_retried_from_its_checkpoint_in_the_same_run(ray_sessio
 
 
 @pytest.mark.slow
-def test_kill_driver_then_resume_loses_and_duplicates_nothing(tmp_path, store):
+def test_kill_driver_then_resume_loses_and_duplicates_nothing(
+    ray_session, tmp_path, store, monkeypatch
+):
     """Kill -9 the sweep driver mid-sweep, then --resume into another store from the same
     directory, then into the first: each store has exactly one run per config hash, and the
-    printed counts equal what ran."""
-    rounds = 60
+    printed counts equal what ran. The driver that is killed is a process of its own (with its
+    own local Ray); the resumes and the last run are the same ``fedsweep sweep`` command run
+    in this process (on the session's Ray), which saves a Python start-up and a Ray start each."""
+    from typer.testing import CliRunner
+
+    from fedsweep.cli.main import app
+    from fedsweep.tracking.store import get_client
+
+    # 30 rounds (6 trials, 2 at a time): the kill (polled every 0.25 s) lands while some trials
+    # have finished and another one has rounds ahead of it
+    rounds = 30
     spec = write_spec(tmp_path, rounds=rounds, seeds=(0, 1, 2), checkpoint_every=5)
     env = {
         **os.environ,
@@ -190,24 +201,12 @@ def test_kill_driver_then_resume_loses_and_duplicates_nothing(tmp_path, store):
         "RAY_USAGE_STATS_ENABLED": "0",
         "PYTHONPATH": str(ROOT),
     }
-    cmd = [
-        sys.executable,
-        "-m",
-        "fedsweep.cli.main",
-        "sweep",
-        str(spec),
-        "--profile",
-        "smoke",
-        "--tracking-uri",
-        store,
-    ]
+    args = ["sweep", str(spec), "--profile", "smoke", "--tracking-uri", store]
+    cmd = [sys.executable, "-m", "fedsweep.cli.main", *args]
     # create the store's tables before the driver starts: the polling client below would
     # otherwise race the driver's first connection in creating them (two schema migrations of
     # one fresh sqlite file; the store's own concurrency is issue 9's reliability pass)
-    from mlflow import MlflowClient
-
-    (tmp_path / "store").mkdir(exist_ok=True)
-    MlflowClient(tracking_uri=store).search_experiments()
+    get_client(store)
     log = open(tmp_path / "driver.log", "w")  # noqa: SIM115  (closed below)
     proc = subprocess.Popen(
         cmd,
@@ -220,13 +219,22 @@ def test_kill_driver_then_resume_loses_and_duplicates_nothing(tmp_path, store):
     try:
         deadline = time.time() + 240
         while time.time() < deadline:  # wait until the sweep is under way
-            time.sleep(1)
+            time.sleep(0.25)
             try:
-                _, _, children = child_runs(store, "test-fig")
+                client, _, children = child_runs(store, "test-fig")
+                done = [r for r in children if r.data.tags.get("fedsweep.status") == "finished"]
+                # an unfinished trial that has logged at most rounds - 10 rounds (it logs them at
+                # least at each checkpoint, every 5 rounds, so more than 5 are still ahead of
+                # it): it still runs when the kill comes, a moment after this look
+                ahead = [
+                    r
+                    for r in children
+                    if r.data.tags.get("fedsweep.status") != "finished"
+                    and len(client.get_metric_history(r.info.run_id, "round_time")) <= rounds - 10
+                ]
             except Exception:
                 continue
-            done = [r for r in children if r.data.tags.get("fedsweep.status") == "finished"]
-            if done and len(children) > len(done):
+            if done and ahead:
                 break
         else:
             log.flush()
@@ -240,7 +248,7 @@ def test_kill_driver_then_resume_loses_and_duplicates_nothing(tmp_path, store):
         # issue 9: nothing of it lives on (Ray's agents used to for ~60 s): fedsweep's watchdog
         deadline = time.time() + 20
         while time.time() < deadline and any(alive(p) for p in started):
-            time.sleep(0.5)
+            time.sleep(0.1)
         left = [p for p in started if alive(p)]
         assert started and not left, f"still running 20 s after kill -9 of the driver: {left}"
     finally:
@@ -254,15 +262,20 @@ def test_kill_driver_then_resume_loses_and_duplicates_nothing(tmp_path, store):
     assert unfinished, "the kill came too late to test anything"
     done_before = len(before) - len(unfinished)
 
+    # the same command in this process: its environment and folder as the killed driver's
+    monkeypatch.setenv("FEDSWEEP_STORE_DIR", str(tmp_path / "store"))
+    monkeypatch.chdir(tmp_path)
+
+    def sweep(*argv):
+        res = CliRunner().invoke(app, argv)
+        assert res.exit_code == 0, (res.output[-3000:], res.exception)
+        return res
+
     # issue 14: --resume into a fresh store from the same directory (the Ray state of both
     # stores under one ray_results folder) runs every trial once there, and says so; it used to
     # restore the first store's Tune experiment and give 24 runs for 18 configs
     other = f"sqlite:///{tmp_path / 'other' / 'mlflow.db'}"
-    cmd_other = cmd[:-1] + [other]
-    res = subprocess.run(
-        cmd_other + ["--resume"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=400
-    )
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    res = sweep(*args[:-1], other, "--resume")
     assert "6 trials, 0 already finished, scheduling 6" in res.stdout, res.stdout
     assert "test-fig [smoke]: 6 run, 0 skipped" in res.stdout, res.stdout
     _, _, elsewhere = child_runs(other, "test-fig")
@@ -272,10 +285,7 @@ def test_kill_driver_then_resume_loses_and_duplicates_nothing(tmp_path, store):
     assert len(elsewhere) == 6
     assert all(r.data.tags["fedsweep.status"] == "finished" for r in elsewhere)
 
-    res = subprocess.run(
-        cmd + ["--resume"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=400
-    )
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    res = sweep(*args, "--resume")
     # the printed counts are what ran: the finished trials skipped, the others run once
     left = 6 - done_before
     assert f"6 trials, {done_before} already finished, scheduling {left}" in res.stdout, res.stdout
@@ -288,7 +298,7 @@ def test_kill_driver_then_resume_loses_and_duplicates_nothing(tmp_path, store):
         assert run.data.tags["fedsweep.status"] == "finished"
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "test_loss")]
         assert steps == list(range(1, rounds + 1))
-    rerun = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=200)
+    rerun = sweep(*args)
     assert "nothing to schedule" in rerun.stdout
 
 
