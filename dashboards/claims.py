@@ -46,6 +46,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from dashboards.model import ClaimCheck, Panel, Verdict, curve_config
@@ -149,15 +150,7 @@ class ClaimData:
         "first" (the first finite round), "rises" (round-to-round increases, :func:`rises`), or
         a function of the run's history (:meth:`seed_series`). ``mark``: count the cell as
         read (a diverged seed then makes the claim not testable)."""
-        if mark:
-            self.used.add((panel, curve))
-        if self.long is None or self.long.empty:
-            return {}
-        long = self.long
-        sel = long[
-            (long["panel_id"] == panel) & (long["curve"] == curve) & (long["metric"] == metric)
-        ]
-        sel = sel[sel["value"].astype(float).map(math.isfinite)]
+        sel = self._cell(panel, curve, metric, mark)
         if sel.empty:
             return {}
         if how == "mean":
@@ -174,21 +167,24 @@ class ClaimData:
     ) -> dict[int, pd.Series]:
         """Seed -> the run's ``metric`` history of one cell (indexed by round, finite values
         only; a run without a finite value has no entry). ``mark`` as in :meth:`per_seed`."""
+        sel = self._cell(panel, curve, metric, mark)
+        return {
+            int(seed): g.set_index("round")["value"].astype(float).sort_index()
+            for seed, g in sel.groupby("seed")
+        }
+
+    def _cell(self, panel: str, curve: str, metric: str, mark: bool) -> pd.DataFrame:
+        """The finite per-run rows of one (panel, curve, metric) cell of ``long``; ``mark``:
+        count the cell as read."""
         if mark:
             self.used.add((panel, curve))
         if self.long is None or self.long.empty:
-            return {}
+            return pd.DataFrame(columns=["seed", "round", "value"])
         long = self.long
         sel = long[
             (long["panel_id"] == panel) & (long["curve"] == curve) & (long["metric"] == metric)
         ]
-        out = {}
-        for seed, g in sel.groupby("seed"):
-            s = g.set_index("round")["value"].astype(float).sort_index()
-            s = s[s.map(math.isfinite)]
-            if len(s):
-                out[int(seed)] = s
-        return out
+        return sel[np.isfinite(sel["value"].to_numpy(dtype=float))]
 
     def series(self, panel: str, curve: str, metric: str) -> pd.Series:
         self.used.add((panel, curve))

@@ -591,17 +591,9 @@ def test_every_fedwalk_claim_has_a_criterion_and_the_papers_words(figure):
         assert C.normalize(claim) in W.PAPER_WORDS, claim
 
 
-def test_paper_words_are_the_papers():
+def test_paper_words_cover_every_criterion():
+    """(The quotations are checked against the paper's text in test_report.py.)"""
     assert set(W.PAPER_WORDS) == set(W.CRITERIA)
-    paper = Path("/work/shared/papers/fedwalk.txt")
-    if not paper.is_file():
-        pytest.skip("the paper's text is not on this machine")
-    text = " ".join(paper.read_text().split())
-    for claim, words in W.PAPER_WORDS.items():
-        assert len(words) <= 320, claim
-        quote = words.split("“", 1)[1].rsplit("”", 1)[0]
-        for piece in quote.split(" … "):
-            assert piece in text, (claim, piece)
 
 
 def test_criteria_are_statistical_and_declare_their_measure():

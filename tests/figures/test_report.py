@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from dashboards.claims import evidence_row
 from dashboards.model import ClaimCheck, FigureResult
 from dashboards.report import claim_rows, write_report
@@ -166,3 +168,36 @@ def test_the_committed_quick_claims_hold_the_rules():
             edges = (t, -t) if p["holds_when"].startswith("|effect|") else (t,)
             assert not any(lo <= e <= hi for e in edges), (r["figure"], p["panel"])
     assert data["commit"] and data["date"] and "/root/" not in json.dumps(data)
+
+
+#: the source text of each paper's claims (../shared/papers beside the checkout)
+PAPER_TEXTS = {
+    "bherd": "bherd.txt",
+    "fedveca": "fedveca.txt",
+    "fedwalk": "fedwalk.txt",
+    "intro": "intro_to_fl_slides.txt",
+}
+
+
+@pytest.mark.parametrize("paper", sorted(PAPER_TEXTS))
+def test_the_papers_words_are_quoted_verbatim(paper):
+    """Every quotation in a paper's PAPER_WORDS (between quote marks; "…", "[…]" or "[...]"
+    mark a cut) stands in the paper's text, up to white space and a word hyphenated across a
+    line break; at most 320 characters per claim."""
+    import importlib
+    import re
+
+    words = importlib.import_module(f"dashboards.papers.{paper}.claims").PAPER_WORDS
+    source = ROOT.parent / "shared" / "papers" / PAPER_TEXTS[paper]
+    if not source.is_file():
+        pytest.skip(f"{source.name} is not beside the checkout (../shared/papers)")
+    raw = source.read_text(encoding="utf-8")
+    texts = [" ".join(t.split()) for t in (raw, re.sub(r"(\w)-\s*\n\s*(\w)", r"\1\2", raw))]
+    for claim, text in words.items():
+        assert len(text) <= 320, claim
+        quotes = re.findall(r"[“\"](.+?)[”\"]", text)
+        assert quotes, claim
+        for quote in quotes:
+            for piece in re.split(r"\s*(?:\[…\]|\[\.\.\.\]|…)\s*", quote):
+                piece = " ".join(piece.split())
+                assert any(piece in t for t in texts), (claim, piece)
