@@ -23,6 +23,12 @@ from fedsweep.config.schema import RunConfig
 from fedsweep.sweep.spec import CurveSpec
 
 
+#: what a cell without runs says
+NO_RUNS = "no runs"
+#: ... when the sweep left its panel out (``fedsweep sweep --panel``)
+NOT_SWEPT = "not run at this profile"
+
+
 @dataclass
 class FigureData:
     """Runs, metric histories and seed-aggregated curves of one figure."""
@@ -43,6 +49,8 @@ class FigureData:
     blowups: dict[tuple[str, str], list[tuple[int, str]]] = field(default_factory=dict)
     #: the config tree the curves' overrides apply to (:func:`dashboards.model.run_base`)
     base: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: the latest sweep's ``--panel`` filter (axis -> values; {} = every panel was swept)
+    panel_filter: dict[str, list[str]] = field(default_factory=dict)
 
     def config(self, curve: CurveSpec) -> RunConfig:
         """The typed run config of ``curve`` (:func:`dashboards.model.curve_config`)."""
@@ -50,8 +58,32 @@ class FigureData:
 
     @property
     def data_note(self) -> str:
-        """Fallback data sets used and data sets not run, "" when neither."""
-        return "; ".join(n for n in (self.resolution.data_note, self.skipped_note) if n)
+        """Fallback data sets used, data sets not run and panels not swept, "" when none."""
+        notes = [self.resolution.data_note, self.skipped_note]
+        unswept = [p.label for p in self.panels if self.not_swept(p.panel_id)]
+        if unswept:
+            flt = " ".join(f"--panel {k}={','.join(v)}" for k, v in self.panel_filter.items())
+            notes.append(
+                f"{len(unswept)} of {len(self.panels)} panels not run at this profile "
+                f"(the sweep ran {flt})"
+            )
+        return "; ".join(n for n in notes if n)
+
+    def not_swept(self, panel_id: str) -> bool:
+        """A panel without runs that the latest sweep's ``--panel`` filter left out."""
+        if not self.panel_filter or self.has_runs(panel_id):
+            return False
+        panel = next((p for p in self.panels if p.panel_id == panel_id), None)
+        if panel is None:
+            return False
+        return not all(
+            str(panel.values.get(axis)) in values for axis, values in self.panel_filter.items()
+        )
+
+    def empty_text(self, panel_id: str) -> str:
+        """What a cell without runs says: "not run at this profile" (left out by ``--panel``)
+        or "no runs"."""
+        return NOT_SWEPT if self.not_swept(panel_id) else NO_RUNS
 
     def has_runs(self, panel_id: str) -> bool:
         return any(tr.trial.panel_id == panel_id for tr in self.resolution.found)
@@ -115,6 +147,9 @@ def prepare(ctx: BuildContext, keys: list[str]) -> FigureData:
         store.skipped_data_note(ctx.client, ctx.spec.figure, ctx.profile) if res.missing else "",
         blowups=store.loss_blowups(res.found),
         base=run_base(ctx.spec, ctx.profile),
+        panel_filter=(
+            store.panel_filter(ctx.client, ctx.spec.figure, ctx.profile) if res.missing else {}
+        ),
     )
 
 

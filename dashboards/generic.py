@@ -25,7 +25,14 @@ import string
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboards.figdata import FigureData, diff_from, figure_subtitle, make_result, prepare
+from dashboards.figdata import (
+    NO_RUNS,
+    FigureData,
+    diff_from,
+    figure_subtitle,
+    make_result,
+    prepare,
+)
 from dashboards.model import BuildContext, FigureResult, Panel
 from dashboards.style import (
     SYMBOLS,
@@ -43,7 +50,6 @@ from dashboards.style import (
 )
 from fedsweep.sweep.spec import CurveSpec, SweepSpec
 
-NO_RUNS = "no runs"
 CELL_WIDTH = 400  # px per column of a metric grid
 GRID_CELL = (440, 300)  # px per cell of a two-axis grid (width, height)
 LEGEND_WIDTH = 300
@@ -120,7 +126,7 @@ def draw_cell(
     """One cell: every style's curve of ``metric`` in ``panel`` (``shown``: the styles already
     in the legend), or "no runs"."""
     if not data.has_runs(panel.panel_id):
-        mark_empty(fig, row, col)
+        mark_empty(fig, row, col, data.empty_text(panel.panel_id))
         return
     x_end = last_round(data, panel.panel_id, metric)
     bounds = (None, None) if data.baseline else metric_bounds(metric)
@@ -240,8 +246,9 @@ def last_round(data: FigureData, panel_id: str, metric: str) -> int | None:
     return int(rounds.max()) if len(rounds) else None
 
 
-def mark_empty(fig: go.Figure, row: int, col: int) -> None:
-    """Keep the cell's axes box (an invisible trace) and write "no runs" in its middle."""
+def mark_empty(fig: go.Figure, row: int, col: int, text: str = NO_RUNS) -> None:
+    """Keep the cell's axes box (an invisible trace) and write ``text`` ("no runs", or "not
+    run at this profile": :meth:`FigureData.empty_text`) in its middle."""
     fig.add_trace(
         go.Scatter(x=[None], y=[None], showlegend=False, hoverinfo="skip"), row=row, col=col
     )
@@ -251,7 +258,7 @@ def mark_empty(fig: go.Figure, row: int, col: int) -> None:
     xref = cell.xaxis.plotly_name.replace("axis", "")
     yref = cell.yaxis.plotly_name.replace("axis", "")
     fig.add_annotation(
-        text=NO_RUNS,
+        text=text,
         showarrow=False,
         xref=f"{xref} domain",
         yref=f"{yref} domain",
@@ -336,6 +343,10 @@ def build(ctx: BuildContext) -> FigureResult:
     metrics = expand_patterns(ctx.metrics(), data)
     curves = ctx.spec.curve_list()
     fig, parts = draw(ctx, data, curve_styles(curves, data), metrics)
-    notes = [f"{p.label}: no runs" for p in data.panels if not data.has_runs(p.panel_id)]
+    notes = [
+        f"{p.label}: {data.empty_text(p.panel_id)}"
+        for p in data.panels
+        if not data.has_runs(p.panel_id)
+    ]
     notes = notes if len(data.panels) > 1 else []
     return make_result(ctx, data, fig, data.claim_data(curves), notes=notes, parts=parts)

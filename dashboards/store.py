@@ -293,6 +293,23 @@ def load_selected(client, run_id: str) -> dict[int, np.ndarray]:
 def skipped_data_note(client, figure: str, profile: str) -> str:
     """What the latest sweep of ``figure`` under ``profile`` could not run for lack of data
     (its parent run's ``fedsweep.skipped_data`` tag), e.g. "cifar10 panels not run: ..."."""
+    return portable_note(_parent_tag(client, figure, profile, "fedsweep.skipped_data"))
+
+
+def panel_filter(client, figure: str, profile: str) -> dict[str, list[str]]:
+    """The ``--panel`` filter of the latest sweep of ``figure`` under ``profile`` (its parent
+    run's ``fedsweep.panel_filter`` tag) as axis -> values; {} when it ran every panel."""
+    from fedsweep.sweep.spec import SpecError, parse_panel_filter
+
+    text = _parent_tag(client, figure, profile, "fedsweep.panel_filter")
+    try:
+        return parse_panel_filter(text.split())
+    except SpecError:  # not written by fedsweep: no filter
+        return {}
+
+
+def _parent_tag(client, figure: str, profile: str, key: str) -> str:
+    """A tag of the latest sweep parent run of (figure, profile), "" when none."""
     if client is None:
         return ""
     experiments = [e.experiment_id for e in client.search_experiments()]
@@ -307,8 +324,7 @@ def skipped_data_note(client, figure: str, profile: str) -> str:
         order_by=["attributes.start_time DESC"],
         max_results=1,
     )
-    note = runs[0].data.tags.get("fedsweep.skipped_data", "") if runs else ""
-    return portable_note(note)
+    return runs[0].data.tags.get(key, "") if runs else ""
 
 
 def portable_note(note: str) -> str:

@@ -243,6 +243,7 @@ class FLRun:
             for name, value in u.records.items():
                 self._record(f"{name}_client{u.client}", value)
         metrics.update(out.cohort.metrics)
+        metrics.update(self.components.selector.metrics)
         metrics.update(self.components.step_policy.metrics)
         for hook in self.components.hooks:
             metrics.update(hook.metrics)

@@ -126,6 +126,16 @@ SetOption = Annotated[
         "--set data.partition=case2. Repeatable.",
     ),
 ]
+PanelOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--panel",
+        metavar="AXIS=ID",
+        help="Run only the panels with this value of a panel axis, e.g. --panel setting=svm-mnist "
+        "(the figure's other panels are drawn as not run); AXIS=ID1,ID2 or repeated for several "
+        "values, several axes all apply.",
+    ),
+]
 ConfigArg = Annotated[
     Path,
     typer.Argument(

@@ -13,6 +13,7 @@ import typer
 
 from fedsweep.cli.common import (
     DataDirOption,
+    PanelOption,
     PluginOption,
     ProfileOption,
     SetOption,
@@ -53,6 +54,7 @@ def sweep(
         typer.Option(metavar="K", help="At most K trials at once (default: as resources allow)."),
     ] = None,
     set_: SetOption = None,
+    panel: PanelOption = None,
     data_dir: DataDirOption = None,
     tracking_uri: TrackingUriOption = None,
     sweeps_dir: Annotated[
@@ -100,7 +102,13 @@ def sweep(
     KILLED and exits 130 (143 for SIGTERM); --resume continues from the checkpoints."""
     from fedsweep.config.load import parse_overrides
     from fedsweep.plugins import load_plugins
-    from fedsweep.sweep.spec import SpecError, load_spec, spec_paths
+    from fedsweep.sweep.spec import (
+        SpecError,
+        check_panel_filter,
+        load_spec,
+        parse_panel_filter,
+        spec_paths,
+    )
 
     figures: list[str] = []
     with clean_errors():
@@ -111,9 +119,17 @@ def sweep(
                 "run as many trials at once as the resources allow)"
             )
         overrides = parse_overrides(set_)
+        panels = parse_panel_filter(panel)
+        if panels and not specs:
+            raise UsageError(
+                "--panel: name the spec(s) it applies to (panel axes differ between figures)"
+            )
         if specs:
             for path in specs:  # validate every named spec before anything runs
-                figures.append(load_spec(path).figure)
+                loaded = load_spec(path)
+                if panels:
+                    check_panel_filter(loaded, profile, panels, str(path))
+                figures.append(loaded.figure)
         else:
             specs = []
             for path in spec_paths(sweeps_dir):
@@ -129,7 +145,7 @@ def sweep(
             raise UsageError("--json: only with --plan (it prints the plan as JSON)")
         if plan:
             _print_plans(
-                specs, profile, overrides, data_dir, tracking_uri, max_concurrent, json_out
+                specs, profile, overrides, data_dir, tracking_uri, max_concurrent, json_out, panels
             )
             return
     run_args = dict(
@@ -139,6 +155,7 @@ def sweep(
         tracking_uri=tracking_uri,
         data_dir=data_dir,
         overrides=overrides,
+        panels=panels or None,
         wait=wait,
         plugins=plugins,
     )
@@ -149,7 +166,11 @@ def sweep(
     except KeyboardInterrupt as err:
         how = "SIGTERM" if terminated else "Ctrl-C"
         detail = f"{err}; " if str(err) else ""
-        again = " ".join(["fedsweep sweep", *map(str, specs), "--profile", profile, "--resume"])
+        again = " ".join(
+            ["fedsweep sweep", *map(str, specs), "--profile", profile]
+            + [f"--panel {p}" for p in panel or []]
+            + ["--resume"]
+        )
         typer.echo(
             f"interrupted ({how}): {detail}the sweep's parent run and its unfinished trials are "
             f"marked KILLED. Continue with: {again} (and the same --set options)",
@@ -180,7 +201,9 @@ def _disk_full(err: BaseException, tracking_uri: str | None):
     return full.at(store_folder(resolve_tracking_uri(tracking_uri)) or default_store_dir())
 
 
-def _print_plans(specs, profile, overrides, data_dir, tracking_uri, max_concurrent, as_json):
+def _print_plans(
+    specs, profile, overrides, data_dir, tracking_uri, max_concurrent, as_json, panels=None
+):
     """``--plan``: each spec's trials and what the sweep would do with them (no Ray, no
     writes; ``fedsweep.sweep.plan``)."""
     import json
@@ -197,6 +220,7 @@ def _print_plans(specs, profile, overrides, data_dir, tracking_uri, max_concurre
             data_dir=data_dir,
             overrides=overrides,
             max_concurrent=max_concurrent,
+            panels=panels or None,
         )
         plans.append(plan)
         if as_json:

@@ -104,7 +104,12 @@ class ResumeMismatchError(ValueError):
 
 
 def check_resume_plan(
-    state: dict, pending: list[Trial], overrides: dict, figure: str, profile: str
+    state: dict,
+    pending: list[Trial],
+    overrides: dict,
+    figure: str,
+    profile: str,
+    panels: str = "",
 ) -> None:
     """Refuse ``--resume`` when the restored trials are not the ones planned now (a changed
     ``--set``, an edited spec): Ray Tune would run the configs saved with the interrupted
@@ -118,14 +123,17 @@ def check_resume_plan(
     old_sets = state.get("overrides", {})
     new_sets = {k: v for k, v in overrides.items() if k != "data.root"}
     changed = [
-        f"{k}: {old_sets.get(k, '(unset)')} -> {new_sets.get(k, '(unset)')}"
+        f"--set {k}: {old_sets.get(k, '(unset)')} -> {new_sets.get(k, '(unset)')}"
         for k in sorted(set(old_sets) | set(new_sets))
         if old_sets.get(k) != new_sets.get(k)
     ]
+    if state.get("panels", "") != panels:
+        old, new = state.get("panels") or "(every panel)", panels or "(every panel)"
+        changed.append(f"--panel {old} -> {new}")
     what = "; ".join(changed) if changed else "the spec or its profile changed"
     raise ResumeMismatchError(
         f"--resume: {len(now - saved)} of the {len(now)} trials planned now for {figure} "
-        f"[{profile}] are not among the interrupted sweep's (--set {what}). Resume with the "
+        f"[{profile}] are not among the interrupted sweep's ({what}). Resume with the "
         "same options as before, or run without --resume to start these trials afresh "
         "(finished runs are reused either way)."
     )

@@ -98,13 +98,15 @@ def plan_sweep(
     overrides: dict | None = None,
     max_concurrent: int | None = None,
     check_data: bool = True,
+    panels: dict[str, list[str]] | None = None,
 ) -> SweepPlan:
     """The plan of one spec under ``profile`` against the store (see the module docstring).
-    ``check_data``: look for the data sets as the sweep would (fallbacks, skipped panels)."""
+    ``check_data``: look for the data sets as the sweep would (fallbacks, skipped panels);
+    ``panels``: only these panels (``--panel``)."""
     spec = load_spec(spec_path)
     data_root = resolve_data_root(data_dir)
     extra = {"data.root": str(data_root), **(overrides or {})}
-    trials = expand(spec, profile, extra=extra)
+    trials = expand(spec, profile, extra=extra, panels=panels)
     uri = resolve_tracking_uri(tracking_uri)
     plan = SweepPlan(spec.figure, profile, workers=_workers(spec, max_concurrent))
     skipped: set = set()
@@ -114,7 +116,7 @@ def plan_sweep(
         plan.data_note = data.note
         substitute = data.substitute
         if substitute:
-            trials = expand(spec, profile, extra=extra, substitute=substitute)
+            trials = expand(spec, profile, extra=extra, substitute=substitute, panels=panels)
         skipped = {
             t.trial_id
             for t in trials

@@ -59,7 +59,14 @@ from fedsweep.sweep.ray_backend import (  # noqa: F401  (shutdown_ray: re-export
     trial_payload,
 )
 from fedsweep.sweep.report import SweepReport
-from fedsweep.sweep.spec import SpecError, SweepSpec, Trial, expand, load_spec
+from fedsweep.sweep.spec import (
+    SpecError,
+    SweepSpec,
+    Trial,
+    expand,
+    load_spec,
+    panel_filter_text,
+)
 from fedsweep.sweep.store_index import (
     close_parent_run,
     end_parent_run,
@@ -99,6 +106,7 @@ def run_sweep(
     listener=None,
     wait: bool = False,
     plugins: list | None = None,
+    panels: dict[str, list[str]] | None = None,
 ) -> SweepReport:
     """Run one sweep spec under ``profile``. ``fail_at`` (trial_id -> round, or -> (round,
     "enospc") for a full file system) injects crashes.
@@ -110,13 +118,15 @@ def run_sweep(
     driver's own lines; ``listener`` (e.g. ``fedsweep.cli.sweep_console.SweepConsole``) gets
     ``begin(report)`` once the trials are scheduled, then Tune's trial events
     (``fedsweep.sweep.tune_events``). ``plugins``: the ``--plugin`` modules the driver imported
-    (``fedsweep.plugins.load_plugins``' list), imported by every trial too."""
+    (``fedsweep.plugins.load_plugins``' list), imported by every trial too. ``panels``
+    (``--panel``, axis -> values) runs only those panels; the parent run's
+    ``fedsweep.panel_filter`` tag says so, and the figures draw the others as not run."""
     bound_ray_connect(address)  # before anything imports ray
     spec_path = Path(spec_path).resolve()
     spec = load_spec(spec_path)
     data_root = resolve_data_root(data_dir)
     extra = {"data.root": str(data_root), **(overrides or {})}
-    trials = expand(spec, profile, extra=extra)
+    trials = expand(spec, profile, extra=extra, panels=panels)
     uri = resolve_tracking_uri(tracking_uri)
     check_tracking_uri(uri, write=True)  # before the data, MLflow and Ray
     if address is None:  # a cluster's workers may have the GPU this machine lacks
@@ -131,7 +141,7 @@ def run_sweep(
     if data_note:
         echo(f"note: {data_note}")
     if plan.substitute:
-        trials = expand(spec, profile, extra=extra, substitute=plan.substitute)
+        trials = expand(spec, profile, extra=extra, substitute=plan.substitute, panels=panels)
     runnable = [
         t
         for t in trials
@@ -180,6 +190,7 @@ def run_sweep(
             echo=echo,
             listener=listener,
             plugins=list(plugins or []),
+            panels=panel_filter_text(panels),
         )
         return _run_locked(drive, trials, report)
 
@@ -211,6 +222,7 @@ class _Drive:
     echo: object
     listener: object
     plugins: list = field(default_factory=list)  # [(module, root)], imported by every trial
+    panels: str = ""  # the --panel filter as typed ("" = every panel), recorded and tagged
     parent_run_id: str | None = None
 
 
@@ -301,7 +313,7 @@ def _run_stage(
     pending = list(unique.values())
     shared = len(trials) - skipped - len(pending)
     report.shared += shared
-    tags = parent_tags(spec, drive.spec_path, profile, drive.plan)
+    tags = parent_tags(spec, drive.spec_path, profile, drive.plan, drive.panels)
     state = read_state(state_path, drive.uri, echo)
     if not pending:
         parent_run_id = _parent(drive, state, tags)
@@ -334,7 +346,7 @@ def _run_stage(
             "the interrupted ones from their checkpoints"
         )
     elif restore:
-        check_resume_plan(state, pending, drive.overrides, spec.figure, profile)
+        check_resume_plan(state, pending, drive.overrides, spec.figure, profile, drive.panels)
         echo(f"resuming {path}")
     elif drive.resume:
         echo(f"note: {tune_name}: nothing to resume in {storage}; starting the trials afresh")
@@ -380,6 +392,7 @@ def _run_stage(
             "profile": profile,
             "overrides": {k: v for k, v in drive.overrides.items() if k != "data.root"},
             "hashes": sorted({t.config_hash for t in pending}),
+            "panels": drive.panels,
         }
         if restore:  # the resumed trials are the old plan's: keep its record
             if "hashes" in state:

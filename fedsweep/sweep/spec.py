@@ -242,8 +242,12 @@ def expand(
     extra: dict[str, Any] | None = None,
     substitute: dict[str, str] | None = None,
     derived: Resolution | None = None,
+    panels: dict[str, list[str]] | None = None,
 ) -> list[Trial]:
     """All trials of ``spec`` under ``profile``: panels x curves x seeds, validated.
+
+    ``panels`` (``fedsweep sweep --panel``: axis -> values, checked by
+    :func:`check_panel_filter`) keeps only the panel cells with those axis values.
 
     ``substitute`` maps configured data set names to the ones to run on instead (the profile's
     ``data_fallback`` after the driver found a data set missing); it is applied last.
@@ -263,7 +267,9 @@ def expand(
                 f"{label!r}; curves: {[c.label for c in spec.curve_list()]}"
             )
     trials = []
-    for cell in spec.panel_cells(profile):
+    if panels:
+        check_panel_filter(spec, profile, panels, source)
+    for cell in spec.panel_cells(profile, only=panels):
         panel_set: dict[str, Any] = {}
         cell_seeds = seeds
         for key, value in reversed(cell.pairs):  # the first axis' panel_seeds win
@@ -310,6 +316,64 @@ def expand(
                 )
     _check_extra_used(source, extra or {}, trials)
     return trials
+
+
+def parse_panel_filter(items: list[str] | None) -> dict[str, list[str]]:
+    """``["setting=svm-mnist", "data.partition=case1,case2"]`` -> ``{axis: [values]}``
+    (repeated axes add values). Raises :class:`SpecError` for an item without ``=``."""
+    out: dict[str, list[str]] = {}
+    for item in items or []:
+        key, sep, values = item.partition("=")
+        key = key.strip()
+        vals = [v.strip() for v in values.split(",") if v.strip()]
+        if not sep or not key or not vals:
+            raise SpecError(
+                f"--panel: got {item!r} (allowed: AXIS=ID[,ID...], e.g. --panel setting=svm-mnist)"
+            )
+        out.setdefault(key, [])
+        out[key] += [v for v in vals if v not in out[key]]
+    return out
+
+
+def check_panel_filter(
+    spec: SweepSpec, profile: str, panels: dict[str, list[str]], source: str | None = None
+) -> None:
+    """Every axis of ``panels`` is a panel axis of ``spec`` and every value one of its values
+    (the choice ids, or the values themselves) that ``profile`` runs; else :class:`SpecError`
+    naming the bad axis or value and the allowed ones."""
+    from fedsweep.sweep.spec_model import axis_value
+
+    source = source or str(getattr(spec, "_path", spec.figure))
+    axes = list(spec.panels)
+    for key, values in panels.items():
+        if key not in spec.panels:
+            hint = closest(key, axes)
+            allowed = ", ".join(axes) if axes else "none (this figure has one panel)"
+            raise SpecError(
+                f"{source}: --panel {key}=...: {spec.figure} has no panel axis {key!r}"
+                + (f" (did you mean {hint!r}?)" if hint else "")
+                + f"; its panel axes: {allowed}"
+            )
+        known = [str(axis_value(v)) for v in spec.panels[key]]
+        for value in values:
+            if value not in known:
+                hint = closest(value, known)
+                raise SpecError(
+                    f"{source}: --panel {key}={value}: not a value of {spec.figure}'s panel axis "
+                    f"{key!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+                    + f"; allowed: {', '.join(known)}"
+                )
+    if not spec.panel_cells(profile, only=panels):
+        raise SpecError(
+            f"{source}: --panel {panel_filter_text(panels)}: no panel of {spec.figure} that the "
+            f"{profile} profile runs has these values"
+        )
+
+
+def panel_filter_text(panels: dict[str, list[str]] | None) -> str:
+    """``"setting=svm-mnist data.partition=case1,case2"`` ("" without a filter): the
+    ``--panel`` options as typed, for the console, the parent run's tag and the figures."""
+    return " ".join(f"{k}={','.join(map(str, v))}" for k, v in (panels or {}).items())
 
 
 def _check_extra_used(source: str, extra: dict[str, Any], trials: list[Trial]) -> None:

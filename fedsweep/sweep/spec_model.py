@@ -331,16 +331,22 @@ class SweepSpec(Strict):
                     "grid and curves that select one or more curves"
                 )
 
-    def panel_cells(self, profile: str | None = None) -> list[PanelCell]:
+    def panel_cells(
+        self, profile: str | None = None, only: dict[str, list[str]] | None = None
+    ) -> list[PanelCell]:
         """The panel grid in order (cartesian product of the axes), with overrides and labels;
-        with ``profile``, only the axis values that profile runs (``profiles.<p>.panels``)."""
+        with ``profile``, only the axis values that profile runs (``profiles.<p>.panels``);
+        with ``only`` (``fedsweep sweep --panel``, checked by
+        :func:`fedsweep.sweep.spec.check_panel_filter`), only these axis values too."""
         keys = list(self.panels)
         wanted = (self.profiles[profile].panels if profile in self.profiles else None) or {}
+        only = only or {}
         axes = [
             [
                 v
                 for v in self.panels[k]
-                if k not in wanted or str(axis_value(v)) in map(str, wanted[k])
+                if (k not in wanted or str(axis_value(v)) in map(str, wanted[k]))
+                and (k not in only or str(axis_value(v)) in map(str, only[k]))
             ]
             for k in keys
         ]

@@ -133,7 +133,11 @@ def experiment_description(spec: SweepSpec) -> str:
     )
 
 
-def parent_tags(spec: SweepSpec, spec_path: Path, profile: str, plan: DataPlan) -> dict:
+def parent_tags(
+    spec: SweepSpec, spec_path: Path, profile: str, plan: DataPlan, panels: str = ""
+) -> dict:
+    """The parent run's tags; ``fedsweep.panel_filter`` is the latest sweep's ``--panel``
+    filter ("" = every panel), which the figures read to draw the other panels as not run."""
     return {
         "fedsweep.kind": "sweep",
         "fedsweep.figure": spec.figure,
@@ -142,6 +146,7 @@ def parent_tags(spec: SweepSpec, spec_path: Path, profile: str, plan: DataPlan) 
         "fedsweep.profile_note": spec.profiles[profile].note,
         "fedsweep.data_note": plan.note,
         "fedsweep.skipped_data": plan.skip_note,
+        "fedsweep.panel_filter": panels,
         "fedsweep.status": "running",
     }
 

@@ -201,7 +201,7 @@ def build_premise(ctx: BuildContext) -> FigureResult:
         last = int(rows.max()) if len(rows) else t_max
         for r, metric in enumerate(metrics, start=1):
             if not data.has_runs(panel.panel_id):
-                generic.mark_empty(fig, r, c)
+                generic.mark_empty(fig, r, c, data.empty_text(panel.panel_id))
                 continue
             premise_cell(fig, data, panel, metric, styles, shown, (r, c), band, last)
             fig.update_xaxes(range=[0.5, last + 0.5], row=r, col=c)

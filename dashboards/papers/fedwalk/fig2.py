@@ -84,7 +84,7 @@ def build_fig2(ctx: BuildContext) -> FigureResult:
     for r, metric in enumerate(metrics, start=1):
         for c, p in enumerate(panels, start=1):
             if not data.has_runs(p.panel_id):
-                generic.mark_empty(fig, r, c)
+                generic.mark_empty(fig, r, c, data.empty_text(p.panel_id))
                 continue
             for style in draw_order(styles):
                 ch = choices[(p.panel_id, style.key)]

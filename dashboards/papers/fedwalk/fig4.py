@@ -53,7 +53,7 @@ def build_fig4(ctx: BuildContext) -> FigureResult:
     lows, highs = [], []
     for col, p in enumerate(panels, start=1):
         if not data.has_runs(p.panel_id):
-            generic.mark_empty(fig, 1, col)
+            generic.mark_empty(fig, 1, col, data.empty_text(p.panel_id))
             continue
         parts = []
         for name, labels, color in (

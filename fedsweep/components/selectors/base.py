@@ -52,6 +52,9 @@ class Selector(Component):
     def __init__(self, config, upload: str = "descent") -> None:
         self.config = config
         self.upload = upload
+        #: round-level metrics (0-dim tensors) a selector may set in ``finish_round``; the
+        #: experiment logs them with the round (e.g. BHerd's ``bherd.diagnostics``)
+        self.metrics: dict[str, torch.Tensor] = {}
 
     @classmethod
     def check_config(cls, config) -> None:

@@ -12,12 +12,25 @@ The uploaded vector is ``Σ_{λ∈π} v_λ`` (``= g_sel``, Eq. 6, when ``v = g``
 
 * fedavg (§3.4, Eq. 7): ``Δ_i = η (E/α) g_sel,i``; FedAvg's aggregation gives
   ``w_{t+1} = w_t − η (E/α) Σ_i q_i g_sel,i``. ``bherd.scale = "one_over_alpha"`` drops ``E`` (B3).
+  ``bherd.server_scale = "none"`` drops ``1/α``: a reading of the paper (not ours by default)
+  under which the herd sum of ``k_i ≈ α τ_i`` gradients is applied unscaled, so the step
+  shrinks with α; with Eq. 7's ``1/α`` (``inverse_alpha``, the default) the herd sum is
+  ``≈ α τ_i μ_i`` (Proposition 1) and the update ``≈`` FedAvg's whenever the gradients change
+  little within a round (issue 35's diagnosis).
 * scaffold (§3.8): ``Δ_i = −Δy_i^sel = η (E/α) Σ_{λ∈π} v_λ``; SCAFFOLD's ``client_update`` also
   derives ``c_i`` from it (unless ``bherd.scaffold_ci = "full"``). The order is herded on ``g``:
   ``v − g = c − c_i`` is constant within the round and centring removes it (Appendix B.5).
 * fednova (§3.7): ``Δ_i = η (τ_i/k_i) g_sel,i`` with normaliser ``a_i = τ_i``, so FedNova's
   ``w_t − τ_eff Σ q_i Δ_i/a_i`` is ``w_t − η τ_eff Σ_i q_i g_sel,i/k_i``, ``τ_eff = Σ q_i τ_i``.
   Defined for plain local SGD only (the composition table, ``fedsweep.components.compose``, checks it).
+
+**Diagnostics** (``bherd.diagnostics: true``; off by default, so no existing run changes): per
+client and round ``dev = ||Δ_i − Δ_all,i|| / ||Δ_all,i||``, the upload's relative deviation from
+the full-trajectory update of the same local steps (``Δ_all,i = η Σ_λ v_λ = w_t − y_i``, what
+FedAvg would upload), and ``herd_err = ||g_sel,i/(α τ_i) − μ_i|| / ||μ_i||`` (``μ_i`` the mean
+local gradient), the herd mean's relative error; per round ``bherd_dev = ||Σ q_i (Δ_i −
+Δ_all,i)|| / ||Σ q_i Δ_all,i||`` (the server step's deviation) and ``bherd_herd_err = Σ q_i
+herd_err_i / Σ q_i``. Costs two ``τ × d`` sums per client.
 """
 
 from __future__ import annotations
@@ -72,6 +85,17 @@ class BHerdConfig(Section):
     alpha: float = Field(0.5, gt=0, le=1)
     round: Literal["half_up", "ceil", "floor"] = "half_up"
     scale: Literal["E_over_alpha", "one_over_alpha"] = "E_over_alpha"
+    server_scale: Literal["inverse_alpha", "none"] = Field(
+        "inverse_alpha",
+        description="Eq. 7's 1/α on the uploaded herd sum (inverse_alpha), or none: the herd sum "
+        "unscaled, so the step shrinks with α (a reading of the paper; BHerd-FedAvg and "
+        "BHerd-SCAFFOLD only).",
+    )
+    diagnostics: bool = Field(
+        False,
+        description="Log the upload's relative deviation from the full-trajectory update and "
+        "the herd mean's relative error, per client and round (see the selector's docstring).",
+    )
     scaffold_ci: Literal["selected", "full"] = Field(
         "selected",
         description="BHerd-SCAFFOLD c_i from the uploaded herd or the full trajectory (§3.8).",
@@ -87,7 +111,13 @@ class BHerd(Selector):
 
     @classmethod
     def config_errors(cls, config) -> list[str]:
-        return plain_sgd_errors(config, "bherd-fednova", "§3.7")
+        errors = plain_sgd_errors(config, "bherd-fednova", "§3.7")
+        if config.algorithm == "fednova" and config.bherd.server_scale != "inverse_alpha":
+            errors.append(
+                f"bherd.server_scale: got {config.bherd.server_scale!r} with algorithm fednova "
+                "(allowed: 'inverse_alpha'; BHerd-FedNova normalises the herd by k_i, §3.7)"
+            )
+        return errors
 
     records_gradients = True
 
@@ -97,6 +127,9 @@ class BHerd(Selector):
         self.state_from_trajectory = config.bherd.scaffold_ci == "full"
         self.rounding = config.bherd.round
         self.scale_rule = config.bherd.scale
+        self.server_rule = config.bherd.server_scale
+        self.diagnostics = config.bherd.diagnostics
+        self._diag: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
         self._buffer: torch.Tensor | None = None  # raw g, [τ, d]
         self._vbuffer: torch.Tensor | None = None  # v, only when some v is not g
         self._v_differs = False
@@ -141,7 +174,10 @@ class BHerd(Selector):
         return buf[:tau], self._vbuffer[:tau]
 
     def server_scale(self, ctx: RoundContext) -> float:
-        """``E/α`` (Eq. 7, literal) or ``1/α``."""
+        """``E/α`` (Eq. 7, literal) or ``1/α``; without the ``1/α`` (``server_scale: none``)
+        ``E`` or 1."""
+        if self.server_rule == "none":
+            return ctx.local_epochs if self.scale_rule == "E_over_alpha" else 1.0
         if self.scale_rule == "E_over_alpha":
             return ctx.local_epochs / self.alpha
         return 1.0 / self.alpha
@@ -155,6 +191,7 @@ class BHerd(Selector):
         result = herd(z, k, compiled_gram=self._fused)
         used = self._vbuffer[:tau] if self._v_differs else z
         v_sel = used.index_select(0, result.order).sum(dim=0)  # Σ_{λ∈π} v_λ (= g_sel if v = g)
+        diag = self._measure_before(z, used, v_sel, result.order, tau) if self.diagnostics else None
         extras: dict[str, torch.Tensor] = {}
         if self.upload == "normalised":  # FedNova, §3.7: d_i^sel = g_sel/k_i, normaliser a_i = τ_i
             delta = v_sel.mul_(ctx.lr * tau / k)
@@ -167,4 +204,33 @@ class BHerd(Selector):
             selected[result.order] = True
         names = ("k", "dist", "dist_paper")
         metrics = dict(zip(names, _distances(result.sum_sq, k, self.alpha * tau), strict=True))
+        if diag is not None:
+            full, herd_err = diag
+            full.mul_(ctx.lr)  # Δ_all = η Σ_λ v_λ
+            diff = delta - full
+            metrics["dev"] = (diff.norm() / full.norm()).to(torch.float64)
+            metrics["herd_err"] = herd_err
+            self._diag.append((diff, full, herd_err))
         return Selection(delta, metrics, {"selected": selected}, extras, self.state_from_trajectory)
+
+    def _measure_before(self, z, used, v_sel, order, tau: int):
+        """``(Σ_λ v_λ, herd_err)`` from the buffers before the upload is scaled in place."""
+        full = used.sum(dim=0)
+        g_sel = z.index_select(0, order).sum(dim=0) if self._v_differs else v_sel
+        mu = (z.sum(dim=0) if self._v_differs else full) / tau
+        herd_err = (g_sel / (self.alpha * tau) - mu).norm() / mu.norm()
+        return full, herd_err.to(torch.float64)
+
+    def finish_round(self, updates, weights: torch.Tensor, ctx: RoundContext) -> None:
+        """With ``diagnostics``: the round's ``bherd_dev`` and ``bherd_herd_err`` (q-weighted)."""
+        if not self._diag:
+            return
+        q = weights.to(torch.float64)
+        diff = sum(qi.to(d.dtype) * d for qi, (d, _, _) in zip(q, self._diag, strict=True))
+        full = sum(qi.to(f.dtype) * f for qi, (_, f, _) in zip(q, self._diag, strict=True))
+        errs = torch.stack([e for _, _, e in self._diag])
+        self.metrics = {
+            "bherd_dev": (diff.norm() / full.norm()).to(torch.float64),
+            "bherd_herd_err": (q * errs).sum() / q.sum(),
+        }
+        self._diag = []
