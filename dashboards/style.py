@@ -30,6 +30,8 @@ Y_TITLES = {
     "test_acc": "Test accuracy",
     "train_loss": "Training loss",
     "train_acc": "Training accuracy",
+    "bherd_dev": "‖Δ_BHerd − Δ_all‖ / ‖Δ_all‖",
+    "bherd_herd_err": "‖g_sel/(ατ) − μ‖ / ‖μ‖",
 }
 BAND_ALPHA = 0.2
 BANDS = ("std", "sem", "none")
