@@ -231,6 +231,11 @@ def _checked_spec(tree: dict[str, Any], path: Path, source: str) -> SweepSpec:
     spec._path = path  # type: ignore[attr-defined]
     for profile in PROFILES:  # validates every key of every profile against the run schema
         expand(spec, profile, source=source)
+    for i, reading in enumerate(spec.readings):  # and every reading's overrides (used by a trial)
+        try:
+            expand(spec, "smoke", source=source, extra=reading.set)
+        except SpecError as err:
+            raise SpecError(f"{source}: readings[{i}] ({reading.label!r}): {err}") from None
     return spec
 
 

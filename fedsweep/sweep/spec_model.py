@@ -159,6 +159,17 @@ class ProfileSpec(Strict):
         return fb if fb != dataset else None
 
 
+class Reading(Strict):
+    """A labelled alternative reading of the paper (issue 35): config overrides a sweep runs with
+    ``--set`` (its runs sit beside the figure's own, by config hash) and the reproduction report
+    sets beside the figure as configured, claim by claim. ``note`` says what it reads into the
+    paper and whose reading it is."""
+
+    label: str = Field(min_length=1)
+    set: dict[str, Any] = Field(min_length=1)
+    note: str = ""
+
+
 class Resources(Strict):
     cpu: float = Field(1.0, gt=0)
     gpu: float = Field(0.0, ge=0)
@@ -180,6 +191,8 @@ class SweepSpec(Strict):
     max_failures: int = Field(2, ge=0)
     checkpoint_every: int = Field(10, ge=1)
     claims: list[str] = Field(default_factory=list)
+    #: labelled alternative readings of the paper (``Reading``), compared in the report
+    readings: list[Reading] = Field(default_factory=list)
     profiles: dict[str, ProfileSpec]
 
     @field_validator("figure")

@@ -201,3 +201,55 @@ def test_the_papers_words_are_quoted_verbatim(paper):
             for piece in re.split(r"\s*(?:\[…\]|\[\.\.\.\]|…)\s*", quote):
                 piece = " ".join(piece.split())
                 assert any(piece in t for t in texts), (claim, piece)
+
+
+# ------------------------------------------------------------------- readings (issue 35)
+def test_reading_table_sets_each_reading_beside_the_figure_as_configured():
+    from dashboards.readings import reading_table
+    from fedsweep.sweep.spec_model import Reading
+
+    supported = ClaimCheck(
+        "B beats A",
+        "supported",
+        "n",
+        "",
+        "",
+        (evidence_row("Case 1", interval([0.02, 0.03, 0.025], [0, 1, 2]), MEASURE),),
+        "paper",
+    )
+    base = result("bherd-fig3a", [statistical(), ClaimCheck("other", "n/a", "no runs")])
+    alt = result("bherd-fig3a", [supported, ClaimCheck("other", "n/a", "no runs")])
+    none = Reading(label="no 1/α", set={"bherd.server_scale": "none"}, note="a reading.")
+    empty = Reading(label="never run", set={"bherd.round": "ceil"})
+    text = reading_table(
+        base, [(none, alt), (empty, None)], profile="paper", spec_file="sweeps/bherd-fig3a.yaml"
+    )
+    lines = text.splitlines()
+    assert "| claim | as configured | no 1/α | never run | changes? |" in lines
+    row = next(line for line in lines if line.startswith("| B beats A |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1].startswith("**inconclusive**") and cells[2].startswith("**supported**")
+    assert cells[3] == "–" and cells[4] == "yes"
+    other = next(line for line in lines if line.startswith("| other |"))
+    assert other.rstrip().endswith("| no |")  # not-testable under both readings that ran
+    assert (
+        "`fedsweep sweep --profile paper --set bherd.round=ceil sweeps/bherd-fig3a.yaml`" in text
+    )
+    assert "**no 1/α** (6 of 6 runs;" in text and "a reading." in text
+
+
+def test_a_reading_must_set_keys_the_figures_runs_read(tmp_path):
+    from fedsweep.sweep.spec import SpecError, load_spec
+    from tests.helpers import small_spec, write_yaml
+
+    ok = small_spec("reads", readings=[{"label": "ceil", "set": {"bherd.round": "ceil"}}])
+    assert load_spec(write_yaml(tmp_path / "ok.yaml", ok)).readings[0].label == "ceil"
+    for bad, needle in [
+        ({"label": "x", "set": {"fedveca.phi": 0.1}}, "readings[0] ('x')"),
+        ({"label": "x", "set": {"bherd.round": "sideways"}}, "bherd.round"),
+        ({"label": "x", "set": {}}, "set"),
+    ]:
+        tree = small_spec("reads", readings=[bad])
+        with pytest.raises(SpecError) as err:
+            load_spec(write_yaml(tmp_path / "bad.yaml", tree))
+        assert needle in str(err.value)

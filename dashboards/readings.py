@@ -1,0 +1,113 @@
+"""Alternative readings of a paper beside the figure as configured (issue 35).
+
+A spec's ``readings:`` (``fedsweep.sweep.spec_model.Reading``) are labelled config overrides:
+plausible readings of the paper that our faithful default does not take (BHerd's Eq. 7 without
+its ``1/α``, a damped FedVeca τ rule). Their runs are made with ``fedsweep sweep --set KEY=VALUE``
+and sit in the store beside the figure's own (each config has its own hash). The reproduction
+report sets each reading's verdicts beside the configured ones, claim by claim
+(:func:`reading_table`), and says how to make the runs of a reading that has none.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+from dashboards.model import FigureResult
+from dashboards.report import _effect, claim_rows
+
+AS_CONFIGURED = "as configured"
+
+
+def _cell(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return "–"
+    return f"**{row['verdict']}** {_effect(row)}, {row['seeds']} seeds"
+
+
+def set_text(overrides: dict[str, Any]) -> str:
+    """``--set a=1 --set b=x``: the sweep options of a reading."""
+    return " ".join(f"--set {k}={v}" for k, v in overrides.items())
+
+
+def reading_table(
+    base: FigureResult,
+    readings: list[tuple[Any, FigureResult | None]],
+    *,
+    profile: str,
+    spec_file: str,
+) -> str:
+    """Markdown: one row per claim of ``base``, one column per reading (its label) beside the
+    figure as configured, each cell the verdict with its effect and interval; a reading's
+    result without runs (None, or no runs) gets the command that makes them."""
+    labels = [AS_CONFIGURED, *[r.label for r, _ in readings]]
+    rows_of = [{row["claim"]: row for row in claim_rows([base])}]
+    for _, res in readings:
+        rows_of.append({row["claim"]: row for row in claim_rows([res])} if res and res.runs else {})
+    lines = [
+        f"### Readings of the paper: {base.figure_id}",
+        "",
+        "The same claims under each labelled reading of the paper (runs made with the `--set` "
+        "options below, beside the figure's own); *as configured* is the figure above.",
+        "",
+        "| claim | " + " | ".join(labels) + " | changes? |",
+        "|---|" + "---|" * (len(labels) + 1),
+    ]
+    for claim in [c.claim for c in base.claims]:
+        cells = [rows.get(claim) for rows in rows_of]
+        known = [c["verdict"] for c in cells if c is not None]
+        changes = "–" if len(known) < 2 else ("yes" if len(set(known)) > 1 else "no")
+        lines.append(f"| {claim} | " + " | ".join(_cell(c) for c in cells) + f" | {changes} |")
+    lines.append("")
+    for reading, res in readings:
+        runs = f"{res.runs} of {res.expected_runs} runs" if res is not None else "no runs"
+        how = f"`fedsweep sweep --profile {profile} {set_text(reading.set)} {spec_file}`"
+        note = f" {reading.note}" if reading.note else ""
+        lines.append(f"- **{reading.label}** ({runs}; made by {how}).{note}")
+    return "\n".join(lines)
+
+
+def add_reading_tables(
+    results: list[FigureResult],
+    tracking_uri: str,
+    profile: str,
+    sweeps_dir: str | Path = "sweeps",
+) -> None:
+    """For every result whose spec declares readings: build the figure once per reading (from
+    the store only, into a temporary folder) and append :func:`reading_table` to the result's
+    ``report_tables``."""
+    from dashboards.build import FigureBuildWarning, build_figures
+    from fedsweep.sweep.spec import load_spec, spec_paths
+
+    specs = {}
+    for path in spec_paths(sweeps_dir):
+        try:
+            spec = load_spec(path)
+        except Exception:  # a spec this code cannot run is listed by the figures build
+            continue
+        specs[spec.figure] = (spec, path)
+    for result in results:
+        spec, path = specs.get(result.figure_id, (None, None))
+        if spec is None or not spec.readings or not result.claims:
+            continue
+        alternatives = []
+        for reading in spec.readings:
+            with tempfile.TemporaryDirectory(prefix="fedsweep-reading-") as tmp:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", FigureBuildWarning)
+                    (alt,) = build_figures(
+                        tracking_uri,
+                        profile=profile,
+                        out_dir=tmp,
+                        figures=[result.figure_id],
+                        sweeps_dir=sweeps_dir,
+                        png=False,
+                        overrides=dict(reading.set),
+                    )
+            alternatives.append((reading, alt))
+        rel = f"sweeps/{Path(path).name}"
+        result.report_tables.append(
+            reading_table(result, alternatives, profile=profile, spec_file=rel)
+        )
