@@ -233,6 +233,7 @@ def _print_plans(
         for row in plan.trials:
             if row.status == RUN:
                 detail = f"≈ {duration(row.estimate_s)}" if row.estimate_s is not None else ""
+                detail += f" ({row.note})" if row.note and detail else ""
             elif row.run_id is not None:
                 detail = f"run {row.run_id}" + (
                     " (by its legacy hash)" if row.matched_by == "legacy hash" else ""

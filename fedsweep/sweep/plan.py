@@ -13,7 +13,11 @@ what the sweep would do with it:
 
 The estimate of a trial to run is its rounds times the seconds per round of the store's finished
 runs of the same figure and profile: the same panel and curve (other seeds) if there are any,
-else the same curve, else the whole figure; trials without such a run have no estimate. The
+else the same curve, else the whole figure. Without such a run, the figure's finished runs under
+its other profiles are scaled by the work of a round (training samples × local epochs: e.g. the
+quick profile's CNN rounds on 3,000 images, scaled to the paper's 60,000), with the trial noting
+it ("scaled from the quick profile"); evaluation and fixed costs do not scale, so such an
+estimate is rough. Trials without either have no estimate. The
 sweep's wall time is the trials' sum over the trials that run at once (the CPUs here divided by
 a trial's ``resources.cpu``, or ``--max-concurrent``). Reading the store never creates it.
 """
@@ -130,6 +134,7 @@ def plan_sweep(
         trials = _resolve_derived(spec, profile, trials, runs, client, extra, substitute)
         runs.update(trial_runs(client, [t for t in trials if t.derive is not None]))
     per_round, plan.measured_runs = _round_times(client, spec.figure, profile)
+    scaled = _scaled_times(client, spec.figure, profile)
     seen: dict[str, str] = {}
     for t in trials:
         row = PlannedTrial(
@@ -156,6 +161,8 @@ def plan_sweep(
         else:
             seen[t.config_hash] = t.trial_id
             row.estimate_s = _estimate(per_round, t)
+            if row.estimate_s is None:
+                row.estimate_s, row.note = _scaled_estimate(scaled, t)
         if t.derive is not None and t.derived_from:
             row.derived_from = t.derive.from_
         plan.trials.append(row)
@@ -214,6 +221,74 @@ def _round_times(client, figure: str, profile: str) -> tuple[dict, int]:
     return {k: statistics.median(v) for k, v in samples.items()}, count
 
 
+#: training images of the data sets fedsweep knows (``data.train_subset`` takes precedence)
+TRAIN_SIZES = {"mnist": 60000, "fashion-mnist": 60000, "cifar10": 50000, "cifar100": 50000}
+TRAIN_SIZES["mnist-5k"] = 5000
+
+
+def _work(dataset: str | None, subset, epochs) -> float | None:
+    """Training samples a round processes (all clients): the training set times ``E``."""
+    try:
+        n = int(float(subset)) if subset not in (None, "", "null", "None") else None
+    except ValueError:
+        n = None
+    n = n or TRAIN_SIZES.get(str(dataset))
+    try:
+        e = float(epochs) if epochs not in (None, "", "null", "None") else 1.0
+    except ValueError:
+        e = 1.0
+    return n * e if n else None
+
+
+def _scaled_times(client, figure: str, profile: str) -> dict:
+    """Seconds per training sample of the figure's finished runs under each *other* profile, by
+    (panel, curve), curve and overall (medians), with the profiles they come from."""
+    if client is None:
+        return {}
+    experiment = client.get_experiment_by_name(figure)
+    if experiment is None:
+        return {}
+    runs = client.search_runs(
+        [experiment.experiment_id],
+        filter_string=(
+            f"tags.`fedsweep.profile` != '{profile}' and tags.`fedsweep.status` = 'finished'"
+        ),
+        max_results=5000,
+    )
+    samples: dict[tuple, list[float]] = {}
+    sources: dict[tuple, set] = {}
+    for run in runs:
+        params, tags = run.data.params, run.data.tags
+        rounds = params.get("train.rounds")
+        start, end = run.info.start_time, run.info.end_time
+        work = _work(
+            params.get("data.dataset"),
+            params.get("data.train_subset"),
+            params.get("train.local_epochs"),
+        )
+        if not rounds or not work or not start or not end or end <= start:
+            continue
+        per = (end - start) / 1000.0 / max(1, int(float(rounds))) / work
+        for key in _estimate_keys(tags.get("fedsweep.panel"), tags.get("fedsweep.curve")):
+            samples.setdefault(key, []).append(per)
+            sources.setdefault(key, set()).add(tags.get("fedsweep.profile", "?"))
+    return {k: (statistics.median(v), sorted(sources[k])) for k, v in samples.items()}
+
+
+def _scaled_estimate(scaled: dict, trial: Trial) -> tuple[float | None, str]:
+    """``(seconds, note)`` from :func:`_scaled_times`, or ``(None, "")``."""
+    cfg = trial.config
+    work = _work(cfg.data.dataset, cfg.data.train_subset, cfg.train.local_epochs)
+    if not work:
+        return None, ""
+    for key in _estimate_keys(trial.panel_id, trial.curve):
+        if key in scaled:
+            per, profiles = scaled[key]
+            note = f"scaled from the {' and '.join(profiles)} profile's runs (rough)"
+            return per * work * cfg.train.rounds, note
+    return None, ""
+
+
 def _estimate_keys(panel: str | None, curve: str | None) -> tuple[tuple, ...]:
     """Where a trial's seconds per round come from, the closest first: its panel and curve, its
     curve, the whole figure."""
@@ -241,6 +316,9 @@ def summary_line(plan: SweepPlan) -> str:
                 f"; ≈ {duration(plan.wall_s)} of wall time ({duration(plan.trial_seconds)}"
                 f" of trials, {plan.workers} at once; from {plan.measured_runs} measured runs)"
             )
+        rough = sum(t.note.startswith("scaled from") for t in plan.to_run)
+        if rough:
+            line += f"; {rough} of them scaled from another profile's runs (rough)"
         if plan.unestimated:
             line += f"; {plan.unestimated} trials without a measured run to estimate from"
     return line

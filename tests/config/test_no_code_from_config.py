@@ -8,6 +8,7 @@ import io
 import json
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -49,8 +50,13 @@ def cli(monkeypatch):
         return result.exit_code, result.output
 
     yield invoke
+    tmp = str(Path(tempfile.gettempdir()).resolve())
     for name in set(sys.modules) - modules:
-        if not name.startswith(("fedsweep", "dashboards", "mlflow", "ray", "torch")):
+        # only the tests' own plugin modules (written under the temporary folder): a library's
+        # submodule imported lazily during the test (SQLAlchemy 2.1 imports some on first use)
+        # must stay, or a later import makes a second copy of its classes
+        origin = getattr(sys.modules[name], "__file__", None) or ""
+        if origin and str(Path(origin).resolve()).startswith(tmp):
             del sys.modules[name]
     TAU_RULES.clear()
     TAU_RULES.update(rules)
@@ -432,6 +438,37 @@ def test_plan_estimates_from_the_stores_round_times(tmp_path):
     plan = plan_sweep(spec_path, "smoke", tracking_uri=store)
     (todo,) = plan.to_run
     assert todo.estimate_s == pytest.approx(want * todo.rounds)  # the figure's only run
+
+
+def test_plan_scales_another_profiles_round_times_by_the_work_of_a_round(tmp_path):
+    """Issue 35: without a run of the trial's own profile, the figure's runs of another profile
+    give seconds per training sample, scaled by the trial's samples per round (rough, noted)."""
+    import dataclasses
+
+    from fedsweep.sweep.plan import _scaled_estimate, _scaled_times, _work, plan_sweep
+    from fedsweep.tracking.store import get_client
+
+    spec_path, store, fedavg, run_id = _legacy_store(tmp_path)
+    client = get_client(store, create=False)
+    for key, value in [("profile", "quick"), ("curve", "FedAvg"), ("panel", fedavg.panel_id)]:
+        client.set_tag(run_id, f"fedsweep.{key}", value)
+    run = client.get_run(run_id)
+    cfg = fedavg.config
+    work = _work(cfg.data.dataset, cfg.data.train_subset, cfg.train.local_epochs)
+    per_sample = (run.info.end_time - run.info.start_time) / 1000 / cfg.train.rounds / work
+    scaled = _scaled_times(client, "legacyfig", "smoke")
+    assert scaled[(fedavg.panel_id, "FedAvg")] == (pytest.approx(per_sample), ["quick"])
+    assert _scaled_times(client, "legacyfig", "quick") == {}  # only *other* profiles
+    # 4x the training samples and 2 local epochs: 8x the work per round
+    bigger = cfg.model_copy(deep=True)
+    bigger.data.train_subset = 4 * work
+    bigger.train.local_epochs = 2.0
+    big = dataclasses.replace(fedavg, config=bigger)
+    seconds, note = _scaled_estimate(scaled, big)
+    assert seconds == pytest.approx(per_sample * 8 * work * bigger.train.rounds)
+    assert note == "scaled from the quick profile's runs (rough)"
+    plan = plan_sweep(spec_path, "smoke", tracking_uri=store)
+    assert plan.to_run and all(t.note.startswith("scaled from the quick") for t in plan.to_run)
 
 
 # --------------------------------------------------------------------------- item 12: τ_max
