@@ -339,6 +339,11 @@ def expand_patterns(metrics: list[str], data: FigureData) -> list[str]:
 
 def build(ctx: BuildContext) -> FigureResult:
     """The default builder: the generic layout of any spec, its claims checked if known."""
+    return build_with_data(ctx)[0]
+
+
+def build_with_data(ctx: BuildContext) -> tuple[FigureResult, FigureData]:
+    """:func:`build`, and the figure's data (for a builder that adds a table to its result)."""
     data = with_view(ctx, prepare(ctx, ctx.metrics()))
     metrics = expand_patterns(ctx.metrics(), data)
     curves = ctx.spec.curve_list()
@@ -349,4 +354,4 @@ def build(ctx: BuildContext) -> FigureResult:
         if not data.has_runs(p.panel_id)
     ]
     notes = notes if len(data.panels) > 1 else []
-    return make_result(ctx, data, fig, data.claim_data(curves), notes=notes, parts=parts)
+    return make_result(ctx, data, fig, data.claim_data(curves), notes=notes, parts=parts), data

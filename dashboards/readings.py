@@ -60,13 +60,34 @@ def reading_table(
         known = [c["verdict"] for c in cells if c is not None]
         changes = "–" if len(known) < 2 else ("yes" if len(set(known)) > 1 else "no")
         lines.append(f"| {claim} | " + " | ".join(_cell(c) for c in cells) + f" | {changes} |")
-    lines.append("")
+    lines += ["", reproduces(base, readings, rows_of, labels), ""]
     for reading, res in readings:
         runs = f"{res.runs} of {res.expected_runs} runs" if res is not None else "no runs"
         how = f"`fedsweep sweep --profile {profile} {set_text(reading.set)} {spec_file}`"
         note = f" {reading.note}" if reading.note else ""
         lines.append(f"- **{reading.label}** ({runs}; made by {how}).{note}")
     return "\n".join(lines)
+
+
+def reproduces(base: FigureResult, readings, rows_of: list[dict], labels: list[str]) -> str:
+    """One sentence: which reading (if any) has every claim of the figure supported, and how
+    many each supports."""
+    claims = [c.claim for c in base.claims]
+    counts = []
+    full = []
+    for label, rows in zip(labels, rows_of, strict=True):
+        if not rows:
+            counts.append(f"{label}: no runs")
+            continue
+        n = sum(rows.get(c, {}).get("verdict") == "supported" for c in claims)
+        counts.append(f"{label}: {n} of {len(claims)} supported")
+        if n == len(claims):
+            full.append(label)
+    if full:
+        head = f"Every claim of {base.figure_id} is supported under: {', '.join(full)}."
+    else:
+        head = f"No reading that ran has every claim of {base.figure_id} supported."
+    return f"**Which reading reproduces the figure.** {head} ({'; '.join(counts)}.)"
 
 
 def add_reading_tables(

@@ -1,6 +1,7 @@
 """One reproduction report per paper (issue 34): every figure and claim of a profile, what we
 ran, the effect with its interval, the verdict and a link to the figure; as Markdown
-(``docs/reproduction/<paper>.md``) and as data (``claims-<profile>.json``).
+(``docs/reproduction/<paper>.md``, ``<paper>-<profile>.md`` for a profile other than quick) and
+as data (``claims-<profile>.json``).
 
 Verdicts are the four of :mod:`dashboards.verdicts`; a claim without runs or without a
 criterion ("n/a") is **not-testable**. An index entry written before these verdicts existed
@@ -272,6 +273,12 @@ def _figure_links(r: FigureResult, profile: str) -> str:
     return " · ".join(f"[{stem}](../figures/{profile}/{stem}.png)" for stem in stems)
 
 
+def report_name(paper: str, profile: str) -> str:
+    """``bherd.md`` for the quick profile (the reports the docs link), ``bherd-paper.md`` for
+    another profile, so the reports of several profiles live side by side."""
+    return f"{paper}.md" if profile == "quick" else f"{paper}-{profile}.md"
+
+
 def build_meta(profile: str, repo: Path | None = None) -> dict[str, str]:
     """The profile, the commit of ``repo`` (the checkout the sweeps came from) and the date."""
     import subprocess
@@ -296,7 +303,8 @@ def write_report(
     results: list[FigureResult], out_dir: Path, meta: dict[str, str]
 ) -> tuple[list[Path], list[dict[str, Any]]]:
     """Write ``<paper>.md`` per paper and ``claims-<profile>.json`` into ``out_dir``
-    (atomically); returns the files and the claim rows."""
+    (atomically); returns the files and the claim rows. A paper's report ends with the verdict
+    maps of ``out_dir/robustness/`` for its figures at the profile (``fedsweep robustness``)."""
     from fedsweep.core.atomic import write_text
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -307,8 +315,11 @@ def write_report(
         by_paper.setdefault(paper_of(r.figure_id), []).append(r)
     for paper, figs in sorted(by_paper.items()):
         mine = [row for row in rows if row["paper"] == paper]
-        path = out_dir / f"{paper}.md"
-        write_text(path, markdown(paper, mine, figs, meta))
+        path = out_dir / report_name(paper, meta["profile"])
+        from dashboards.verdict_map import report_section  # the maps of out_dir/robustness/
+
+        robust = report_section(out_dir, meta["profile"], [r.figure_id for r in figs])
+        write_text(path, markdown(paper, mine, figs, meta) + robust)
         files.append(path)
     data = {**meta, "interval": INTERVAL_METHOD, "claims": rows}
     path = out_dir / f"claims-{meta['profile']}.json"

@@ -87,6 +87,12 @@ def test_reports_per_paper_without_absolute_paths(tmp_path):
     for path in files:
         body = path.read_text()
         assert str(Path.cwd()) not in body and os.path.expanduser("~") + "/" not in body, path
+    # another profile's reports sit beside the quick ones
+    paper = {**meta, "profile": "paper"}
+    files, _ = write_report(results, tmp_path / "reproduction", paper)
+    assert sorted(p.name for p in files) == ["bherd-paper.md", "claims-paper.json", "fedwalk-paper.md"]
+    assert "(../figures/paper/bherd-fig3a.png)" in (tmp_path / "reproduction" / "bherd-paper.md").read_text()
+    assert (tmp_path / "reproduction" / "bherd.md").read_text() == text  # untouched
 
 
 def test_the_command_refuses_a_store_that_does_not_exist(tmp_path):
@@ -236,6 +242,10 @@ def test_reading_table_sets_each_reading_beside_the_figure_as_configured():
         "`fedsweep sweep --profile paper --set bherd.round=ceil sweeps/bherd-fig3a.yaml`" in text
     )
     assert "**no 1/α** (6 of 6 runs;" in text and "a reading." in text
+    assert (
+        "No reading that ran has every claim of bherd-fig3a supported. (as configured: 0 of 2 "
+        "supported; no 1/α: 1 of 2 supported; never run: no runs.)" in text
+    )
 
 
 def test_a_reading_must_set_keys_the_figures_runs_read(tmp_path):

@@ -1,11 +1,12 @@
 """BHerd (docs/figures.md, "BHerd"; sweeps/bherd-fig*.yaml): Fig. 2a/2b (``fig2``), the
 hyper-parameter sweeps of Fig. 3a–3d (``fig3``), the selection records of Fig. 4a–c
 (``fig4abc``), the per-client distances of Fig. 4d (``fig4d``), random reshuffling in Fig. 4e
-(``fig4e``), and the paper's claims (``claims``)."""
+(``fig4e``), our diagnosis of Fig. 3a's null result (``diagnosis``), and the paper's claims
+(``claims``)."""
 
 from __future__ import annotations
 
-from dashboards.papers.bherd import fig2, fig3, fig4abc, fig4d, fig4e
+from dashboards.papers.bherd import diagnosis, fig2, fig3, fig4abc, fig4d, fig4e
 from dashboards.papers.bherd.claims import CRITERIA
 
 BUILDERS = {
@@ -18,6 +19,7 @@ BUILDERS = {
     "bherd-fig4abc": fig4abc.build,
     "bherd-fig4d": fig4d.build,
     "bherd-fig4e": fig4e.build,
+    "bherd-diagnosis": diagnosis.build,
 }
 
 __all__ = ["BUILDERS", "CRITERIA"]
