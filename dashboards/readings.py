@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dashboards.model import FigureResult
-from dashboards.report import _effect, claim_rows
+from dashboards.report import _effect, cell, claim_rows
 
 AS_CONFIGURED = "as configured"
 
@@ -59,7 +59,9 @@ def reading_table(
         cells = [rows.get(claim) for rows in rows_of]
         known = [c["verdict"] for c in cells if c is not None]
         changes = "–" if len(known) < 2 else ("yes" if len(set(known)) > 1 else "no")
-        lines.append(f"| {claim} | " + " | ".join(_cell(c) for c in cells) + f" | {changes} |")
+        lines.append(
+            f"| {cell(claim)} | " + " | ".join(_cell(c) for c in cells) + f" | {changes} |"
+        )
     lines += ["", reproduces(base, readings, rows_of, labels), ""]
     for reading, res in readings:
         runs = f"{res.runs} of {res.expected_runs} runs" if res is not None else "no runs"
@@ -90,6 +92,23 @@ def reproduces(base: FigureResult, readings, rows_of: list[dict], labels: list[s
     return f"**Which reading reproduces the figure.** {head} ({'; '.join(counts)}.)"
 
 
+def _spec_with_readings(figure: str, sweeps_dir: str | Path) -> Path | None:
+    """The spec file of ``figure`` in ``sweeps_dir`` when it declares ``readings:`` (read as
+    YAML first: loading a spec expands every profile, which costs seconds per spec)."""
+    import yaml
+
+    from fedsweep.sweep.spec import spec_paths
+
+    for path in spec_paths(sweeps_dir):
+        try:
+            tree = yaml.safe_load(Path(path).read_text())
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(tree, dict) and tree.get("figure") == figure:
+            return Path(path) if tree.get("readings") else None
+    return None
+
+
 def add_reading_tables(
     results: list[FigureResult],
     tracking_uri: str,
@@ -100,19 +119,13 @@ def add_reading_tables(
     the store only, into a temporary folder) and append :func:`reading_table` to the result's
     ``report_tables``."""
     from dashboards.build import FigureBuildWarning, build_figures
-    from fedsweep.sweep.spec import load_spec, spec_paths
+    from fedsweep.sweep.spec import load_spec
 
-    specs = {}
-    for path in spec_paths(sweeps_dir):
-        try:
-            spec = load_spec(path)
-        except Exception:  # a spec this code cannot run is listed by the figures build
-            continue
-        specs[spec.figure] = (spec, path)
     for result in results:
-        spec, path = specs.get(result.figure_id, (None, None))
-        if spec is None or not spec.readings or not result.claims:
+        path = _spec_with_readings(result.figure_id, sweeps_dir)
+        if path is None or not result.claims:
             continue
+        spec = load_spec(path)
         alternatives = []
         for reading in spec.readings:
             with tempfile.TemporaryDirectory(prefix="fedsweep-reading-") as tmp:

@@ -1,8 +1,10 @@
 """The papers' figures and claims, collected: ``BUILDERS`` (figure id -> builder,
 ``BuildContext -> FigureResult``; every other spec is drawn by the generic layout,
 ``dashboards.generic.build``, see ``build.builder_for``), ``CRITERIA`` (normalized claim text ->
-criterion, :func:`check_claims`) and ``METRIC_KEYS`` (figure id -> how its spec's metric
-names map to MLflow keys, ``build.check_metrics``).
+criterion, :func:`check_claims`), ``METRIC_KEYS`` (figure id -> how its spec's metric
+names map to MLflow keys, ``build.check_metrics``) and ``REPORT_SECTIONS`` (name -> a paper's
+extra block for ``fedsweep report``, called as ``add(results, rebuild, tracking_uri, profile,
+sweeps_dir)``: it may append Markdown to its figures' ``report_tables``).
 
 Each paper is a package of ``dashboards.papers`` exposing its ``BUILDERS`` and ``CRITERIA``; a
 figure id or claim text given by two papers is an error at import.
@@ -39,6 +41,7 @@ def _collect(table: str) -> dict:
 BUILDERS: dict[str, Builder] = _collect("BUILDERS")
 CRITERIA: dict[str, Criterion] = _collect("CRITERIA")
 METRIC_KEYS: dict[str, Callable[[str], str]] = _collect("METRIC_KEYS")
+REPORT_SECTIONS: dict[str, Callable[..., object]] = _collect("REPORT_SECTIONS")
 
 #: normalized claim text -> the paper's own words (each paper's ``claims.PAPER_WORDS``)
 PAPER_WORDS: dict[str, str] = {}

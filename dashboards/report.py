@@ -194,6 +194,12 @@ def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def cell(text: str) -> str:
+    """``text`` safe inside a Markdown table cell (a claim such as "||w_k − w_{k−1}|| shrinks"
+    would otherwise split the row)."""
+    return str(text).replace("|", "\\|")
+
+
 def _num(x: float | None) -> str:
     return "–" if x is None else f"{x:.4g}"
 
@@ -251,8 +257,8 @@ def markdown(paper: str, rows: list[dict[str, Any]], results: list[FigureResult]
         ]
         for row in mine:
             lines.append(
-                f"| {row['claim']} | **{row['verdict']}** | {_effect(row)} | "
-                f"{row['holds_when'] or '–'} | {row['seeds']} | {row['regime']} |"
+                f"| {cell(row['claim'])} | **{row['verdict']}** | {_effect(row)} | "
+                f"{cell(row['holds_when'] or '–')} | {row['seeds']} | {cell(row['regime'])} |"
             )
         lines += ["", f"**What this says about the paper.** {what_this_says(mine, r)}", ""]
         for row in mine:

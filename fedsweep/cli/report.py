@@ -51,6 +51,7 @@ def report(
     with clean_errors():
         from dashboards import FigureSelectionError, build_figures
         from dashboards.build import FigureBuildWarning
+        from dashboards.registry import REPORT_SECTIONS
         from dashboards.report import build_meta, write_report
         from fedsweep.core.atomic import OutputWriteError
         from fedsweep.plugins import load_plugins
@@ -71,6 +72,28 @@ def report(
                         png=False,
                         require_store=True,
                     )
+                    # the specs' labelled readings of the papers beside each figure as
+                    # configured, claim by claim (dashboards.readings; issue 35)
+                    from dashboards.readings import add_reading_tables
+
+                    add_reading_tables(results, uri, profile, sweeps_dir)
+
+                    # a paper's extra block (FedVeca: its verdicts under R1 against our
+                    # reconstruction's damped variant [U], issue 35), from the same store
+                    def rebuild(ids: list[str], overrides: dict) -> list:
+                        return build_figures(
+                            uri,
+                            profile=profile,
+                            out_dir=Path(tmp) / "again",
+                            figures=ids,
+                            sweeps_dir=sweeps_dir,
+                            png=False,
+                            overrides=overrides,
+                            require_store=True,
+                        )
+
+                    for add_section in REPORT_SECTIONS.values():
+                        add_section(results, rebuild, uri, profile, sweeps_dir)
             files, rows = write_report(results, out, build_meta(profile, sweeps_dir.resolve()))
         except FigureSelectionError as err:
             raise UsageError(str(err)) from None

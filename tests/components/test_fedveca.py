@@ -320,3 +320,155 @@ def test_panel_seeds_name_a_panel_of_the_spec(tmp_path):
     tree["profiles"]["smoke"] = {"panel_seeds": {"data.partition=case1": [1, 1]}}
     with pytest.raises(SpecError, match="repeated seed"):
         load_spec(write_yaml(tmp_path / "c.yaml", tree))
+
+
+# ===================================================================== issue 35: damped variant
+# ``fedveca.tau_damping: bounded`` (our reconstruction's damped variant [U]): the change of the
+# global step size τ_k per round bounded to a factor 1 + c (at least one step either way), the
+# clients' τ scaled by one common factor. Default (``none``) = R1, bit for bit and hash for hash.
+from fedsweep.components.step_policies.fedveca import (  # noqa: E402
+    VARIANT_LABEL,
+    bound_tau_k,
+    rule_label,
+    tau_bounds,
+)
+from fedsweep.config.hashing import config_hash  # noqa: E402
+
+DAMPED = dict(**CASE3, **VECA, fedveca__tau_damping="bounded")
+
+
+def weighted(weights, taus) -> float:
+    return math.fsum(p * t for p, t in zip(weights, taus, strict=True))
+
+
+def test_tau_bounds_are_relative_and_at_least_one_step():
+    assert tau_bounds(10.0, 0.5) == (10.0 / 1.5, 15.0)
+    assert tau_bounds(1.0, 0.5) == (0.0, 2.0)  # τ_k = 1 can grow: one step up at least
+    assert tau_bounds(2.0, 0.1) == (1.0, 3.0)
+    lo, hi = tau_bounds(100.0, 0.1)
+    assert lo == pytest.approx(100 / 1.1) and hi == pytest.approx(110.0)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_bound_tau_k_keeps_tau_k_within_its_bounds_and_clients_in_range(seed):
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(400):
+        n = int(torch.randint(1, 9, (1,), generator=g))
+        tau_max = [5, 20, 100][int(torch.randint(0, 3, (1,), generator=g))]
+        w = torch.rand(n, generator=g, dtype=torch.float64) + 0.01
+        w = (w / w.sum()).tolist()
+        current = torch.randint(1, tau_max + 1, (n,), generator=g).tolist()
+        proposed = torch.randint(1, tau_max + 1, (n,), generator=g).tolist()
+        c = [0.05, 0.25, 0.5, 2.0][int(torch.randint(0, 4, (1,), generator=g))]
+        out, scale = bound_tau_k(proposed, w, current, c, tau_max)
+        lo, hi = tau_bounds(weighted(w, current), c)
+        assert lo - 1e-9 <= weighted(w, out) <= hi + 1e-9
+        assert all(1 <= t <= tau_max for t in out) and all(isinstance(t, int) for t in out)
+        if lo <= weighted(w, proposed) <= hi:
+            assert out == proposed and scale == 1.0
+        elif scale < 1:  # scaled down: no client above its proposal, the order kept
+            assert all(a <= b for a, b in zip(out, proposed, strict=True))
+        else:
+            assert scale > 1 and all(a >= b for a, b in zip(out, proposed, strict=True))
+        order = sorted(range(n), key=lambda i: proposed[i])
+        assert [out[i] for i in order] == sorted(out)  # one common factor: proportions kept
+
+
+def test_bound_tau_k_on_a_worked_example():
+    """τ_k = 10 (c = 0.5: τ_{k+1} ≤ 15); the rule asks for (40, 20) with p = (½, ½): τ' = 30.
+    ½ floor(40 s) + ½ floor(20 s) ≤ 15 holds for s < 0.525 (at 0.525 client 1 takes 21 steps):
+    (20, 10)."""
+    out, scale = bound_tau_k([40, 20], [0.5, 0.5], [10, 10], 0.5, 100)
+    assert out == [20, 10] and 0.5 <= scale < 0.525 and scale == pytest.approx(0.525)
+    out, scale = bound_tau_k([2, 2], [0.5, 0.5], [30, 30], 0.5, 100)  # down to 2: lifted to 20
+    assert out == [20, 20] and scale == pytest.approx(10.0)
+    assert bound_tau_k([12, 14], [0.5, 0.5], [10, 10], 0.5, 100) == ([12, 14], 1.0)
+
+
+def test_damped_run_bounds_tau_k_on_every_round(data):
+    """A real run (R1 jumps τ_k from 1 to ≈ 18 on this data): with the bound every round's τ_k
+    lies within tau_bounds of the previous one, the bound acted, and the logs say by how much."""
+    rounds = 8
+    for c in (0.5, 0.2):
+        run = FLRun(tiny_config(**DAMPED, fedveca__tau_max_change=c, train__rounds=rounds), data)
+        logs = [to_floats(run.step()) for _ in range(rounds)]
+        taus = [m["tau_k"] for m in logs]
+        for prev, new in zip(taus, taus[1:], strict=False):
+            lo, hi = tau_bounds(prev, c)
+            assert lo - 1e-9 <= new <= hi + 1e-9, (prev, new, c)
+        assert "tau_scale" not in logs[0] and all("tau_scale" in m for m in logs[1:])
+        assert any(m["tau_scale"] < 1 for m in logs[1:])  # the bound acted
+        for k in range(1, rounds):  # the scale is 1 exactly where the rule stayed within bounds
+            clients = [logs[k][f"client/{i}/tau"] for i in range(5)]
+            assert all(1 <= t <= 100 for t in clients)
+    r1 = FLRun(tiny_config(**CASE3, **VECA, train__rounds=rounds), data)
+    r1_taus = [to_floats(r1.step())["tau_k"] for _ in range(rounds)]
+    assert max(b / a for a, b in zip(r1_taus, r1_taus[1:], strict=False)) > 1.5  # R1 unbounded
+
+
+def test_damping_defaults_are_r1_bit_for_bit_and_hash_for_hash(data):
+    """``tau_damping: none`` (the default) is R1: the same config hash as a config that never
+    names it, and a bound so loose that it never acts gives R1's trajectory bit for bit."""
+    plain = tiny_config(**CASE3, **VECA, train__rounds=6)
+    named = tiny_config(**CASE3, **VECA, train__rounds=6, fedveca__tau_damping="none")
+    assert config_hash(named) == config_hash(plain)
+    loose = tiny_config(**DAMPED, train__rounds=6, fedveca__tau_max_change=1e6)
+    damped = tiny_config(**DAMPED, train__rounds=6)
+    assert len({config_hash(plain), config_hash(loose), config_hash(damped)}) == 3
+    a, b = FLRun(plain, dataset=data), FLRun(loose, dataset=data)
+    for _ in range(6):
+        la, lb = to_floats(a.step()), to_floats(b.step())
+        assert lb.pop("tau_scale", 1.0) == 1.0
+        la.pop("round_time", None), lb.pop("round_time", None)
+        assert la == lb
+    assert torch.equal(a.w, b.w) and a.components.step_policy.tau == b.components.step_policy.tau
+    c = run_rounds(damped, data)
+    assert not torch.equal(c.w, a.w)  # the default bound does act on this data
+
+
+def test_damped_checkpoint_resume_is_exact(data):
+    cfg = tiny_config(**DAMPED, train__rounds=6, fedveca__tau_max_change=0.3)
+    straight = FLRun(cfg, dataset=data)
+    logs = [to_floats(straight.step()) for _ in range(6)]
+    state = run_rounds(cfg, data, 3).state_dict()
+    second = FLRun(cfg, dataset=data)
+    second.load_state_dict(state)
+    resumed = [to_floats(second.step()) for _ in range(3)]
+    assert torch.equal(second.w, straight.w)
+    assert second.components.step_policy.tau == straight.components.step_policy.tau
+    for got, want in zip(resumed, logs[3:], strict=True):
+        got.pop("round_time", None), want.pop("round_time", None)
+        assert got == want
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needle"),
+    [
+        ({"fedveca__tau_damping": "ema"}, "field `fedveca.tau_damping`: got 'ema'"),
+        ({"fedveca__tau_damping": "ema"}, "'none' or 'bounded'"),
+        ({"fedveca__tau_damping": "bounded", "fedveca__tau_max_change": 0}, "tau_max_change"),
+        ({"fedveca__tau_damping": "bounded", "fedveca__tau_max_change": -1}, "> 0"),
+        (
+            {"fedveca__tau_max_change": 0.3},
+            "tau_max_change (0.3) is read only with tau_damping 'bounded', and tau_damping is "
+            "'none' (allowed tau_damping: none, bounded)",
+        ),
+        (
+            {"fedveca__tau_damping": "bounded", "fedveca__tau_rule": "fixed"},
+            "tau_damping 'bounded' with tau_rule 'fixed'",
+        ),
+    ],
+)
+def test_bad_damping_configs_name_the_field_the_value_and_the_allowed(overrides, needle):
+    with pytest.raises(ConfigError) as err:
+        tiny_config(**{**VECA, **overrides})
+    assert needle in str(err.value)
+
+
+def test_rule_labels_name_the_variant_as_our_reconstruction():
+    assert rule_label() == "R1 (our reconstruction)"
+    assert tiny_config(**VECA).fedveca.rule_label() == "R1 (our reconstruction)"
+    damped = tiny_config(**VECA, fedveca__tau_damping="bounded").fedveca.rule_label()
+    assert damped == f"R1 + bounded τ_k change (c = 0.5): {VARIANT_LABEL}"
+    assert VARIANT_LABEL == "our reconstruction's damped variant [U]"
+    assert "c = 0.2" in rule_label("R1", "bounded", 0.2)

@@ -4,7 +4,7 @@ Fig. 6) and the paper's claims (``claims``)."""
 
 from __future__ import annotations
 
-from dashboards.papers.fedveca import figures
+from dashboards.papers.fedveca import figures, variant
 from dashboards.papers.fedveca.claims import CRITERIA
 
 BUILDERS = {
@@ -20,4 +20,8 @@ BUILDERS = {
 #: by their last part (Fig. 6: ``tau`` = ``client/{i}/tau``; ``build.check_metrics``)
 METRIC_KEYS = {"fedveca-fig6": figures.metric_key}
 
-__all__ = ["BUILDERS", "CRITERIA", "METRIC_KEYS"]
+#: the FedVeca report's extra block: the verdicts under R1 against our reconstruction's damped
+#: variant [U] (issue 35; ``fedsweep report`` calls it, ``dashboards.registry`` collects it)
+REPORT_SECTIONS = {"fedveca-variant": variant.add_variant_section}
+
+__all__ = ["BUILDERS", "CRITERIA", "METRIC_KEYS", "REPORT_SECTIONS"]

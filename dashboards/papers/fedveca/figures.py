@@ -2,7 +2,9 @@
 
 FedVeca's τ-update rule R1 is our reconstruction of equations lost from every copy of the
 paper (docs/algorithms.md §5.0, §5.5), so every FedVeca figure says so on its face: a subtitle
-line of its own (:data:`R1_NOTE`), besides the profile note.
+line of its own (:data:`R1_NOTE`), besides the profile note. Runs of our reconstruction's damped
+variant [U] (``--set fedveca.tau_damping=bounded``, docs/algorithms.md §5.8) get a note naming it
+instead, and their verdicts' numbers name it too (:func:`rule_labelled`).
 
 * ``fedveca-fig3``, ``-fig5``, ``-fig7``, ``-fig8``: the generic layout (test loss and accuracy
   per panel, the centralized curve flat), the subtitle wrapped one part per line, and index
@@ -18,6 +20,7 @@ line of its own (:data:`R1_NOTE`), besides the profile note.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pandas as pd
@@ -27,6 +30,7 @@ from plotly.subplots import make_subplots
 from dashboards import generic
 from dashboards.figdata import FigureData, figure_subtitle, make_result, prepare
 from dashboards.model import BuildContext, FigureResult, Panel
+from dashboards.papers.fedveca.claims import R1_LABEL
 from dashboards.style import (
     SYMBOLS,
     X_TITLE,
@@ -40,7 +44,7 @@ from dashboards.style import (
     subtitle,
     wrap_subtitle,
 )
-from fedsweep.components.step_policies.fedveca import PER_CLIENT_METRICS
+from fedsweep.components.step_policies.fedveca import PER_CLIENT_METRICS, rule_label
 
 R1_NOTE = (
     "<b>τ rule R1: our reconstruction of the paper's lost equations (docs/algorithms.md §5.5)</b>"
@@ -69,9 +73,46 @@ Y_TITLES = {
 
 # --------------------------------------------------------------------------------- helpers
 def fedveca_subtitle(ctx: BuildContext, data: FigureData, width: int, *extra: str) -> str:
-    """The generic subtitle (profile note, data note, …), ``extra`` parts and the R1 note, one
-    part per line, wrapped to ``width``; the R1 note is short enough never to wrap."""
-    return wrap_subtitle(subtitle(figure_subtitle(ctx, data), *extra, R1_NOTE), width)
+    """The generic subtitle (profile note, data note, …), ``extra`` parts and the R1 note (or
+    the damped variant's, :func:`rule_note`), one part per line, wrapped to ``width``; the note
+    is short enough never to wrap."""
+    return wrap_subtitle(subtitle(figure_subtitle(ctx, data), *extra, rule_note(ctx)), width)
+
+
+def drawn_rule(ctx: BuildContext) -> str:
+    """The τ rule of the runs drawn, by the ``--set`` overrides: "" for R1 as it is, else its
+    label (``fedveca.tau_damping: bounded``: our reconstruction's damped variant [U])."""
+    damping = str(ctx.overrides.get("fedveca.tau_damping", "none"))
+    if damping == "none":
+        return ""
+    change = float(ctx.overrides.get("fedveca.tau_max_change", 0.5))
+    return rule_label("R1", damping, change)
+
+
+def rule_note(ctx: BuildContext) -> str:
+    """:data:`R1_NOTE`, or for runs of the damped variant (``--set fedveca.tau_damping=
+    bounded``) the same note naming the variant."""
+    label = drawn_rule(ctx)
+    if not label:
+        return R1_NOTE
+    return f"<b>τ rule {label} (docs/algorithms.md §5.8)</b>"
+
+
+def rule_labelled(build):
+    """A builder whose claims' numbers name the damped variant instead of R1 when its runs are
+    the variant's (the criteria label every verdict "[τ rule R1 (our reconstruction)]")."""
+
+    @functools.wraps(build)
+    def labelled(ctx: BuildContext) -> FigureResult:
+        result = build(ctx)
+        label = drawn_rule(ctx)
+        if label:
+            old, new = f"[τ rule {R1_LABEL}]", f"[τ rule {label}]"
+            for check in result.claims:
+                check.numbers = check.numbers.replace(old, new)
+        return result
+
+    return labelled
 
 
 def derived_notes(data: FigureData) -> list[str]:
@@ -109,6 +150,7 @@ def no_runs(ctx: BuildContext, data: FigureData) -> FigureResult:
 
 
 # ------------------------------------------------------------- fig3, fig5, fig7, fig8 curves
+@rule_labelled
 def build_curves(ctx: BuildContext) -> FigureResult:
     """The generic layout (:func:`dashboards.generic.draw`) with the R1 note and the derived
     baselines' settings in the index notes."""
@@ -183,6 +225,7 @@ def premise_cell(
         fig.update_yaxes(type="log", row=row, col=col)
 
 
+@rule_labelled
 def build_premise(ctx: BuildContext) -> FigureResult:
     """Fig. 4: per setting (columns) the premise η β̂ τ_k with its bound, and β̂ (rows)."""
     spec, band = ctx.spec, ctx.options.band
@@ -287,6 +330,7 @@ def estimate_cell(fig: go.Figure, rows: pd.DataFrame, key: str, cell: tuple[int,
         fig.update_yaxes(type="log", row=row, col=col)
 
 
+@rule_labelled
 def build_estimates(ctx: BuildContext) -> FigureResult:
     """Fig. 6: the estimates of one run over its first 50 rounds, 2 × 3 cells."""
     spec = ctx.spec

@@ -14,7 +14,8 @@ from estimates the clients make during round ``k``:
   ``∇F_i(w_k; x_t)`` on the step's own batch instead of ``G0`` (one more gradient per step).
 * **server** (§5.4, ``FedVecaSteps.observe``): ``ĝ_k = Σ p_i G0_i``; from round 2,
   ``β̂ = max(β̂, ||ĝ_k − ĝ_{k−1}|| / ||w_k − w_{k−1}||)`` (one round late) and the Theorem-1
-  premise ``η β̂ τ_k`` (≤ 1); no τ update after round 1; from round 2
+  premise ``η β̂ τ_k`` (the paper draws 1 as its *lower* bound: docs/algorithms.md §5.3); no τ
+  update after round 1; from round 2
   ``τ_{k+1,i} = TAU_RULE(A_i, ||ĝ_k||², φ)``, then ``< 1 → 1``, ``> τ_max → τ_max``, and a
   non-finite value keeps ``τ_{k,i}``.
 
@@ -35,7 +36,35 @@ The rule's name, not its code, enters the config hash.
 Logged every round: per client ``tau`` (``τ_{k,i}``), ``beta``, ``delta``, ``A`` and ``tau_r1``
 (the rule's value before flooring and clamping, predicting ``τ_{k+1,i}``; from round 2); per round
 ``tau_k``, ``tau_total`` (``Σ_i τ_{k,i}``, what derived baselines read), and from round 2
-``w_change`` (``||w_k − w_{k−1}||``), ``beta_hat`` and ``premise``.
+``w_change`` (``||w_k − w_{k−1}||``), ``beta_hat`` and ``premise``; with ``tau_damping: bounded``
+also ``tau_scale`` from round 2 (the common factor of the bound below, 1 when it did not act).
+
+**Our reconstruction's damped variant [U]** (``fedveca.tau_damping: bounded``, §5.8): how much
+do FedVeca's conclusions hang on R1? The variant keeps R1 (or the configured rule) and its clamp,
+then bounds the change of the *global* step size ``τ_k = Σ p_i τ_{k,i}`` from one round to the
+next to a factor ``1 + c`` (``c = fedveca.tau_max_change``, default 0.5), at least one local step
+either way (τ is an integer: a purely relative bound could never leave ``τ_k = 1``)::
+
+    τ'_{k+1,i} = clamp(TAU_RULE(A_i, ||ĝ_k||², φ))                       (as R1, per client)
+    lo = min(τ_k / (1 + c), τ_k − 1),  hi = max(τ_k · (1 + c), τ_k + 1)
+    τ_{k+1,i} = τ'_{k+1,i}                                      if lo ≤ Σ p_i τ'_{k+1,i} ≤ hi
+              = min(τ_max, max(1, floor(s · τ'_{k+1,i})))        else, with the common factor
+                s < 1 as large as keeps Σ p_i τ_{k+1,i} ≤ hi (or s > 1 as small as lifts it to lo)
+
+so the clients keep the proportions the rule gave them and only their common level moves
+slowly. The bound holds every round, exactly (integer τ, ``s`` found by bisection:
+:func:`bound_tau_k`). Why this form: the paper says that τ_{k,i} "fluctuates very much with
+round k" while the curve of τ_k shows "no large fluctuation [...] despite the large difference
+in τ_{k,i} values at each client" (FedVeca, Sec. IV-B4, Fig. 6 text). A bound on each client's τ, or an exponential average of the
+estimators ``A_i`` and ``||ĝ||²``, would flatten every τ_{k,i} as well, against those words (the
+paper wins). R1's τ_k, by contrast, jumps between small and large values (our quick profile,
+SVM: median |Δτ_k|/τ_k 0.64 over 10 seeds, τ_k from 1 to 86 within a run); the variant damps
+that level and leaves the clients' spread to the rule. The default ``c = 0.5`` is twice the
+threshold of the Fig. 6 claim "no large fluctuation" (median |Δτ_k|/τ_k < 0.25,
+dashboards/papers/fedveca/claims.py): a ``c`` below 0.25 would make that verdict largely true
+by construction (wherever ``τ_k > 1/c``). The damping is a typed option, not a registered rule: a rule is stateless
+(:func:`r1` sees round ``k`` only) and the bound needs τ_k (checkpointed with the τ vector).
+``tau_damping: none`` (the default) is R1 exactly, and adds nothing to the config hash.
 """
 
 from __future__ import annotations
@@ -64,6 +93,12 @@ F64 = torch.float64
 #: per round
 PER_CLIENT_METRICS = ("tau", "beta", "delta", "A", "tau_r1")
 ROUND_METRICS = ("beta_hat", "premise", "w_change")
+#: ``fedveca.tau_damping``: ``none`` (R1 as it is) or ``bounded`` (our reconstruction's damped
+#: variant [U]: the change of τ_k per round bounded, see the module docstring)
+DAMPINGS = ("none", "bounded")
+#: how every report and figure names the variant
+VARIANT_LABEL = "our reconstruction's damped variant [U]"
+BISECTIONS = 100  # halvings of the common factor s (it stops earlier when s stops moving)
 
 
 def r1(A: torch.Tensor, g_norm2: torch.Tensor, phi: float) -> torch.Tensor:
@@ -164,6 +199,19 @@ class FedVecaConfig(Section):
     beta_est: Literal["stoch_vs_full", "same_batch"] = Field(
         "stoch_vs_full", description="beta_i against the full local gradient or the same batch."
     )
+    tau_damping: Literal["none", "bounded"] = Field(
+        "none",
+        description="none: the rule's tau as it is (R1). bounded: our reconstruction's damped "
+        "variant [U]: the global step size tau_k = sum p_i tau_{k,i} changes per round by at "
+        "most a factor 1 + tau_max_change (at least one step either way); the clients' taus "
+        "are scaled by one common factor, keeping their proportions.",
+    )
+    tau_max_change: float = Field(
+        0.5,
+        gt=0,
+        description="With tau_damping: bounded, the largest relative change c of tau_k per "
+        "round: tau_{k+1} within [tau_k / (1 + c), tau_k (1 + c)] (widened to tau_k -/+ 1).",
+    )
 
     @field_validator("tau_rule")
     @classmethod
@@ -186,6 +234,80 @@ class FedVecaConfig(Section):
                 f"(allowed: 1 <= tau_init <= tau_max)"
             )
         return self
+
+    @model_validator(mode="after")
+    def _damping_acts(self) -> FedVecaConfig:
+        """A damping setting that cannot change the run is refused (it would split the hash)."""
+        if self.tau_damping == "bounded" and self.tau_rule == FIXED:
+            raise ValueError(
+                f"tau_damping 'bounded' with tau_rule {FIXED!r}: a fixed tau never changes, "
+                "so there is nothing to damp (allowed: tau_damping none with tau_rule fixed, or "
+                "a rule such as R1 with tau_damping bounded)"
+            )
+        default = type(self).model_fields["tau_max_change"].default
+        if self.tau_damping == "none" and self.tau_max_change != default:
+            raise ValueError(
+                f"tau_max_change ({self.tau_max_change}) is read only with tau_damping "
+                f"'bounded', and tau_damping is 'none' (allowed tau_damping: "
+                f"{', '.join(DAMPINGS)})"
+            )
+        return self
+
+    def rule_label(self) -> str:
+        """How figures and reports name the τ rule: ``R1 (our reconstruction)``, or with the
+        damping ``R1 + bounded τ_k change (c = 0.5): our reconstruction's damped variant
+        [U]``."""
+        return rule_label(self.tau_rule, self.tau_damping, self.tau_max_change)
+
+
+def rule_label(tau_rule: str = "R1", tau_damping: str = "none", tau_max_change: float = 0.5) -> str:
+    """The τ rule's name as every FedVeca figure and report prints it (see
+    :meth:`FedVecaConfig.rule_label`)."""
+    base = f"{tau_rule} (our reconstruction)" if tau_rule == "R1" else tau_rule
+    if tau_damping == "none":
+        return base
+    return f"{tau_rule} + bounded τ_k change (c = {tau_max_change:g}): {VARIANT_LABEL}"
+
+
+def tau_bounds(tau_k: float, change: float) -> tuple[float, float]:
+    """The range of ``τ_{k+1}`` the damped variant allows after ``τ_k``: ``[τ_k / (1 + c),
+    τ_k (1 + c)]``, widened to ``[τ_k − 1, τ_k + 1]`` where that is wider (one local step either
+    way, so an integer τ can always move)."""
+    return min(tau_k / (1.0 + change), tau_k - 1.0), max(tau_k * (1.0 + change), tau_k + 1.0)
+
+
+def bound_tau_k(
+    proposed: list[int], weights: list[float], current: list[int], change: float, tau_max: int
+) -> tuple[list[int], float]:
+    """Our reconstruction's damped variant [U]: the clients' next τ (``proposed``, after the
+    rule and its clamp) scaled by one common factor ``s`` so that ``τ_{k+1} = Σ p_i τ_{k+1,i}``
+    lies within :func:`tau_bounds` of ``τ_k = Σ p_i τ_{k,i}`` (``current``; ``weights`` = p).
+    Returns (the clients' τ, ``s``): ``proposed`` itself and 1.0 when it is within the bounds;
+    else ``min(τ_max, max(1, floor(s · τ'_i)))`` with ``s < 1`` the largest that keeps
+    ``τ_{k+1} ≤ hi`` (``s > 1`` the smallest that lifts it to ``≥ lo``), found by bisection:
+    ``floor`` makes ``τ_{k+1}`` a non-decreasing step function of ``s`` whose steps are at most
+    ``Σ p_i = 1``, below ``hi − lo ≥ 2``, so the result lies within both bounds."""
+
+    def mean(taus: list[int]) -> float:
+        return math.fsum(p * tau for p, tau in zip(weights, taus, strict=True))
+
+    def scaled(s: float) -> list[int]:
+        return [min(tau_max, max(1, math.floor(s * tau))) for tau in proposed]
+
+    low, high = tau_bounds(mean(current), change)
+    target = mean(proposed)
+    if low <= target <= high:
+        return list(proposed), 1.0
+    if target > high:  # too large a step up: the largest s in [0, 1) that keeps it ≤ hi
+        ok, bad, fits = 0.0, 1.0, lambda s: mean(scaled(s)) <= high
+    else:  # too large a step down: the smallest s in (1, τ_max] that lifts it to ≥ lo
+        ok, bad, fits = float(tau_max), 1.0, lambda s: mean(scaled(s)) >= low
+    for _ in range(BISECTIONS):
+        mid = 0.5 * (ok + bad)
+        if mid in (ok, bad):
+            break
+        ok, bad = (mid, bad) if fits(mid) else (ok, mid)
+    return scaled(ok), ok
 
 
 # ------------------------------------------------------------------------------ the client
@@ -293,13 +415,27 @@ class FedVecaSteps(StepPolicy):
                 self.beta_hat = max(self.beta_hat, float(ratio))
             metrics["w_change"] = w_change
             metrics["beta_hat"] = torch.tensor(self.beta_hat, dtype=F64)
-            metrics["premise"] = lr * metrics["beta_hat"] * tau_k  # Theorem 1: ≤ 1
+            # Theorem 1's premise; the paper draws 1 as its lower bound (§5.3; our first reading,
+            # an upper bound, was wrong)
+            metrics["premise"] = lr * metrics["beta_hat"] * tau_k
         if t >= 2 and self.rule is not None:  # no τ update after round 1 (§5.1)
             A = torch.stack([u.extras["A"].to(F64) for u in updates])
             values = self.rule(A, g_hat.dot(g_hat), self.cfg.phi)
+            proposed = []
             for u, value in zip(updates, values.tolist(), strict=True):
                 metrics[f"client/{u.client}/tau_r1"] = torch.tensor(value, dtype=F64)
-                self.tau[u.client] = self.clamp(value, self.tau[u.client])
+                proposed.append(self.clamp(value, self.tau[u.client]))
+            if self.cfg.tau_damping == "bounded":  # our reconstruction's damped variant [U]
+                proposed, scale = bound_tau_k(
+                    proposed,
+                    q.tolist(),
+                    taus.tolist(),
+                    self.cfg.tau_max_change,
+                    self.cfg.tau_max,
+                )
+                metrics["tau_scale"] = torch.tensor(scale, dtype=F64)
+            for u, tau in zip(updates, proposed, strict=True):
+                self.tau[u.client] = tau
         self.g_prev, self.w_prev = g_hat, w64
         self.metrics = metrics
 
