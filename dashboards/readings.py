@@ -27,6 +27,13 @@ def _cell(row: dict[str, Any] | None) -> str:
     return f"**{row['verdict']}** {_effect(row)}, {row['seeds']} seeds"
 
 
+def reading_stem(figure: str, overrides: dict[str, Any]) -> str:
+    """The file stem of a figure drawn under a reading, beside the figure's own in
+    ``docs/figures/<profile>/``: ``bherd-fig3a--server_scale-none``."""
+    parts = [f"{k.rsplit('.', 1)[-1]}-{v}" for k, v in overrides.items()]
+    return "--".join([figure, *parts])
+
+
 def set_text(overrides: dict[str, Any]) -> str:
     """``--set a=1 --set b=x``: the sweep options of a reading."""
     return " ".join(f"--set {k}={v}" for k, v in overrides.items())
@@ -67,7 +74,9 @@ def reading_table(
         runs = f"{res.runs} of {res.expected_runs} runs" if res is not None else "no runs"
         how = f"`fedsweep sweep --profile {profile} {set_text(reading.set)} {spec_file}`"
         note = f" {reading.note}" if reading.note else ""
-        lines.append(f"- **{reading.label}** ({runs}; made by {how}).{note}")
+        stem = reading_stem(base.figure_id, reading.set)
+        figure = f"; figure: [{stem}](../figures/{profile}/{stem}.png)" if res and res.runs else ""
+        lines.append(f"- **{reading.label}** ({runs}; made by {how}{figure}).{note}")
     return "\n".join(lines)
 
 

@@ -243,6 +243,10 @@ def test_reading_table_sets_each_reading_beside_the_figure_as_configured():
     )
     assert "**no 1/α** (6 of 6 runs;" in text and "a reading." in text
     assert (
+        "figure: [bherd-fig3a--server_scale-none](../figures/paper/bherd-fig3a--server_scale-none.png)"
+        in text
+    )
+    assert (
         "No reading that ran has every claim of bherd-fig3a supported. (as configured: 0 of 2 "
         "supported; no 1/α: 1 of 2 supported; never run: no runs.)" in text
     )
