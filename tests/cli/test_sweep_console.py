@@ -98,7 +98,11 @@ def test_quiet_sweep_console_progress_summary_table_and_log(tmp_path, monkeypatc
     # progress: one line per quarter of the 3 trials (1 and 2 done; the summary says 3)
     progress = [line for line in lines if line.startswith("  [1/1] console-fig: ")]
     pattern = r"(\d) done · \d running · 0 failed · 0 skipped / 3 trials · .+ · ETA .+"
-    assert [re.search(pattern, line).group(1) for line in progress] == ["1", "2"], console
+    done = [re.search(pattern, line).group(1) for line in progress]
+    # 1 and 2 at the quarters; a slow machine may add a heartbeat line (every minute) between
+    assert {"1", "2"} <= set(done) and done == sorted(done) and set(done) <= {"0", "1", "2"}, (
+        console
+    )
     summary = "[1/1] console-fig [smoke]: 3 run, 0 skipped, 0 shared, 0 failed of 3 trials in "
     assert sum(line.startswith(summary) for line in lines) == 1, console
     assert summary in text
