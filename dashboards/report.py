@@ -275,7 +275,9 @@ def markdown(paper: str, rows: list[dict[str, Any]], results: list[FigureResult]
 def _figure_links(r: FigureResult, profile: str) -> str:
     """Links to the figure's PNGs in ``docs/figures/<profile>/`` (what the repository keeps;
     ``fedsweep figures`` also writes the interactive HTML beside them)."""
-    stems = [stem for stem, _ in r.stems()] or [r.figure_id]
+    stems = [stem for stem, _ in r.stems()]
+    if not r.runs or not stems:
+        return "not drawn (no runs at this profile)"
     return " · ".join(f"[{stem}](../figures/{profile}/{stem}.png)" for stem in stems)
 
 
