@@ -22,7 +22,6 @@ from dashboards.style import subtitle
 from fedsweep.config.schema import RunConfig
 from fedsweep.sweep.spec import CurveSpec
 
-
 #: what a cell without runs says
 NO_RUNS = "no runs"
 #: ... when the sweep left its panel out (``fedsweep sweep --panel``)

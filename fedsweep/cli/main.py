@@ -14,7 +14,7 @@ import typer
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-from fedsweep.cli import explore, figures, report, run, sweep, ui  # noqa: E402
+from fedsweep.cli import explore, figures, report, robustness, run, sweep, ui  # noqa: E402
 from fedsweep.cli.common import EXIT_CODES_HELP, Command, Group  # noqa: E402
 
 app = typer.Typer(
@@ -31,6 +31,7 @@ app.command(cls=Command)(run.run)
 app.command(cls=Command)(sweep.sweep)
 app.command(cls=Command)(figures.figures)
 app.command(cls=Command)(report.report)
+app.command(cls=Command)(robustness.robustness)
 app.command(cls=Command)(run.validate)
 app.command(cls=Command)(explore.runs)
 app.command("find", cls=Command, hidden=True)(explore.runs)

@@ -365,7 +365,8 @@ def check_panel_filter(
                 hint = closest(value, known)
                 raise SpecError(
                     f"{source}: --panel {key}={value}: not a value of {spec.figure}'s panel axis "
-                    f"{key!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+                    f"{key!r}"
+                    + (f" (did you mean {hint!r}?)" if hint else "")
                     + f"; allowed: {', '.join(known)}"
                 )
     if not spec.panel_cells(profile, only=panels):

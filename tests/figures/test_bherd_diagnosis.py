@@ -13,7 +13,9 @@ from dashboards.papers.bherd.diagnosis import report_table, summary
 
 def long_table() -> pd.DataFrame:
     rows = []
-    for seed, (dev, acc, ref) in enumerate([(0.10, 0.80, 0.80), (0.12, 0.81, 0.80), (0.11, 0.79, 0.80)]):
+    for seed, (dev, acc, ref) in enumerate(
+        [(0.10, 0.80, 0.80), (0.12, 0.81, 0.80), (0.11, 0.79, 0.80)]
+    ):
         for r in (1, 2):
             rows.append(("f", "p1", "α=0.1", seed, "x", r, "bherd_dev", dev * r))
             rows.append(("f", "p1", "α=0.1", seed, "x", r, "test_acc", acc - (2 - r) * 0.1))

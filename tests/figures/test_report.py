@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import plotly.graph_objects as go
 import pytest
 
 from dashboards.claims import evidence_row
@@ -21,9 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]
 MEASURE = Measure("final accuracy B − A, per seed", 0.0, "greater")
 
 
-def result(figure: str, checks: list[ClaimCheck], note: str = "") -> FigureResult:
+def result(figure: str, checks: list[ClaimCheck], note: str = "", runs: int = 6) -> FigureResult:
     return FigureResult(
-        figure, "a title", "quick", None, [0, 1, 2], [0, 1, 2], 6, 6, note, "", checks
+        figure, "a title", "quick", go.Figure(), [0, 1, 2], [0, 1, 2], runs, 6, note, "", checks
     )
 
 
@@ -89,9 +90,18 @@ def test_reports_per_paper_without_absolute_paths(tmp_path):
         assert str(Path.cwd()) not in body and os.path.expanduser("~") + "/" not in body, path
     # another profile's reports sit beside the quick ones
     paper = {**meta, "profile": "paper"}
+    results.append(result("bherd-fig3b", [statistical()], runs=0))
     files, _ = write_report(results, tmp_path / "reproduction", paper)
-    assert sorted(p.name for p in files) == ["bherd-paper.md", "claims-paper.json", "fedwalk-paper.md"]
-    assert "(../figures/paper/bherd-fig3a.png)" in (tmp_path / "reproduction" / "bherd-paper.md").read_text()
+    assert sorted(p.name for p in files) == [
+        "bherd-paper.md",
+        "claims-paper.json",
+        "fedwalk-paper.md",
+    ]
+    text_paper = (tmp_path / "reproduction" / "bherd-paper.md").read_text()
+    assert "(../figures/paper/bherd-fig3a.png)" in text_paper
+    # a figure without runs at the profile links no PNG (none was drawn)
+    assert "- **Figure**: not drawn (no runs at this profile)" in text_paper
+    assert "bherd-fig3b.png" not in text_paper
     assert (tmp_path / "reproduction" / "bherd.md").read_text() == text  # untouched
 
 
@@ -238,9 +248,7 @@ def test_reading_table_sets_each_reading_beside_the_figure_as_configured():
     assert cells[3] == "–" and cells[4] == "yes"
     other = next(line for line in lines if line.startswith("| other |"))
     assert other.rstrip().endswith("| no |")  # not-testable under both readings that ran
-    assert (
-        "`fedsweep sweep --profile paper --set bherd.round=ceil sweeps/bherd-fig3a.yaml`" in text
-    )
+    assert "`fedsweep sweep --profile paper --set bherd.round=ceil sweeps/bherd-fig3a.yaml`" in text
     assert "**no 1/α** (6 of 6 runs;" in text and "a reading." in text
     assert (
         "figure: [bherd-fig3a--server_scale-none](../figures/paper/bherd-fig3a--server_scale-none.png)"
