@@ -8,7 +8,8 @@ the value as an override, no images, into a temporary folder) and sets its claim
 regimes apart) side by side: a :class:`~dashboards.verdict_map.VerdictMap`, written by
 :func:`~dashboards.verdict_map.write_map`. :func:`configured_columns` finds the value the
 profile runs as configured (the ★ column): the one whose trials have the figure's own config
-hashes.
+hashes. :func:`update_report` refreshes the "Claim robustness" section of the reproduction
+report a map belongs to, when that report exists beside the maps' folder.
 """
 
 from __future__ import annotations
@@ -19,8 +20,17 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from dashboards.report import _clean, claim_rows, headline
-from dashboards.verdict_map import AxisValue, Cell, Column, MapRow, VerdictMap
+from dashboards.report import _clean, claim_rows, headline, paper_of, report_name
+from dashboards.verdict_map import (
+    ROBUSTNESS_DIR,
+    AxisValue,
+    Cell,
+    Column,
+    MapRow,
+    VerdictMap,
+    load_maps,
+    report_section,
+)
 from fedsweep.sweep.spec import SpecError, SweepSpec, expand
 
 
@@ -138,3 +148,30 @@ def _cell(row: dict[str, Any]) -> Cell:
         row["numbers"],
         panels,
     )
+
+
+# ------------------------------------------------------------------------------ the report
+#: where a report's robustness section starts (``verdict_map.report_section``'s heading)
+SECTION_MARK = "\n\n## Claim robustness\n"
+
+
+def update_report(maps_dir: str | Path, vmap: VerdictMap) -> Path | None:
+    """When ``maps_dir`` is a reports folder's ``robustness/`` and the report of ``vmap``'s
+    paper at its profile exists there (``<paper>.md``, ``<paper>-<profile>.md``), replace that
+    report's "Claim robustness" section (its last) by the one the maps of ``maps_dir`` make now,
+    as ``fedsweep report`` would write it; the rest of the report is kept byte for byte.
+    Returns the report written, None when there is none to update."""
+    from fedsweep.core.atomic import write_text
+
+    maps_dir = Path(maps_dir)
+    if maps_dir.name != ROBUSTNESS_DIR:
+        return None
+    paper = paper_of(vmap.figure)
+    path = maps_dir.parent / report_name(paper, vmap.profile)
+    if not path.is_file():
+        return None
+    text = path.read_text(encoding="utf-8")
+    # the report's own text ends in one newline; the section starts with an empty line
+    head = text.split(SECTION_MARK, 1)[0] + "\n" if SECTION_MARK in text else text
+    figures = sorted({m.figure for m in load_maps(maps_dir) if paper_of(m.figure) == paper})
+    return write_text(path, head + report_section(maps_dir.parent, vmap.profile, figures))

@@ -134,7 +134,7 @@ def robustness(
     with clean_errors():
         from dashboards.build import FigureSelectionError
         from dashboards.export import OutputFolderError
-        from dashboards.robustness import build_map
+        from dashboards.robustness import build_map, update_report
         from dashboards.verdict_map import write_map
         from fedsweep.core.atomic import OutputWriteError
 
@@ -150,6 +150,7 @@ def robustness(
                 configured=configured,
             )
             files = write_map(vmap, out)
+            report = update_report(out, vmap)
         except (FigureSelectionError, OutputFolderError) as err:
             raise UsageError(str(err)) from None
         except OutputWriteError as err:
@@ -158,6 +159,8 @@ def robustness(
     typer.echo(vmap.markdown(png=False).rstrip("\n"))
     for path in files:
         typer.echo(f"map: {path}")
+    if report is not None:
+        typer.echo(f"report: {report} (its Claim robustness section)")
     broken = [c.value.text for c in vmap.columns if c.error]
     if broken:
         typer.secho(

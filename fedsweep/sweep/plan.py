@@ -242,7 +242,10 @@ def _work(dataset: str | None, subset, epochs) -> float | None:
 
 def _scaled_times(client, figure: str, profile: str) -> dict:
     """Seconds per training sample of the figure's finished runs under each *other* profile, by
-    (panel, curve), curve and overall (medians), with the profiles they come from."""
+    (panel, curve), curve and overall (medians), with the profiles they come from. A run's
+    seconds per round are its last ``round_time`` where it logged one (a short run's duration
+    is mostly loading its data and model, which a long run pays once), else its duration over
+    its rounds."""
     if client is None:
         return {}
     experiment = client.get_experiment_by_name(figure)
@@ -268,7 +271,11 @@ def _scaled_times(client, figure: str, profile: str) -> dict:
         )
         if not rounds or not work or not start or not end or end <= start:
             continue
-        per = (end - start) / 1000.0 / max(1, int(float(rounds))) / work
+        last = run.data.metrics.get("round_time")
+        if last is not None and last > 0:
+            per = last / work
+        else:
+            per = (end - start) / 1000.0 / max(1, int(float(rounds))) / work
         for key in _estimate_keys(tags.get("fedsweep.panel"), tags.get("fedsweep.curve")):
             samples.setdefault(key, []).append(per)
             sources.setdefault(key, set()).add(tags.get("fedsweep.profile", "?"))

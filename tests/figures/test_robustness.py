@@ -237,3 +237,56 @@ def test_verdict_map_flips_along_the_axis_and_a_second_call_runs_nothing(
     assert "## Claim robustness" in text
     assert f"### {FIGURE} over `{KEY}` (smoke profile)" in text
     assert "| RR vs no RR differ little | **supported** 0 [0, 0], 2 seeds |" in text
+
+
+def test_a_new_map_refreshes_the_robustness_section_of_its_report(tmp_path):
+    """A map written into a reports folder's robustness/ updates its paper's report there: the
+    same text ``fedsweep report`` writes with that map, the report's other text untouched."""
+    import plotly.graph_objects as go
+
+    from dashboards.report import write_report
+    from dashboards.robustness import update_report
+    from dashboards.verdict_map import write_map
+
+    def vmap(figure: str, verdict: str) -> VerdictMap:
+        value = AxisValue("0.1", 0.1)
+        return VerdictMap(
+            figure,
+            "A figure",
+            "quick",
+            "train.lr",
+            [Column(value, True, 4, 4)],
+            [MapRow("claim A", "paper", [Cell(verdict, 0.02, 0.01, 0.03, 3)])],
+            command=f"fedsweep robustness {figure} --axis train.lr=0.1",
+        )
+
+    reports, maps = tmp_path / "reproduction", tmp_path / "reproduction" / "robustness"
+    meta = {"profile": "quick", "commit": "abc1234", "date": "2026-11-27"}
+    figs = [
+        FigureResult(f, "t", "quick", go.Figure(), [0], [0], 1, 1)
+        for f in ("bherd-fig2a", "bherd-fig3a")
+    ]
+    write_report(figs, reports, meta)
+    bare = (reports / "bherd.md").read_text()
+    assert "## Claim robustness" not in bare
+
+    write_map(vmap("bherd-fig3a", "supported"), maps, png=False)
+    assert update_report(maps, vmap("bherd-fig3a", "supported")) == reports / "bherd.md"
+    one = (reports / "bherd.md").read_text()
+    assert one.startswith(bare) and one.count("## Claim robustness") == 1
+    assert "| claim A | **supported** 0.02 [0.01, 0.03], 3 seeds |" in one
+    write_report(figs, reports, meta)  # what the report command writes with this map
+    assert (reports / "bherd.md").read_text() == one
+
+    write_map(vmap("bherd-fig3a", "contradicted"), maps, png=False)  # the map again, changed
+    write_map(vmap("bherd-fig2a", "inconclusive"), maps, png=False)  # and another figure's
+    update_report(maps, vmap("bherd-fig2a", "inconclusive"))
+    two = (reports / "bherd.md").read_text()
+    assert two.startswith(bare) and two.count("## Claim robustness") == 1
+    assert "**supported**" not in two.split("## Claim robustness")[1]
+    assert two.index("### bherd-fig2a") < two.index("### bherd-fig3a")
+    write_report(figs, reports, meta)
+    assert (reports / "bherd.md").read_text() == two
+    # no report of that paper at that profile, or a folder that is not a reports' robustness/
+    assert update_report(maps, vmap("fedveca-fig3", "supported")) is None
+    assert update_report(tmp_path / "elsewhere", vmap("bherd-fig3a", "supported")) is None

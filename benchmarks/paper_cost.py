@@ -1,0 +1,119 @@
+"""What a profile's figures cost, measured from the runs in an MLflow store: per figure (its
+experiment), the finished trials, their CPU hours (each run's duration times its threads), the
+sum of their own round times, and the wall time during which at least one of its trials ran (the
+union of its runs' intervals: interruptions between sessions do not count, a sweep sharing the
+machine with other work makes it longer).
+
+    python benchmarks/paper_cost.py STORE_URI [--profile paper] [--json]
+
+Prints a Markdown table (the README's cost table takes its numbers from it) or, with
+``--json``, one measurement for ``benchmarks/results/paper-profile-cost.json``. Reads the store
+only. A run counts under the figure whose sweep ran it (a run another figure reuses by config
+hash costs nothing there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+
+def busy_seconds(intervals: list[tuple[float, float]]) -> float:
+    """Seconds covered by at least one of the ``(start, end)`` intervals."""
+    total, current_start, current_end = 0.0, None, None
+    for start, end in sorted(intervals):
+        if current_end is None or start > current_end:
+            if current_end is not None:
+                total += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    if current_end is not None:
+        total += current_end - current_start
+    return total
+
+
+def figure_costs(uri: str, profile: str) -> list[dict]:
+    """One row per figure with finished trials at ``profile``, in the order they first ran."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    rows = []
+    for exp in client.search_experiments():
+        runs = client.search_runs(
+            [exp.experiment_id],
+            filter_string=(
+                f"tags.`fedsweep.profile` = '{profile}' and tags.`fedsweep.status` = 'finished'"
+            ),
+            max_results=50000,
+        )
+        trials = [r for r in runs if "mlflow.parentRunId" in r.data.tags and r.info.end_time]
+        if not trials:
+            continue
+        spans = [(r.info.start_time / 1000, r.info.end_time / 1000) for r in trials]
+        cpu_s = sum(
+            (end - start) * int(r.data.tags.get("fedsweep.threads", "1") or 1)
+            for r, (start, end) in zip(trials, spans, strict=True)
+        )
+        rounds_s = 0.0
+        for r in trials:
+            history = client.get_metric_history(r.info.run_id, "round_time")
+            rounds_s += sum(m.value for m in history)
+        commits = sorted({r.data.tags.get("fedsweep.git_commit", "")[:7] for r in trials} - {""})
+        rows.append(
+            {
+                "figure": exp.name,
+                "trials": len(trials),
+                "cpu_h": cpu_s / 3600,
+                "rounds_h": rounds_s / 3600,
+                "busy_wall_h": busy_seconds(spans) / 3600,
+                "first": dt.datetime.fromtimestamp(min(s for s, _ in spans), dt.UTC).isoformat(
+                    timespec="minutes"
+                ),
+                "last": dt.datetime.fromtimestamp(max(e for _, e in spans), dt.UTC).isoformat(
+                    timespec="minutes"
+                ),
+                "commits": commits,
+            }
+        )
+    rows.sort(key=lambda r: r["first"])
+    return rows
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = [
+        "| figure | trials | CPU hours | of which rounds | wall hours (busy) | ran |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['figure']} | {r['trials']} | {r['cpu_h']:.2f} | {r['rounds_h']:.2f} | "
+            f"{r['busy_wall_h']:.2f} | {r['first'][:10]} to {r['last'][:10]} |"
+        )
+    total = {k: sum(r[k] for r in rows) for k in ("trials", "cpu_h", "rounds_h", "busy_wall_h")}
+    lines.append(
+        f"| total | {total['trials']} | {total['cpu_h']:.2f} | {total['rounds_h']:.2f} | "
+        f"{total['busy_wall_h']:.2f} | |"
+    )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("uri", help="the MLflow tracking URI of the store")
+    parser.add_argument("--profile", default="paper")
+    parser.add_argument("--json", action="store_true", help="one measurement as JSON")
+    args = parser.parse_args()
+    rows = figure_costs(args.uri, args.profile)
+    if args.json:
+        print(json.dumps({"profile": args.profile, "rows": rows}, indent=1))
+    else:
+        print(markdown(rows))
+
+
+if __name__ == "__main__":
+    main()
