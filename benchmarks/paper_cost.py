@@ -4,12 +4,14 @@ sum of their own round times, and the wall time during which at least one of its
 union of its runs' intervals: interruptions between sessions do not count, a sweep sharing the
 machine with other work makes it longer).
 
-    python benchmarks/paper_cost.py STORE_URI [--profile paper] [--json]
+    python benchmarks/paper_cost.py STORE_URI [--profile paper] [--by PARAM ...] [--json]
 
 Prints a Markdown table (the README's cost table takes its numbers from it) or, with
 ``--json``, one measurement for ``benchmarks/results/paper-profile-cost.json``. Reads the store
 only. A run counts under the figure whose sweep ran it (a run another figure reuses by config
-hash costs nothing there).
+hash costs nothing there). ``--by PARAM`` splits a figure's row by the value of a config key
+(e.g. ``--by bherd.server_scale``: the runs of a reading made with ``--set`` apart from the
+figure's own).
 """
 
 from __future__ import annotations
@@ -37,11 +39,15 @@ def busy_seconds(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def figure_costs(uri: str, profile: str) -> list[dict]:
-    """One row per figure with finished trials at ``profile``, in the order they first ran."""
+def figure_costs(uri: str, profile: str, by: tuple[str, ...] = ()) -> list[dict]:
+    """One row per figure (and value of the ``by`` params) with finished trials at
+    ``profile``, in the order they first ran."""
     from mlflow import MlflowClient
 
+    from fedsweep.config.load import build_config, flatten
+
     client = MlflowClient(tracking_uri=uri)
+    defaults = {k: str(v) for k, v in flatten(build_config({}).model_dump(mode="json")).items()}
     rows = []
     for exp in client.search_experiments():
         runs = client.search_runs(
@@ -51,37 +57,45 @@ def figure_costs(uri: str, profile: str) -> list[dict]:
             ),
             max_results=50000,
         )
-        trials = [r for r in runs if "mlflow.parentRunId" in r.data.tags and r.info.end_time]
-        if not trials:
-            continue
-        spans = [(r.info.start_time / 1000, r.info.end_time / 1000) for r in trials]
-        cpu_s = sum(
-            (end - start) * int(r.data.tags.get("fedsweep.threads", "1") or 1)
-            for r, (start, end) in zip(trials, spans, strict=True)
-        )
-        rounds_s = 0.0
-        for r in trials:
-            history = client.get_metric_history(r.info.run_id, "round_time")
-            rounds_s += sum(m.value for m in history)
-        commits = sorted({r.data.tags.get("fedsweep.git_commit", "")[:7] for r in trials} - {""})
-        rows.append(
-            {
-                "figure": exp.name,
-                "trials": len(trials),
-                "cpu_h": cpu_s / 3600,
-                "rounds_h": rounds_s / 3600,
-                "busy_wall_h": busy_seconds(spans) / 3600,
-                "first": dt.datetime.fromtimestamp(min(s for s, _ in spans), dt.UTC).isoformat(
-                    timespec="minutes"
-                ),
-                "last": dt.datetime.fromtimestamp(max(e for _, e in spans), dt.UTC).isoformat(
-                    timespec="minutes"
-                ),
-                "commits": commits,
-            }
-        )
+        groups: dict[str, list] = {}
+        for r in runs:
+            if "mlflow.parentRunId" in r.data.tags and r.info.end_time:
+                # a key at its default value (or not logged: a run older than the key) is no label
+                values = {k: r.data.params.get(k, defaults.get(k)) for k in by}
+                label = ", ".join(f"{k}={v}" for k, v in values.items() if v != defaults.get(k))
+                groups.setdefault(label, []).append(r)
+        for label, trials in groups.items():
+            rows.append(_row(client, f"{exp.name} ({label})" if label else exp.name, trials))
     rows.sort(key=lambda r: r["first"])
     return rows
+
+
+def _row(client, name: str, trials: list) -> dict:
+    """The cost of one figure's (or reading's) finished trials."""
+    spans = [(r.info.start_time / 1000, r.info.end_time / 1000) for r in trials]
+    cpu_s = sum(
+        (end - start) * int(r.data.tags.get("fedsweep.threads", "1") or 1)
+        for r, (start, end) in zip(trials, spans, strict=True)
+    )
+    rounds_s = 0.0
+    for r in trials:
+        history = client.get_metric_history(r.info.run_id, "round_time")
+        rounds_s += sum(m.value for m in history)
+    commits = sorted({r.data.tags.get("fedsweep.git_commit", "")[:7] for r in trials} - {""})
+    return {
+        "figure": name,
+        "trials": len(trials),
+        "cpu_h": cpu_s / 3600,
+        "rounds_h": rounds_s / 3600,
+        "busy_wall_h": busy_seconds(spans) / 3600,
+        "first": dt.datetime.fromtimestamp(min(s for s, _ in spans), dt.UTC).isoformat(
+            timespec="minutes"
+        ),
+        "last": dt.datetime.fromtimestamp(max(e for _, e in spans), dt.UTC).isoformat(
+            timespec="minutes"
+        ),
+        "commits": commits,
+    }
 
 
 def markdown(rows: list[dict]) -> str:
@@ -106,9 +120,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("uri", help="the MLflow tracking URI of the store")
     parser.add_argument("--profile", default="paper")
+    parser.add_argument("--by", action="append", default=[], help="split rows by this param")
     parser.add_argument("--json", action="store_true", help="one measurement as JSON")
     args = parser.parse_args()
-    rows = figure_costs(args.uri, args.profile)
+    rows = figure_costs(args.uri, args.profile, tuple(args.by))
     if args.json:
         print(json.dumps({"profile": args.profile, "rows": rows}, indent=1))
     else:
