@@ -85,11 +85,20 @@ class Cell:
         an effect."""
         reason = self.reason()
         if self.effect is None:
-            return reason or "–"
+            return reason or self.censored() or "–"
         text = f"{effect_text(self.effect, self.ci_low, self.ci_high)}, {self.seeds} seed{'s' * (self.seeds != 1)}"
         if self.panel:
             text += f" ({self.panel})"
         return f"{reason}; {text}" if reason and self.verdict == "not-testable" else text
+
+    def censored(self) -> str:
+        """Why a claim measured in rounds-to-a-level has no effect: some seed never reached the
+        level (``claims.evidence_row``'s ``censored``), with the seeds; "" otherwise."""
+        for row in self.panels:
+            if row.get("censored"):
+                seeds = len(row.get("seeds") or ()) or self.seeds
+                return f"no effect: {row['censored']}; {seeds} seed{'s' * (seeds != 1)}"
+        return ""
 
     def reason(self) -> str:
         """Why the claim is not testable (or what else its verdict says), in a few words:

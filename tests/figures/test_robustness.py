@@ -290,3 +290,12 @@ def test_a_new_map_refreshes_the_robustness_section_of_its_report(tmp_path):
     # no report of that paper at that profile, or a folder that is not a reports' robustness/
     assert update_report(maps, vmap("fedveca-fig3", "supported")) is None
     assert update_report(tmp_path / "elsewhere", vmap("bherd-fig3a", "supported")) is None
+
+
+def test_a_censored_cell_says_why_it_has_no_effect():
+    """A rounds-to-a-level claim where a seed never reached the level has no effect: the cell
+    says so instead of a bare dash."""
+    censored = {"censored": "a seed did not reach the target within T", "seeds": [0, 1, 2]}
+    cell = Cell("inconclusive", panels=[{"panel": "SVM", **censored}])
+    assert cell.statistic() == "no effect: a seed did not reach the target within T; 3 seeds"
+    assert Cell("inconclusive").statistic() == "–"
