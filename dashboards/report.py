@@ -249,6 +249,8 @@ def markdown(paper: str, rows: list[dict[str, Any]], results: list[FigureResult]
                 "",
                 f"**What this says about the paper.** {what_this_says([], r)}",
             ]
+            for extra in r.report_tables:  # a diagnosis figure's own tables (no claims)
+                lines += ["", extra]
             continue
         lines += [
             "",

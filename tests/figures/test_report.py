@@ -275,3 +275,15 @@ def test_a_reading_must_set_keys_the_figures_runs_read(tmp_path):
         with pytest.raises(SpecError) as err:
             load_spec(write_yaml(tmp_path / "bad.yaml", tree))
         assert needle in str(err.value)
+
+
+def test_a_figure_without_claims_keeps_its_report_tables(tmp_path):
+    """A diagnosis figure states no claim; the tables its builder adds are its point and stay in
+    the report (they were dropped with the claim rows once)."""
+    diag = result("bherd-diagnosis", [])
+    diag.report_tables.append("### How far the BHerd update is from FedAvg's\n\n| η | α=0.1 |")
+    meta = {"profile": "quick", "commit": "abc1234", "date": "2026-11-27"}
+    write_report([diag], tmp_path, meta)
+    text = (tmp_path / "bherd.md").read_text()
+    assert "- No claims." in text
+    assert "### How far the BHerd update is from FedAvg's\n\n| η | α=0.1 |" in text
