@@ -243,35 +243,40 @@ def markdown(paper: str, rows: list[dict[str, Any]], results: list[FigureResult]
         regimes = sorted({part for row in mine for part in row["regime"].split("; ")})
         if regimes:
             lines.append(f"- **Regime**: {'; '.join(regimes)}")
-        if not mine:
+        if mine:
+            lines += _claim_lines(mine, r)
+        else:
             lines += [
                 "- No claims.",
                 "",
                 f"**What this says about the paper.** {what_this_says([], r)}",
             ]
-            for extra in r.report_tables:  # a diagnosis figure's own tables (no claims)
-                lines += ["", extra]
-            continue
-        lines += [
-            "",
-            "| claim | verdict | effect [95% CI] | holds when | seeds | regime |",
-            "|---|---|---|---|---|---|",
-        ]
-        for row in mine:
-            lines.append(
-                f"| {cell(row['claim'])} | **{row['verdict']}** | {_effect(row)} | "
-                f"{cell(row['holds_when'] or '–')} | {row['seeds']} | {cell(row['regime'])} |"
-            )
-        lines += ["", f"**What this says about the paper.** {what_this_says(mine, r)}", ""]
-        for row in mine:
-            why = f" ({row['why']})" if row["why"] else ""
-            lines.append(f"- *{row['claim']}*{why}")
-            if row["paper_words"]:
-                lines.append(f"  - The paper: {row['paper_words']}")
-            lines.append(f"  - Numbers: {row['numbers']}")
         for extra in r.report_tables:
             lines += ["", extra]
     return "\n".join(lines) + "\n"
+
+
+def _claim_lines(mine: list[dict[str, Any]], r: FigureResult) -> list[str]:
+    """A figure's claims in its report section: the verdict table, what it says about the
+    paper, and each claim's words and numbers."""
+    lines = [
+        "",
+        "| claim | verdict | effect [95% CI] | holds when | seeds | regime |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in mine:
+        lines.append(
+            f"| {cell(row['claim'])} | **{row['verdict']}** | {_effect(row)} | "
+            f"{cell(row['holds_when'] or '–')} | {row['seeds']} | {cell(row['regime'])} |"
+        )
+    lines += ["", f"**What this says about the paper.** {what_this_says(mine, r)}", ""]
+    for row in mine:
+        why = f" ({row['why']})" if row["why"] else ""
+        lines.append(f"- *{row['claim']}*{why}")
+        if row["paper_words"]:
+            lines.append(f"  - The paper: {row['paper_words']}")
+        lines.append(f"  - Numbers: {row['numbers']}")
+    return lines
 
 
 def _figure_links(r: FigureResult, profile: str) -> str:

@@ -136,6 +136,10 @@ PanelOption = Annotated[
         "values, several axes all apply.",
     ),
 ]
+MaxConcurrentOption = Annotated[
+    int | None,
+    typer.Option(metavar="K", help="At most K trials at once (default: as resources allow)."),
+]
 ConfigArg = Annotated[
     Path,
     typer.Argument(

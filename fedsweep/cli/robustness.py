@@ -20,6 +20,7 @@ import typer
 from fedsweep.cli.common import (
     EXIT_FAILED,
     DataDirOption,
+    MaxConcurrentOption,
     PanelOption,
     PluginOption,
     ProfileOption,
@@ -71,10 +72,7 @@ def robustness(
             "--no-run", help="Draw the map from the runs in the store only (run nothing)."
         ),
     ] = False,
-    max_concurrent: Annotated[
-        int | None,
-        typer.Option(metavar="K", help="At most K trials at once (default: as resources allow)."),
-    ] = None,
+    max_concurrent: MaxConcurrentOption = None,
     data_dir: DataDirOption = None,
     tracking_uri: TrackingUriOption = None,
     sweeps_dir: Annotated[

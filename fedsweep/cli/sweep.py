@@ -13,6 +13,7 @@ import typer
 
 from fedsweep.cli.common import (
     DataDirOption,
+    MaxConcurrentOption,
     PanelOption,
     PluginOption,
     ProfileOption,
@@ -49,10 +50,7 @@ def sweep(
             "--resume", help="Continue an interrupted sweep (checkpoints, same MLflow runs)."
         ),
     ] = False,
-    max_concurrent: Annotated[
-        int | None,
-        typer.Option(metavar="K", help="At most K trials at once (default: as resources allow)."),
-    ] = None,
+    max_concurrent: MaxConcurrentOption = None,
     set_: SetOption = None,
     panel: PanelOption = None,
     data_dir: DataDirOption = None,
