@@ -4,12 +4,12 @@ PIP ?= $(PYTHON) -m pip
 export RAY_USAGE_STATS_ENABLED := 0
 export MLFLOW_DISABLE_TELEMETRY := true
 
-.PHONY: install test test-fast lint format bench bench-peers ui clean reproduce-figures docs
+.PHONY: install test test-fast lint format bench bench-peers ui clean reproduce-figures docs team-up team-down
 PROFILE ?= quick
 
 install:  ## install fedsweep and its pinned dependencies (CPU torch), plus dev tools
 	$(PIP) install torch==2.13.0
-	$(PIP) install -e ".[dev,docs]"
+	$(PIP) install -e ".[dev,docs,team]"
 	@# the compiled kernels and the MLflow schema template, built once here instead of by the first
 	@# run (or by every first Ray worker of a sweep at once): fedsweep/warmup.py
 	$(PYTHON) -m fedsweep.warmup
@@ -54,6 +54,13 @@ reproduce-figures:  ## every runnable sweep (PROFILE=quick|paper|smoke), every f
 	$(PYTHON) -m fedsweep.cli.main sweep --profile $(PROFILE)
 	$(PYTHON) -m fedsweep.cli.main figures --profile $(PROFILE) --out figures/$(PROFILE)
 	$(PYTHON) -m fedsweep.cli.main report --profile $(PROFILE) --out figures/$(PROFILE)/reproduction
+
+TEAM_ARGS ?=
+team-up:  ## PostgreSQL + an MLflow server on it + a Ray head on this machine; prints what to export (TEAM_ARGS="--host 10.0.0.5")
+	$(PYTHON) -m fedsweep.cli.main team up $(TEAM_ARGS)
+
+team-down:  ## stop what team-up started (the data stays in ~/.fedsweep/team)
+	$(PYTHON) -m fedsweep.cli.main team down
 
 docs:  ## the docs site in site/: the generated references (config keys, CLI), then mkdocs build --strict
 	$(PYTHON) docs/gen_reference.py

@@ -36,8 +36,6 @@ from fedsweep.sweep.spec import PROFILES, SpecError, SweepSpec, expand, load_spe
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
-DEFAULT_UI_URL = "http://127.0.0.1:5000"
-
 
 class FigureSelectionError(ValueError):
     """An unknown figure id, profile, band or image format (the CLI turns it into exit 2)."""
@@ -238,7 +236,7 @@ def build_figures(
     spec_files: list[str | Path] | None = None,
     options: FigureOptions | None = None,
     images: tuple[str, ...] = IMAGE_FORMATS,
-    ui_url: str = DEFAULT_UI_URL,
+    ui_url: str | None = None,
     require_store: bool = False,
 ) -> list[FigureResult]:
     """Build ``figures`` (ids of specs in ``sweeps_dir``) and the specs of ``spec_files``
@@ -261,6 +259,7 @@ def build_figures(
         get_client,
         missing_store_message,
         resolve_tracking_uri,
+        ui_base,
     )
 
     options = options or FigureOptions()
@@ -295,7 +294,7 @@ def build_figures(
             client, specs[fid], profile, index, dict(overrides or {}), options, criteria=CRITERIA
         )
         result = _build_one(fid, ctx)
-        result.experiment_url = experiment_url(client, fid, ui_url)
+        result.experiment_url = experiment_url(client, fid, ui_base(uri, ui_url))
         results.append(result)
     # every file is written to a temporary name and renamed into place (fedsweep.core.atomic), and
     # a previous build's files are removed only once the new ones are written: a build killed

@@ -34,6 +34,12 @@ def ray_session():
     """One local Ray instance (2 CPUs) for every test that runs a real Ray Tune sweep."""
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", configure_logging=True)
+    ray.init(
+        address="local",  # never a cluster this machine runs (`ray start`, a team head)
+        num_cpus=2,
+        include_dashboard=False,
+        logging_level="WARNING",
+        configure_logging=True,
+    )
     yield
     ray.shutdown()

@@ -19,6 +19,7 @@ LAYERS = [
     ("experiment", ("fedsweep.experiment", "fedsweep.plugins")),
     ("tracking", ("fedsweep.tracking",)),
     ("sweep", ("fedsweep.sweep",)),
+    ("team", ("fedsweep.team",)),
     ("dashboards", ("dashboards",)),
     ("cli", ("fedsweep.cli", "fedsweep.__main__")),
     ("bench", ("fedsweep.bench", "fedsweep.warmup")),

@@ -45,7 +45,9 @@ class UsageError(ValueError):
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> None:
-    typer.secho(message, fg=typer.colors.RED, err=True)
+    from fedsweep.tracking.credentials import redact
+
+    typer.secho(redact(message), fg=typer.colors.RED, err=True)
     raise typer.Exit(code)
 
 

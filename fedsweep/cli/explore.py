@@ -33,7 +33,6 @@ from fedsweep.tracking.direct import DONE_STATUSES as DONE
 
 OPERATORS = ("!=", ">=", "<=", "=", ">", "<")  # longest first: `a>=1` is not `a>` `=1`
 PAGE = 1000
-DEFAULT_UI = "http://127.0.0.1:5000"
 
 WhereOption = Annotated[
     list[str] | None,
@@ -66,8 +65,13 @@ HashOption = Annotated[
     ),
 ]
 UiUrlOption = Annotated[
-    str,
-    typer.Option("--ui-url", metavar="URL", help="Base URL of the MLflow UI (`fedsweep ui`)."),
+    str | None,
+    typer.Option(
+        "--ui-url",
+        metavar="URL",
+        help="Base URL of the MLflow UI (default: the tracking server for an http(s) "
+        "--tracking-uri, else $FEDSWEEP_UI_URL, else http://127.0.0.1:5000, `fedsweep ui`'s).",
+    ),
 ]
 
 
@@ -366,7 +370,7 @@ def runs(
     ] = None,
     config_hash: HashOption = None,
     limit: Annotated[int, typer.Option(metavar="N", min=1, help="At most N runs.")] = 50,
-    ui_url: UiUrlOption = DEFAULT_UI,
+    ui_url: UiUrlOption = None,
     tracking_uri: TrackingUriOption = None,
 ) -> None:
     """List runs matching filters, with their MLflow UI links (alias: find).
@@ -386,7 +390,7 @@ def runs(
         if status:
             wheres.append(f"fedsweep.status={status}")
         filters, by_hash = parse_filters(wheres, config_hash)
-        _, client = open_store(tracking_uri)
+        uri, client = open_store(tracking_uri)
         exps = experiment_ids(client, experiment)
         if figure:
             found = _figure_runs(client, list(exps), figure, filters, by_hash, limit)
@@ -394,6 +398,8 @@ def runs(
                 check_figure_id(client, figure)
         else:
             found = _select(client, list(exps), filters, by_hash, limit)
+    from fedsweep.tracking.store import ui_base
+
     seen, rows = set(), []
     for run in found:
         if run.info.run_id in seen:
@@ -410,7 +416,7 @@ def runs(
                 "-" if acc is None else f"{acc:.4f}",
                 run.data.tags.get("fedsweep.config_hash", "-"),
                 exps.get(run.info.experiment_id, run.info.experiment_id),
-                run_url(ui_url, run),
+                run_url(ui_base(uri, ui_url), run),
             )
         )
     rows = rows[:limit]

@@ -89,9 +89,13 @@ def figures(
     ] = None,
     set_: SetOption = None,
     ui_url: Annotated[
-        str,
-        typer.Option(metavar="URL", help="MLflow UI address for the experiment links."),
-    ] = "http://127.0.0.1:5000",
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="MLflow UI address for the experiment links (default: the tracking server "
+            "for an http(s) --tracking-uri, else $FEDSWEEP_UI_URL, else http://127.0.0.1:5000).",
+        ),
+    ] = None,
     tracking_uri: TrackingUriOption = None,
     sweeps_dir: Annotated[
         Path, typer.Option(metavar="DIR", help="Where the sweep specs live.")

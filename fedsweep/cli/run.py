@@ -130,7 +130,10 @@ def _check_runnable(cfg) -> None:
     if problem:
         raise ConfigError(problem)
     if cfg.tracking.enabled:
-        check_tracking_uri(resolve_tracking_uri(cfg.tracking.uri), write=True)
+        uri = resolve_tracking_uri(cfg.tracking.uri)  # a password moves into the environment
+        if cfg.tracking.uri and "@" in cfg.tracking.uri:
+            cfg.tracking.uri = uri  # the clean URI: nothing logs or prints the password
+        check_tracking_uri(uri, write=True)
 
 
 def _num(value: float) -> str:

@@ -58,6 +58,25 @@ def sweep(
     sweeps_dir: Annotated[
         Path, typer.Option(metavar="DIR", help="Where specs live (for the default).")
     ] = Path("sweeps"),
+    storage: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DIR",
+            help="Where Ray keeps the trials' checkpoints and its results (default: "
+            "<store dir>/ray_results). On a multi-node cluster: a folder every node mounts "
+            "at the same path (NFS), so a trial restarted on another node finds its checkpoint.",
+        ),
+    ] = None,
+    artifact_root: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URI",
+            help="Where new experiments keep their artifacts when --tracking-uri is a "
+            "database (postgresql://...): a shared folder or an object-store URI (s3://...). "
+            "A tracking server (http://...) decides this itself (mlflow server "
+            "--artifacts-destination).",
+        ),
+    ] = None,
     wait: Annotated[
         bool,
         typer.Option(
@@ -147,6 +166,8 @@ def sweep(
             )
             return
     run_args = dict(
+        storage_dir=storage,
+        artifact_root=artifact_root,
         address=address,
         resume=resume,
         max_concurrent=max_concurrent,
@@ -278,7 +299,9 @@ def _run_all(specs, figures, profile: str, verbose: bool, run_args: dict) -> boo
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     name = figures[0] if len(specs) == 1 else "sweep"
-    log_path = default_store_dir() / "ray_results" / "logs" / f"{name}-{profile}-{stamp}.log"
+    results = Path(run_args["storage_dir"]) if run_args.get("storage_dir") else None
+    results = results or default_store_dir() / "ray_results"
+    log_path = results / "logs" / f"{name}-{profile}-{stamp}.log"
     ray_was_up = "ray" in sys.modules and sys.modules["ray"].is_initialized()
     capture = nullcontext((sys.stdout, sys.stderr)) if verbose else ray_output_to(log_path)
     failed = False

@@ -176,7 +176,13 @@ def ui(
             prepare_store(uri, create=False)  # reading: never creates a store
         except OSError as err:
             raise UsageError(f"cannot use the store {uri}: {err}") from None
-    cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri]
+    from fedsweep.tracking.store import connect_uri
+
+    env = None
+    if connect_uri(uri) != uri:  # a password: through the environment, not the command line
+        env = {**os.environ, "MLFLOW_BACKEND_STORE_URI": connect_uri(uri)}
+    cmd = [sys.executable, "-m", "mlflow", "ui"]
+    cmd += ["--backend-store-uri", uri] if env is None else []
     cmd += ["--host", host, "--port", str(port)]
     if workers is not None:
         cmd += ["--workers", str(workers)]
@@ -192,7 +198,7 @@ def ui(
 
     handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {sig: signal.getsignal(sig) for sig in handled}
-    proc = subprocess.Popen(cmd, start_new_session=True)
+    proc = subprocess.Popen(cmd, start_new_session=True, env=env)
     code = 0
     try:
         for sig in handled:

@@ -74,6 +74,32 @@ def driver_lock(path: Path, figure: str, profile: str, uri: str, wait: bool, ech
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
+@contextlib.contextmanager
+def store_driver_claim(uri: str, figure: str, profile: str, wait: bool, echo):
+    """The driver's claim on (figure, profile) in the tracking store itself
+    (:mod:`fedsweep.tracking.claims`): a second driver on any machine sharing the store raises
+    :class:`SweepBusyError` naming the host and PID of the running one, or with ``wait`` waits
+    for it to end. (``driver_lock`` guards this machine's Ray state; this guards the store.)"""
+    from fedsweep.tracking.claims import ClaimBusy, claim_name, describe, hold, holder_tags
+
+    def waiting(holder: dict) -> None:
+        echo(f"waiting for {describe(holder)} to end its sweep of {figure} [{profile}]")
+
+    tags = holder_tags(figure=figure, profile=profile)
+    try:
+        with hold(
+            uri, claim_name("driver", f"{figure}.{profile}"), tags, wait=wait, on_wait=waiting
+        ):
+            yield
+    except ClaimBusy as err:
+        raise SweepBusyError(
+            f"{figure} [{profile}] is already being swept into {uri} by "
+            f"{describe(err.holder)}; a second driver would run the same trials again. Wait "
+            "for it (or stop it), or pass --wait to start when it has ended (its finished "
+            "trials are then reused)."
+        ) from None
+
+
 def _holder_text(text: str) -> str:
     try:
         info = json.loads(text)

@@ -94,6 +94,69 @@ def check_resources(spec: SweepSpec, spec_path: Path) -> None:
     )
 
 
+def check_storage(storage: str | Path | None) -> None:
+    """Refuse a ``--storage`` fedsweep cannot write its checkpoints to: it writes them with
+    file operations (atomic renames), so the storage is a folder: a local one, or on a cluster
+    a shared mount (NFS, or an object store mounted with s3fs / mountpoint-s3)."""
+    if storage is None:
+        return
+    text = str(storage)
+    if "://" in text and not text.startswith("file://"):
+        raise SpecError(
+            f"--storage {text}: a folder is needed (fedsweep writes the trials' checkpoints "
+            "with file renames, which an object store has not); mount the bucket on every "
+            "node (s3fs, mountpoint-s3) or use a shared folder (NFS), and pass that path"
+        )
+
+
+#: file systems that every node of a cluster can share (``/proc/mounts``' types)
+SHARED_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph",
+             "glusterfs", "9p", "virtiofs")  # fmt: skip
+
+
+def filesystem_type(path: Path) -> str | None:
+    """The type of the file system ``path`` is on (Linux ``/proc/mounts``), None elsewhere."""
+    try:
+        mounts = [line.split() for line in Path("/proc/mounts").read_text().splitlines()]
+    except OSError:
+        return None
+    target = Path(path).resolve()
+    best, kind = -1, None
+    for fields in mounts:
+        if len(fields) < 3:
+            continue
+        point = Path(fields[1].replace("\\040", " "))
+        if (target == point or point in target.parents) and len(point.parts) > best:
+            best, kind = len(point.parts), fields[2]
+    return kind
+
+
+def cluster_warnings(tracking_uri: str, storage: Path) -> list[str]:
+    """On a Ray cluster of more than one node: a warning when the store is a local sqlite file
+    (trials on other nodes cannot reach it) and when Ray's storage is on a local disk (a trial
+    restarted on another node cannot find its checkpoint)."""
+    import ray
+
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    if len({n.get("NodeManagerAddress") for n in nodes}) < 2:  # one machine: nothing to share
+        return []
+    lines = []
+    if tracking_uri.startswith("sqlite:///"):
+        lines.append(
+            f"warning: {len(nodes)} Ray nodes, but the store {tracking_uri} is a file on this "
+            "machine: trials on other nodes cannot write to it. Use a tracking server or a "
+            "database every node reaches (fedsweep team up; docs: how-to/team)."
+        )
+    kind = filesystem_type(storage)
+    if kind is not None and not (kind in SHARED_FS or kind.startswith("fuse")):
+        lines.append(
+            f"warning: {len(nodes)} Ray nodes, but Ray's storage {storage} is on a local disk "
+            f"({kind}): a trial restarted on another node starts from round 0. Pass --storage "
+            "with a folder every node mounts at the same path (NFS)."
+        )
+    return lines
+
+
 class UnsafeRemovalError(RuntimeError):
     """A folder to remove that is not strictly inside the store's ray_results folder."""
 
@@ -214,7 +277,9 @@ def _connect(ray, address: str | None, kwargs: dict) -> None:
             first = (str(err).strip().splitlines() or [type(err).__name__])[0]
             raise RayUnavailableError(f"--address {address}: {first}") from None
     else:
-        ray.init(**kwargs)
+        # "local": a private Ray of this process, never a cluster found through RAY_ADDRESS or
+        # /tmp/ray/ray_current_cluster (plain ray.init() would join one: --address is the way)
+        ray.init(address="local", **kwargs)
         from fedsweep.sweep import ray_watchdog
 
         ray_watchdog.start()  # a kill -9 of this driver leaves no Ray process behind
@@ -256,9 +321,14 @@ def fit_trials(
 
     from fedsweep.sweep.trial import fl_trial
     from fedsweep.sweep.tune_events import TrialEvents, listening
+    from fedsweep.tracking.credentials import secret_env
 
+    secrets = secret_env()
+    # tracking credentials reach trials on other nodes through Ray's object store, never
+    # through a trial's config (which Ray writes to disk): fedsweep.tracking.credentials
+    function = tune.with_parameters(fl_trial, secrets=secrets) if secrets else fl_trial
     trainable = tune.with_resources(
-        fl_trial, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
+        function, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
     )
     path = storage / tune_name
     if not restore and path.exists():  # a stale sweep folder: its checkpoints are not used
@@ -287,20 +357,63 @@ def fit_trials(
     atomic.write_text(state_path, json.dumps(state))  # a --resume sees old or new, never half
     if listener is not None and report is not None:
         listener.begin(report)
-    with listening(_Notes(listener, echo)):
+    with listening(_Notes(listener, echo, report)):
         return tuner.fit()
 
 
 class _Notes:
-    """The listener of a fit: Tune's trial events go to ``listener``; a trial's warning (a
-    checkpoint set aside) goes to ``listener.trial_note`` when it has one, else to ``echo``."""
+    """The listener of a fit: Tune's trial events go to ``listener``; a trial's note goes to
+    ``listener.trial_note`` when it has one, else to ``echo`` (``warning:`` unless the note
+    says ``note:``). Faults get one line each and are counted in ``report``: a trial that
+    Ray restarts (``recover``: it goes on from its newest checkpoint) and a Ray node lost
+    (polled every :data:`NODE_POLL_S` seconds of Tune's loop)."""
 
-    def __init__(self, listener, echo):
-        self.listener, self.echo = listener, echo
+    def __init__(self, listener, echo, report: SweepReport | None = None):
+        self.listener, self.echo, self.report = listener, echo, report
+        self._nodes: dict[str, str] | None = None  # alive node id -> address
+        self._polled = 0.0
 
     def trial_event(self, event, trials, trial) -> None:
+        if event == "recover" and trial is not None:
+            if self.report is not None:
+                self.report.restarts += 1
+            why = _first_error_line(trial)
+            self._say(
+                f"note: trial {trial} failed{f' ({why})' if why else ''}; Ray restarts it, "
+                "from its newest checkpoint"
+            )
+        if event == "step":
+            self._watch_nodes()
         if self.listener is not None:
             self.listener.trial_event(event, trials, trial)
+
+    def _watch_nodes(self) -> None:
+        import time
+
+        now = time.monotonic()
+        if now - self._polled < NODE_POLL_S:
+            return
+        self._polled = now
+        try:
+            import ray
+
+            alive = {
+                n["NodeID"]: n.get("NodeManagerAddress", "?") for n in ray.nodes() if n.get("Alive")
+            }
+        except Exception:  # noqa: BLE001 - a display must never stop a sweep
+            return
+        if self._nodes is not None:
+            for node_id, address in self._nodes.items():
+                if node_id not in alive:
+                    self._say(
+                        f"note: Ray node {address} ({node_id[:8]}) was lost; its trials restart "
+                        f"on the other nodes from their checkpoints ({len(alive)} node(s) left)"
+                    )
+        self._nodes = alive
+
+    def _say(self, text: str) -> None:
+        if self.echo is not None:
+            self.echo(text)
 
     def trial_note(self, trial, text: str) -> None:
         note = getattr(self.listener, "trial_note", None)
@@ -308,4 +421,23 @@ class _Notes:
             note(trial, text)
         elif self.echo is not None:
             for line in text.splitlines():
-                self.echo(f"warning: {trial}: {line}")
+                if line.startswith("note: "):
+                    self.echo(f"note: {trial}: {line[len('note: ') :]}")
+                else:
+                    self.echo(f"warning: {trial}: {line}")
+
+
+#: seconds between two looks at the Ray cluster's nodes during a fit
+NODE_POLL_S = 5.0
+
+
+def _first_error_line(trial) -> str:
+    """The last line of a Tune trial's error (the exception), or "" when Ray has none yet."""
+    try:
+        text = trial.get_error() if hasattr(trial, "get_error") else None
+        if not text and getattr(trial, "error_file", None):
+            text = Path(trial.error_file).read_text()
+        lines = [ln for ln in str(text or "").strip().splitlines() if ln.strip()]
+        return lines[-1].strip()[:200] if lines else ""
+    except Exception:  # noqa: BLE001
+        return ""

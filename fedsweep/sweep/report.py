@@ -26,6 +26,8 @@ class SweepReport:
     interrupted: int = 0
     #: derived trials not run because their source trial has no finished run (it failed)
     no_source: int = 0
+    #: trial attempts Ray restarted (a crash, a lost node): each went on from its checkpoint
+    restarts: int = 0
     errors: list[str] = field(default_factory=list)
 
     def line(self, wall: float | None = None) -> str:
@@ -40,6 +42,8 @@ class SweepReport:
         if self.no_source:
             text += f", {self.no_source} not run (source run missing)"
         text += f" of {self.total} trials"
+        if self.restarts:
+            text += f" ({self.restarts} restart{'s' if self.restarts > 1 else ''})"
         if wall is not None:
             text += f" in {duration(wall)}"
         return text + (f" [ran on {self.data_fallback}]" if self.data_fallback else "")

@@ -46,12 +46,15 @@ from fedsweep.sweep.locking import (
     ray_experiment_name,
     read_state,
     resumable,
+    store_driver_claim,
 )
 from fedsweep.sweep.ray_backend import (  # noqa: F401  (shutdown_ray: re-exported)
     RAY_DIR,
     TRIALS_DIR,
     bound_ray_connect,
     check_resources,
+    check_storage,
+    cluster_warnings,
     fit_trials,
     init_ray,
     remove_inside,
@@ -79,6 +82,8 @@ from fedsweep.sweep.store_index import (
     store_folder,
     trial_runs,
 )
+from fedsweep.tracking import retries
+from fedsweep.tracking.store import artifact_root as store_artifact_root
 from fedsweep.tracking.store import (
     check_tracking_uri,
     default_store_dir,
@@ -98,6 +103,7 @@ def run_sweep(
     max_concurrent: int | None = None,
     tracking_uri: str | None = None,
     storage_dir: str | Path | None = None,
+    artifact_root: str | None = None,
     data_dir: str | Path | None = None,
     overrides: dict | None = None,
     fail_at: dict[str, int | tuple[int, str]] | None = None,
@@ -136,6 +142,7 @@ def run_sweep(
                 raise SpecError(f"{spec_path}: {problem}")
     if max_concurrent is not None and max_concurrent < 1:
         raise SpecError(f"max_concurrent: got {max_concurrent} (allowed: 1 or more, or None)")
+    check_storage(storage_dir)
     plan = check_data(trials, spec, profile, data_root)
     data_note = plan.note
     if data_note:
@@ -164,12 +171,28 @@ def run_sweep(
     client = get_client(uri)
     experiment = spec.figure
     experiment_id = ensure_experiment(
-        client, experiment, uri, description=experiment_description(spec), overwrite=True
+        client,
+        experiment,
+        uri,
+        description=experiment_description(spec),
+        overwrite=True,
+        artifacts=artifact_root,
     )
-    storage = Path(storage_dir).resolve() if storage_dir else default_store_dir() / "ray_results"
+    where = client.get_experiment(experiment_id).artifact_location
+    if artifact_root and where != store_artifact_root(uri, artifact_root):
+        echo(f"note: the experiment {experiment} keeps its artifacts where it was created: {where}")
+    storage = (
+        Path(str(storage_dir).removeprefix("file://")).resolve()
+        if storage_dir
+        else default_store_dir() / "ray_results"
+    )
     storage.mkdir(parents=True, exist_ok=True)
     tune_name = ray_experiment_name(spec.figure, profile, uri, spec_path)
-    with driver_lock(storage / f"{tune_name}.driver", spec.figure, profile, uri, wait, echo):
+    with (
+        retries.watching(echo),  # a tracking server's outage: one line, not silence
+        driver_lock(storage / f"{tune_name}.driver", spec.figure, profile, uri, wait, echo),
+        store_driver_claim(uri, spec.figure, profile, wait, echo),
+    ):
         drive = _Drive(
             spec,
             spec_path,
@@ -331,7 +354,7 @@ def _run_stage(
             )
         return
 
-    from fedsweep.sweep.trial import disk_full
+    from fedsweep.sweep.trial import REUSED_KEY, disk_full
 
     path = storage / tune_name
     restore = drive.resume and state is not None
@@ -358,6 +381,8 @@ def _run_stage(
     # Ray first: the parent run is opened only once Ray is up and can run the trials
     init_ray(drive.address)
     check_resources(spec, drive.spec_path)
+    for line in cluster_warnings(drive.uri, storage):
+        echo(line)
     parent_run_id = _parent(drive, state, tags)
     report.parent_run_id = parent_run_id
     errored_before = report.errored
@@ -431,7 +456,11 @@ def _run_stage(
         # (a restored Tune experiment also lists the trials that had finished before)
         planned = {t.config_hash for t in pending}
         finished = len(finished_hashes(client, planned))
-        report.finished += finished
+        # trials that found their config trained by another sweep meanwhile (the claim on it,
+        # fedsweep.tracking.claims) reused that run: shared, not run
+        reused = sum(bool((r.metrics or {}).get(REUSED_KEY)) for r in results)
+        report.finished += finished - reused
+        report.shared += reused
         errored = report.errored - errored_before
         interrupted = max(0, len(planned) - finished - errored)
         report.interrupted += interrupted

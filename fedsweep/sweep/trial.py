@@ -29,7 +29,9 @@ import torch
 from fedsweep.config.schema import RunConfig
 from fedsweep.engine.client_state import externalize, internalize
 from fedsweep.engine.observers import Observer
-from fedsweep.tracking.direct import DONE_STATUSES
+from fedsweep.tracking import retries
+from fedsweep.tracking.claims import claim_name, describe, hold, holder_tags
+from fedsweep.tracking.direct import DONE_STATUSES, done_runs_by_hash
 from fedsweep.tracking.records import RecordSpool
 from fedsweep.tracking.store import get_client
 from fedsweep.tracking.tracked_run import SPOOL_KEY, TrackedRun
@@ -44,6 +46,8 @@ CLIENT_FILES = "client_files.json"
 RECORDS_DIR = "records"
 #: metrics forwarded to Ray (everything goes to MLflow; Ray only needs a few for its tables)
 REPORTED = ("test_loss", "test_acc", "train_loss", "train_acc", "round_time")
+#: key of a trial's last report when it reused the run another sweep trained meanwhile
+REUSED_KEY = "reused_run"
 #: key of a trial's report that carries a warning for the driver's console (a checkpoint set
 #: aside); ``sweep.tune_events`` forwards it
 NOTE_KEY = "fedsweep_note"  # = tune_events.NOTE_KEY (that module imports Ray at its top)
@@ -98,16 +102,59 @@ def _full_text(path, detail: str) -> str:
     return text + (f" ({detail})" if detail else "")
 
 
-def fl_trial(params: dict) -> None:
+def fl_trial(params: dict, secrets: dict | None = None) -> None:
+    """One trial; ``secrets``: the driver's tracking credentials (environment variables,
+    ``credentials.secret_env``), handed over through Ray's object store."""
     from ray import tune
 
     payload = params["trial"]
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    if secrets:
+        from fedsweep.tracking.credentials import apply_env
+
+        apply_env(secrets)
     if payload.get("plugins"):  # the driver's --plugin modules register parts the config names
         from fedsweep.plugins import load_plugin_list
 
         load_plugin_list(payload["plugins"])
     config = RunConfig.model_validate(payload["config"])
+    config_hash = payload["tags"]["fedsweep.config_hash"]
+
+    def waiting(holder: dict) -> None:  # another sweep (maybe on another machine) trains it
+        text = (
+            f"note: config {config_hash[:12]} is being trained by {describe(holder)} "
+            f"({holder.get('figure', '?')}: {holder.get('run_name', '?')}); waiting to reuse its run"
+        )
+        print(text, flush=True)
+        tune.report({"round": 0, NOTE_KEY: text})
+
+    # the claim on this config, in the store: no config is trained twice at once, by any sweep
+    # on any machine sharing the store (fedsweep.tracking.claims)
+    tags = holder_tags(
+        f"{payload['parent_run_id']}/{payload['trial_id']}",
+        figure=payload["tags"].get("fedsweep.figure", ""),
+        run_name=config.tracking.run_name or "",
+    )
+    with hold(
+        config.tracking.uri, claim_name("trial", config_hash), tags, wait=True, on_wait=waiting
+    ):
+        client = get_client(config.tracking.uri)
+        done = done_runs_by_hash(client, [config_hash]).get(config_hash)
+        if done is not None:
+            # done since this sweep was planned: by another sweep (maybe while this trial
+            # waited for its claim; REUSED_KEY), or by this one's earlier attempt whose end
+            # the driver never saw: running it again would duplicate the run
+            parent = client.get_run(done[0]).data.tags.get("mlflow.parentRunId")
+            own = parent == payload["parent_run_id"]
+            tune.report({"round": config.train.rounds, "already_ended" if own else REUSED_KEY: 1})
+            return
+        _claimed_trial(payload, config)
+
+
+def _claimed_trial(payload: dict, config: RunConfig) -> None:
+    """The trial, once it holds the claim on its config."""
+    from ray import tune
+
     state_dir = Path(payload["state_dir"]) if payload.get("state_dir") else None
     notes: list[str] = []
     try:
@@ -160,7 +207,8 @@ def fl_trial(params: dict) -> None:
             tracked, payload["checkpoint_every"], fail_at, payload["trial_id"], state_dir
         )
         reporter.fail_with = payload.get("fail_with")
-        tracked.execute(observers=[reporter])
+        with retries.watching(reporter.notes.append):  # to the driver with the next report
+            tracked.execute(observers=[reporter])
         if state_dir is not None:  # the run ended (finished or diverged): no resume needs it
             shutil.rmtree(state_dir, ignore_errors=True)
     except Exception as err:
@@ -194,6 +242,8 @@ class TuneReporter(Observer):
         self.state_dir = None if state_dir is None else Path(state_dir)
         self.fail_with: str | None = None  # "enospc": the injected failure is a full disk
         self._last_report = time.monotonic()
+        #: lines for the driver's console (``retries.watching``), sent with the next report
+        self.notes: list[str] = []
 
     def on_round(self, t, metrics, result) -> None:
         from ray import tune
@@ -205,6 +255,9 @@ class TuneReporter(Observer):
             raise InjectedFailure(f"injected failure at round {t} ({self.label})")
         report = {k: metrics[k] for k in REPORTED if k in metrics}
         report["round"] = t
+        if self.notes:
+            report[NOTE_KEY] = "\n".join(dict.fromkeys(self.notes))
+            self.notes.clear()
         last = t == self.tracked.config.train.rounds or result.status != "finished"
         if (t % self.every == 0 or last) and self.state_dir is not None:
             # every round up to the checkpoint is in the store before the checkpoint exists (a
@@ -213,7 +266,7 @@ class TuneReporter(Observer):
             save_checkpoint(self.state_dir, self.tracked.state_dict(), self.tracked.run_id, t)
             tune.report(report)
             self._last_report = time.monotonic()
-        elif time.monotonic() - self._last_report >= REPORT_EVERY_S:
+        elif NOTE_KEY in report or time.monotonic() - self._last_report >= REPORT_EVERY_S:
             tune.report(report)
             self._last_report = time.monotonic()
 

@@ -73,6 +73,8 @@ class MlflowRunLogger:
         #: (key, value, timestamp ms, step) of the rounds not yet written
         self._pending: list[tuple[str, float, int, int]] = []
         self._flushed_at = time.monotonic()
+        #: (key, step) the adopted run holds past its last whole round (``guard_rewrites``)
+        self._have: set[tuple[str, int]] = set()
 
     def start(
         self,
@@ -87,6 +89,7 @@ class MlflowRunLogger:
             self.client.update_run(run_id, status="RUNNING")
             self.set_tags(tags)
         else:
+            config = _without_secrets(config, self.tracking_uri)
             run = self.client.create_run(self.experiment_id, tags=tags, run_name=run_name)
             self.run_id = run.info.run_id
             params = [self._Param(k, _param_str(v)) for k, v in sorted(flatten(config).items())]
@@ -100,6 +103,19 @@ class MlflowRunLogger:
         history = self.client.get_metric_history(self.run_id, key)
         return max((m.step for m in history), default=0)
 
+    def guard_rewrites(self, logged_until: int) -> None:
+        """Make logging idempotent per (key, step) for an adopted run: the (key, step) pairs
+        it already holds after ``logged_until`` (a round written in part: a tracking server's
+        ``log_batch`` requests of one flush are not one transaction, and an attempt that was
+        killed between two of them left half a round) are not written again. Only keys whose
+        latest step is past ``logged_until`` are read back."""
+        run = self.client.get_run(self.run_id)
+        keys = [m.key for m in run.data._metric_objs if m.step > logged_until]
+        for key in keys:
+            for m in self.client.get_metric_history(self.run_id, key):
+                if m.step > logged_until:
+                    self._have.add((key, m.step))
+
     def set_tags(self, tags: dict[str, str]) -> None:
         items = [self._RunTag(k, str(v)) for k, v in tags.items()]
         for i in range(0, len(items), MAX_PARAMS):
@@ -111,12 +127,15 @@ class MlflowRunLogger:
         writes the rest). A sweep trial flushes before each checkpoint, so every round up to a
         checkpoint is in the store."""
         now = int(time.time() * 1000)
-        self._pending += [(k, float(v), now, step) for k, v in metrics.items()]
-        self._pending += [
+        rows = [(k, float(v), now, step) for k, v in metrics.items()]
+        rows += [
             (f"{GLOBAL_SECTION}/{k}", float(v), now, step)
             for k, v in metrics.items()
             if "/" not in k
         ]
+        if self._have:  # an adopted run's half-written round: those rows are there already
+            rows = [r for r in rows if (r[0], r[3]) not in self._have]
+        self._pending += rows
         if len(self._pending) >= FLUSH_ROWS or time.monotonic() - self._flushed_at >= FLUSH_EVERY_S:
             self.flush()
 
@@ -142,6 +161,17 @@ class MlflowRunLogger:
         self.flush()
         self.set_tags({"fedsweep.status": status})
         self.client.set_terminated(self.run_id, STATUS_TO_MLFLOW[status])
+
+
+def _without_secrets(config: dict, clean_uri: str) -> dict:
+    """``config`` with a password in its ``tracking.uri`` replaced by the clean URI (the
+    params and ``config.yaml`` never hold a credential; fedsweep.tracking.credentials)."""
+    from fedsweep.tracking.credentials import redact
+
+    uri = (config.get("tracking") or {}).get("uri")
+    if not isinstance(uri, str) or redact(uri) == uri:
+        return config
+    return {**config, "tracking": {**config["tracking"], "uri": clean_uri}}
 
 
 def _param_str(value) -> str:

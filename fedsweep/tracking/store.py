@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from fedsweep.core.processes import alive
+from fedsweep.tracking import credentials
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
@@ -29,7 +30,15 @@ def default_store_dir() -> Path:
 
 
 def resolve_tracking_uri(uri: str | None = None) -> str:
+    """The store's URI: absolute for a local path, and *clean*: a password in it moves into
+    this process's environment (:mod:`fedsweep.tracking.credentials`), so nothing that logs,
+    prints or hands on the URI can leak it."""
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI")
+    if uri and "@" in uri:
+        try:
+            uri = credentials.absorb(uri)
+        except credentials.CredentialsError as err:
+            raise TrackingUriError(str(err)) from None
     if not uri:
         return f"sqlite:///{default_store_dir() / DB_NAME}"
     if uri.startswith("sqlite:///"):
@@ -42,11 +51,20 @@ def resolve_tracking_uri(uri: str | None = None) -> str:
     return uri
 
 
-def artifact_root(tracking_uri: str) -> str | None:
-    """Absolute artifact location for experiments created in a local sqlite store."""
+def artifact_root(tracking_uri: str, explicit: str | None = None) -> str | None:
+    """Absolute artifact location for the experiments fedsweep creates: ``explicit``
+    (``--artifact-root``: a URI such as ``s3://bucket/x``, or a folder, made absolute), else
+    ``<store dir>/artifacts`` beside a local sqlite database, else, for a database URI,
+    ``<cwd>/mlruns/artifacts`` (MLflow's default, ``./mlruns``, is relative: each process, and
+    each Ray trial in its own folder, would write its own copy). None for a tracking server,
+    which decides itself (``mlflow server --artifacts-destination``)."""
+    if explicit:
+        return explicit if "://" in explicit else Path(explicit).expanduser().resolve().as_uri()
     if tracking_uri.startswith("sqlite:///"):
         db = Path(tracking_uri[len("sqlite:///") :])
         return (db.parent / "artifacts").as_uri()
+    if _scheme(tracking_uri) in credentials.DB_SCHEMES:
+        return (default_store_dir() / "artifacts").as_uri()
     return None
 
 
@@ -90,6 +108,10 @@ def check_tracking_uri(tracking_uri: str, *, write: bool = False) -> None:
         )
     if scheme in ("http", "https"):
         probe_server(tracking_uri)
+    if scheme in credentials.DB_SCHEMES:
+        problem = database_driver_problem(tracking_uri)
+        if problem:
+            raise TrackingUriError(f"tracking URI {credentials.redact(tracking_uri)}: {problem}")
     if tracking_uri.startswith("sqlite:///"):
         db = Path(tracking_uri[len("sqlite:///") :])
         try:
@@ -410,6 +432,9 @@ def prepare_store(tracking_uri: str, *, create: bool = True) -> None:
         raise StoreMissingError(missing_store_message(tracking_uri))
     check_tracking_uri(tracking_uri)  # creates a sqlite store's folder
     if db is None:
+        if _scheme(tracking_uri) in credentials.DB_SCHEMES:
+            _open_database(tracking_uri)
+        _READY.add(tracking_uri)
         return
     from mlflow import MlflowClient
 
@@ -428,7 +453,7 @@ def prepare_store(tracking_uri: str, *, create: bool = True) -> None:
         if problem:
             raise StoreBrokenError(problem)
         try:
-            MlflowClient(tracking_uri=tracking_uri).search_experiments(max_results=1)
+            MlflowClient(tracking_uri=connect_uri(tracking_uri)).search_experiments(max_results=1)
         except Exception as err:  # noqa: BLE001 - MLflow's migration/open errors vary
             first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
             raise StoreBrokenError(
@@ -439,13 +464,100 @@ def prepare_store(tracking_uri: str, *, create: bool = True) -> None:
     _READY.add(tracking_uri)
 
 
+def _scheme(uri: str) -> str:
+    return uri.partition("://")[0].split("+")[0].lower() if "://" in uri else ""
+
+
+#: the pip extra that installs the database drivers of a team store
+TEAM_EXTRA = "pip install 'fedsweep[team]'"
+
+
+def database_driver_problem(tracking_uri: str) -> str | None:
+    """Why SQLAlchemy cannot load the driver of a database URI (``postgresql://`` needs
+    psycopg 3 with SQLAlchemy 2.1, ``postgresql+psycopg2://`` psycopg2), or None."""
+    from sqlalchemy.engine.url import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    try:
+        url = make_url(tracking_uri)
+        dialect = url.get_dialect()
+        dialect.import_dbapi()
+    except (ArgumentError, NoSuchModuleError) as err:
+        return f"SQLAlchemy has no dialect for it ({credentials.redact(str(err))})"
+    except ImportError as err:
+        name = getattr(err, "name", None) or str(err)
+        return (
+            f"its database driver {name!r} ({url.get_backend_name()}+{url.get_driver_name()}) "
+            f"is not installed: {TEAM_EXTRA} (PostgreSQL), or name an installed driver in the "
+            "URI's scheme, e.g. postgresql+psycopg2://"
+        )
+    return None
+
+
+def _open_database(tracking_uri: str) -> None:
+    """Open a database store once (MLflow creates its schema on a first open) and turn what
+    goes wrong into one sentence: a missing driver, a refused connection, a wrong password."""
+    from mlflow import MlflowClient
+
+    shown = credentials.redact(tracking_uri)
+    problem = database_driver_problem(tracking_uri)
+    if problem:
+        raise TrackingUriError(f"tracking URI {shown}: {problem}")
+    try:
+        # one connection first, in seconds: MLflow retries a failed engine for minutes,
+        # logging a traceback per attempt
+        _connect_once(connect_uri(tracking_uri))
+        MlflowClient(tracking_uri=connect_uri(tracking_uri)).search_experiments(max_results=1)
+    except Exception as err:  # noqa: BLE001 - SQLAlchemy/MLflow wrap the driver's error
+        cause = err
+        while cause.__cause__ is not None or cause.__context__ is not None:
+            cause = cause.__cause__ or cause.__context__
+        text = str(getattr(cause, "orig", None) or cause).strip().splitlines() or [
+            type(err).__name__
+        ]
+        lines = [ln.strip() for ln in text if ln.strip()]
+        first = credentials.redact(" ".join(lines[:2]))[:300]
+        raise TrackingUriError(
+            f"tracking URI {shown}: the database cannot be opened ({first}); check the "
+            "server, the database name and the credentials (~/.pgpass, PGPASSWORD)"
+        ) from None
+
+
+#: seconds a database has to accept fedsweep's first connection
+DB_CONNECT_TIMEOUT_S = 10
+
+
+def _connect_once(uri: str) -> None:
+    """Open and close one connection to the database ``uri`` (no retries)."""
+    import sqlalchemy
+
+    args = (
+        {"connect_timeout": DB_CONNECT_TIMEOUT_S}
+        if _scheme(uri) in ("postgresql", "postgres", "mysql")
+        else {}
+    )
+    engine = sqlalchemy.create_engine(uri, connect_args=args, poolclass=sqlalchemy.pool.NullPool)
+    try:
+        with engine.connect():
+            pass
+    finally:
+        engine.dispose()
+
+
 def get_client(tracking_uri: str, *, create: bool = True):
     """MLflow's client of a prepared store (:func:`prepare_store`; ``create=False`` for
     reading commands: a missing local store is an error)."""
     from mlflow import MlflowClient
 
     prepare_store(tracking_uri, create=create)
-    return MlflowClient(tracking_uri=tracking_uri)
+    return MlflowClient(tracking_uri=connect_uri(tracking_uri))
+
+
+def connect_uri(tracking_uri: str) -> str:
+    """The URI MLflow opens the store with: the clean URI, with a database password held in
+    this process's environment put back (:func:`credentials.connect_uri`). Never log or print
+    it; pass it only to MLflow."""
+    return credentials.connect_uri(tracking_uri)
 
 
 #: MLflow's experiment description (the UI's "Description" of an experiment or a run)
@@ -490,6 +602,22 @@ def ui_search_path(experiment_ids, search_filter: str) -> str:
     return f"#/compare-experiments/s?experiments={listed}&{query}"
 
 
+#: the MLflow UI's address when the tracking URI is no server and no --ui-url is given
+UI_URL_ENV = "FEDSWEEP_UI_URL"
+DEFAULT_UI_BASE = "http://127.0.0.1:5000"
+
+
+def ui_base(tracking_uri: str | None, explicit: str | None = None) -> str:
+    """The base URL of the MLflow UI that shows ``tracking_uri``'s runs: ``explicit``
+    (``--ui-url``), else the tracking server itself for an ``http(s)`` URI (it serves the UI),
+    else ``$FEDSWEEP_UI_URL``, else ``http://127.0.0.1:5000`` (``fedsweep ui``'s default)."""
+    if explicit:
+        return explicit.rstrip("/")
+    if tracking_uri and _scheme(tracking_uri) in ("http", "https"):
+        return credentials.redact(tracking_uri).rstrip("/")
+    return (os.environ.get(UI_URL_ENV) or DEFAULT_UI_BASE).rstrip("/")
+
+
 def ui_url(base: str, experiment_id: str | None = None, run_id: str | None = None) -> str:
     """``ui_path`` under a server's base URL, e.g. ``http://127.0.0.1:5000``."""
     return f"{base.rstrip('/')}/{ui_path(experiment_id, run_id)}"
@@ -502,17 +630,20 @@ def ensure_experiment(
     description: str | None = None,
     *,
     overwrite: bool = False,
+    artifacts: str | None = None,
 ) -> str:
     """The experiment's id, creating it (with an absolute artifact location) if needed.
 
     Every experiment fedsweep touches opens in MLflow's training-runs view (``KIND_TAG``) and
     has a description: ``description`` (default: a generic one) is written when the experiment
-    has none, or always with ``overwrite`` (a sweep writes its spec's title).
+    has none, or always with ``overwrite`` (a sweep writes its spec's title). ``artifacts``:
+    the artifact root of a new experiment (:func:`artifact_root`).
     """
     exp = client.get_experiment_by_name(name)
     if exp is None:
         try:
-            exp_id = client.create_experiment(name, artifact_location=artifact_root(tracking_uri))
+            location = artifact_root(tracking_uri, artifacts)
+            exp_id = client.create_experiment(name, artifact_location=location)
         except Exception:  # created concurrently by another process
             exp = client.get_experiment_by_name(name)
             if exp is None:

@@ -180,7 +180,10 @@ class TrackedRun:
                 run_id=run_id,
             )
             if run_id is not None:
-                self.logged_until = self.logger.last_logged_step()
+                # the last round with round_time may lack keys logged after it (a flush cut
+                # between two requests): from that round on, only missing (key, step) rows
+                self.logged_until = max(0, self.logger.last_logged_step() - 1)
+                self.logger.guard_rewrites(self.logged_until)
             else:
                 for key, value in (params or {}).items():
                     self.logger.client.log_param(self.logger.run_id, key, value)

@@ -1,0 +1,400 @@
+"""A research group's services on one machine (``fedsweep team up`` / ``down`` / ``status``,
+``make team-up``): a PostgreSQL database, an MLflow tracking server on it that also proxies the
+artifacts (so no client needs the artifact store's credentials or paths), and a Ray head.
+
+Everything lives in one folder (default ``~/.fedsweep/team``): ``pg/`` (the database; as
+root, in the ``postgres`` user's home, :func:`db_folder`), ``artifacts/`` (the server's
+artifact store), ``logs/``, ``team.json`` (ports and PIDs) and two
+files only the owner can read: ``pgpass`` (the database password, in PostgreSQL's ``.pgpass``
+format, generated once) and ``team.env`` (the variables to export). No password ever appears
+on a command line, in a URI or in the output: the MLflow server reads it through
+``PGPASSFILE``.
+
+PostgreSQL refuses to run as root: as root, its programs run as the ``postgres`` user
+(``runuser``), which then owns the database folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from fedsweep.core import atomic
+from fedsweep.core.processes import alive
+
+DEFAULT_HOME = Path("~/.fedsweep/team")
+DB_USER = "fedsweep"
+DB_NAME = "mlflow"
+#: seconds the MLflow server has to answer /health after it starts (a slow 2-core machine
+#: needs about a minute for the first start)
+SERVER_START_S = 240.0
+
+
+class TeamError(RuntimeError):
+    """A service cannot be started or stopped; the message says why and what to do."""
+
+
+@dataclass
+class Team:
+    """Where the services listen, and the PIDs of those this machine started."""
+
+    home: Path
+    host: str = "127.0.0.1"
+    pg_port: int = 5433
+    mlflow_port: int = 5001
+    ray_port: int = 6380
+    ray_cpus: int | None = None
+    pids: dict[str, int] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ addresses
+    @property
+    def database_uri(self) -> str:
+        """The database's URI, without its password (``pgpass`` holds it)."""
+        return f"postgresql://{DB_USER}@{self.host}:{self.pg_port}/{DB_NAME}"
+
+    @property
+    def tracking_uri(self) -> str:
+        return f"http://{self.host}:{self.mlflow_port}"
+
+    @property
+    def ray_address(self) -> str:
+        return f"{self.host}:{self.ray_port}"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What a user of the team's services exports (also written to ``team.env``)."""
+        return {
+            "MLFLOW_TRACKING_URI": self.tracking_uri,
+            "RAY_AUTH_MODE": "token",
+            "PGPASSFILE": str(self.home / "pgpass"),
+        }
+
+    # ------------------------------------------------------------------ state
+    @classmethod
+    def load(cls, home: Path) -> Team | None:
+        path = Path(home).expanduser() / "team.json"
+        if not path.is_file():
+            return None
+        data = json.loads(path.read_text())
+        data["home"] = Path(data["home"])
+        return cls(**data)
+
+    def save(self) -> None:
+        data = asdict(self)
+        data["home"] = str(self.home)
+        atomic.write_text(self.home / "team.json", json.dumps(data, indent=1))
+        lines = [f"export {k}={v}" for k, v in self.env.items()]
+        _private_write(self.home / "team.env", "\n".join(lines) + "\n")
+
+
+def _private_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by its owner only (mode 0600), atomically."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------------ PostgreSQL
+def _pg_bin(name: str) -> str:
+    found = shutil.which(name)
+    if found:
+        return found
+    for folder in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+        if (folder / name).is_file():
+            return str(folder / name)
+    raise TeamError(
+        f"PostgreSQL's server program {name} is not found: install PostgreSQL (Debian/Ubuntu: "
+        "apt-get install postgresql; macOS: brew install postgresql) or put its bin folder "
+        "on PATH"
+    )
+
+
+def _as_db_owner(cmd: list[str]) -> list[str]:
+    """``cmd`` as the ``postgres`` user when this process is root (PostgreSQL refuses root)."""
+    if os.geteuid() != 0:
+        return cmd
+    runuser = shutil.which("runuser")
+    if runuser is None:
+        raise TeamError("PostgreSQL refuses to run as root and runuser is not found")
+    return [runuser, "-u", "postgres", "--", *cmd]
+
+
+def _chown_db_owner(path: Path) -> None:
+    if os.geteuid() == 0:
+        import pwd
+
+        entry = pwd.getpwnam("postgres")
+        os.chown(path, entry.pw_uid, entry.pw_gid)
+
+
+def _run(cmd: list[str], what: str, **kwargs) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd="/", **kwargs)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise TeamError(f"{what} failed: {' / '.join(tail)}")
+    return proc
+
+
+def db_folder(team: Team) -> Path:
+    """Where the database cluster lives: ``<home>/pg``; as root, a folder in the ``postgres``
+    user's home (``/var/lib/postgresql/fedsweep-team-<key>``): the server runs as ``postgres``,
+    which cannot enter root's home."""
+    if os.geteuid() != 0:
+        return team.home / "pg"
+    import hashlib
+    import pwd
+
+    key = hashlib.sha256(str(team.home).encode()).hexdigest()[:8]
+    return Path(pwd.getpwnam("postgres").pw_dir) / f"fedsweep-team-{key}"
+
+
+def start_postgres(team: Team, echo) -> None:
+    """Create the database cluster (first time: a generated password in ``pgpass``), start it
+    and create the ``mlflow`` database."""
+    base = db_folder(team)
+    data, run, logs = base / "data", base / "run", base / "logs"
+    pgpass = team.home / "pgpass"
+    for folder in (base, run, logs):
+        folder.mkdir(parents=True, exist_ok=True)
+        _chown_db_owner(folder)
+    if not (data / "PG_VERSION").is_file():
+        password = secrets.token_urlsafe(24)
+        data.mkdir(parents=True, exist_ok=True)
+        os.chmod(data, 0o700)
+        _chown_db_owner(data)
+        pwfile = run / f".pw-{os.getpid()}"  # initdb reads it; removed right after
+        _private_write(pwfile, password + "\n")
+        _chown_db_owner(pwfile)
+        initdb = [_pg_bin("initdb"), "-D", str(data), "-U", DB_USER, "-E", "UTF8"]
+        initdb += ["--auth=scram-sha-256", f"--pwfile={pwfile}"]
+        try:
+            _run(_as_db_owner(initdb), "initdb")
+        finally:
+            pwfile.unlink(missing_ok=True)
+        _private_write(pgpass, f"*:*:*:{DB_USER}:{password}\n")
+        echo(f"PostgreSQL: created the database cluster in {data}")
+    if not pgpass.is_file():
+        raise TeamError(f"{pgpass} is missing: the database password is lost; remove {data}")
+    log = logs / "postgres.log"
+    pg_ctl = _pg_bin("pg_ctl")
+    status = subprocess.run(
+        _as_db_owner([pg_ctl, "-D", str(data), "status"]), capture_output=True, text=True, cwd="/"
+    )
+    if status.returncode != 0:
+        options = f"-p {team.pg_port} -k {run} -c listen_addresses={team.host}"
+        _run(
+            _as_db_owner(
+                [_pg_bin("pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "start"]
+            ),
+            "pg_ctl start (see " + str(log) + ")",
+        )
+    _create_database(team)
+    echo(f"PostgreSQL:  {team.database_uri}  (password: {pgpass})")
+
+
+def _create_database(team: Team) -> None:
+    import psycopg
+
+    env_before = os.environ.get("PGPASSFILE")
+    os.environ["PGPASSFILE"] = str(team.home / "pgpass")
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                con = psycopg.connect(
+                    host=team.host, port=team.pg_port, user=DB_USER, dbname="postgres",
+                    autocommit=True, connect_timeout=5,
+                )  # fmt: skip
+                break
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        with con:
+            found = con.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DB_NAME,))
+            if found.fetchone() is None:
+                con.execute(f'CREATE DATABASE "{DB_NAME}"')
+    finally:
+        if env_before is None:
+            os.environ.pop("PGPASSFILE", None)
+        else:
+            os.environ["PGPASSFILE"] = env_before
+
+
+def stop_postgres(team: Team, echo) -> None:
+    data = db_folder(team) / "data"
+    if not (data / "PG_VERSION").is_file():
+        return
+    proc = subprocess.run(
+        _as_db_owner([_pg_bin("pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"]),
+        capture_output=True,
+        text=True,
+        cwd="/",
+    )
+    if proc.returncode == 0:
+        echo("PostgreSQL: stopped")
+
+
+# ------------------------------------------------------------------------------ MLflow
+def answers(url: str, timeout: float = 3.0) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def start_mlflow(team: Team, echo) -> None:
+    """``mlflow server`` on the database, proxying the artifacts (``--serve-artifacts``: a
+    client uploads to the server, which writes to ``artifacts/``), detached; waits until it
+    answers."""
+    if answers(f"{team.tracking_uri}/health"):
+        echo(f"MLflow:      {team.tracking_uri}  (already running)")
+        return
+    _free(team.host, team.mlflow_port, "--mlflow-port")
+    logs = team.home / "logs"
+    artifacts = team.home / "artifacts"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "PGPASSFILE": str(team.home / "pgpass"),
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+    }
+    cmd = [sys.executable, "-m", "mlflow", "server",
+           "--backend-store-uri", team.database_uri,
+           "--artifacts-destination", str(artifacts), "--serve-artifacts",
+           "--host", team.host, "--port", str(team.mlflow_port), "--workers", "2"]  # fmt: skip
+    with open(logs / "mlflow.log", "ab") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env, start_new_session=True)
+    team.pids["mlflow"] = proc.pid
+    team.save()
+    deadline = time.monotonic() + SERVER_START_S
+    while not answers(f"{team.tracking_uri}/health"):
+        if proc.poll() is not None:
+            raise TeamError(f"the MLflow server exited ({proc.returncode}); see {logs}/mlflow.log")
+        if time.monotonic() > deadline:
+            raise TeamError(f"the MLflow server does not answer after {SERVER_START_S:g} s")
+        time.sleep(1)
+    echo(f"MLflow:      {team.tracking_uri}  (UI and tracking; artifacts in {artifacts})")
+
+
+def _free(host: str, port: int, option: str) -> None:
+    with socket.socket() as sock:
+        if sock.connect_ex((host, port)) == 0:
+            raise TeamError(f"port {port} on {host} is in use; choose another with {option}")
+
+
+def stop_group(pid: int, grace: float = 10.0) -> bool:
+    """SIGTERM the process group of ``pid`` (a service started in its own session), then
+    SIGKILL what is left after ``grace`` seconds; True when something was running."""
+    if not alive(pid):
+        return False
+    try:
+        pgid = os.getpgid(pid)
+    except ProcessLookupError:
+        return False
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return True
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return True
+            time.sleep(0.2)
+    return True
+
+
+# ------------------------------------------------------------------------------ Ray
+def start_ray(team: Team, echo) -> None:
+    """A Ray head (``ray start --head --block``, detached in its own session so that ``down``
+    stops exactly its processes), with token authentication."""
+    pid = team.pids.get("ray")
+    if pid and alive(pid):
+        echo(f"Ray head:    {team.ray_address}  (already running)")
+        return
+    _free(team.host, team.ray_port, "--ray-port")
+    ray = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
+    cmd = [ray, "start", "--head", "--block", "--port", str(team.ray_port),
+           "--node-ip-address", team.host, "--disable-usage-stats", "--include-dashboard=false"]  # fmt: skip
+    if team.ray_cpus is not None:
+        cmd += ["--num-cpus", str(team.ray_cpus)]
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
+    token = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+    if not os.environ.get("RAY_AUTH_TOKEN") and not token.is_file():
+        # Ray's own generator; it prints the token, which stays in this pipe
+        _run([ray, "get-auth-token", "--generate"], "ray get-auth-token --generate", env=env)
+        echo(f"Ray: generated the cluster's authentication token in {token}")
+    logs = team.home / "logs"
+    with open(logs / "ray-head.log", "ab") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env, start_new_session=True)
+    team.pids["ray"] = proc.pid
+    team.save()
+    deadline = time.monotonic() + 120
+    while True:
+        with socket.socket() as sock:
+            if sock.connect_ex((team.host, team.ray_port)) == 0:
+                break
+        if proc.poll() is not None:
+            raise TeamError(f"ray start exited ({proc.returncode}); see {logs}/ray-head.log")
+        if time.monotonic() > deadline:
+            raise TeamError(f"the Ray head does not listen after 120 s; see {logs}/ray-head.log")
+        time.sleep(0.5)
+    echo(f"Ray head:    {team.ray_address}  (token authentication: ~/.ray/auth_token)")
+
+
+# ------------------------------------------------------------------------------ all
+def up(team: Team, echo=print) -> Team:
+    (team.home / "logs").mkdir(parents=True, exist_ok=True)
+    old = Team.load(team.home)
+    if old is not None:
+        team.pids = old.pids
+    team.save()
+    start_postgres(team, echo)
+    start_mlflow(team, echo)
+    start_ray(team, echo)
+    team.save()
+    return team
+
+
+def down(home: Path, echo=print) -> None:
+    team = Team.load(home)
+    if team is None:
+        echo(f"no team services recorded in {home}")
+        return
+    for name in ("ray", "mlflow"):
+        pid = team.pids.pop(name, None)
+        if pid and stop_group(pid):
+            echo(f"{'Ray head' if name == 'ray' else 'MLflow'}: stopped")
+    stop_postgres(team, echo)
+    team.save()
+
+
+def status(home: Path) -> dict[str, bool]:
+    team = Team.load(home)
+    if team is None:
+        return {}
+    with socket.socket() as sock:
+        pg = sock.connect_ex((team.host, team.pg_port)) == 0
+    with socket.socket() as sock:
+        ray = sock.connect_ex((team.host, team.ray_port)) == 0
+    return {
+        "postgres": pg,
+        "mlflow": answers(f"{team.tracking_uri}/health"),
+        "ray": ray,
+    }
