@@ -92,6 +92,10 @@ def team(tmp_path_factory):
             text=True, timeout=300,
         )  # fmt: skip
         assert down.returncode == 0, down.stdout + down.stderr
+        from fedsweep.team.local import Team, db_folder
+
+        # the database folder (as root it lives in the postgres user's home, not in HOME)
+        shutil.rmtree(db_folder(Team(home / ".fedsweep" / "team")), ignore_errors=True)
 
 
 def _sql(env: dict, query: str, *args) -> list[tuple]:
