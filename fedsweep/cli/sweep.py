@@ -61,10 +61,12 @@ def sweep(
     storage: Annotated[
         str | None,
         typer.Option(
-            metavar="DIR",
-            help="Where Ray keeps the trials' checkpoints and its results (default: "
-            "<store dir>/ray_results). On a multi-node cluster: a folder every node mounts "
-            "at the same path (NFS), so a trial restarted on another node finds its checkpoint.",
+            metavar="DIR|URI",
+            help="Where the trials' checkpoints live (default: <store dir>/ray_results). On a "
+            "multi-node cluster: a folder every node mounts at the same path (NFS), or an "
+            "object store, e.g. s3://bucket/prefix (S3-compatible: "
+            "?endpoint_override=HOST:PORT&scheme=http), so a trial restarted on another node "
+            "finds its checkpoint.",
         ),
     ] = None,
     artifact_root: Annotated[
@@ -299,8 +301,11 @@ def _run_all(specs, figures, profile: str, verbose: bool, run_args: dict) -> boo
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     name = figures[0] if len(specs) == 1 else "sweep"
-    results = Path(run_args["storage_dir"]) if run_args.get("storage_dir") else None
-    results = results or default_store_dir() / "ray_results"
+    from fedsweep.sweep.remote_state import is_remote
+
+    storage = run_args.get("storage_dir")
+    results = Path(storage) if storage and not is_remote(storage) else None
+    results = results or default_store_dir() / "ray_results"  # the log stays on this machine
     log_path = results / "logs" / f"{name}-{profile}-{stamp}.log"
     ray_was_up = "ray" in sys.modules and sys.modules["ray"].is_initialized()
     capture = nullcontext((sys.stdout, sys.stderr)) if verbose else ray_output_to(log_path)

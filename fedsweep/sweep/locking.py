@@ -109,13 +109,16 @@ def _holder_text(text: str) -> str:
 
 
 # ------------------------------------------------------------------ resume and Ray state
-def read_state(state_path: Path, uri: str, echo) -> dict | None:
+def read_state(state_path: Path | str, uri: str, echo, text: str | None = None) -> dict | None:
     """The state file of an interrupted sweep of this store, or None (no file, an unreadable
-    one, or one written for another store: never resumed)."""
-    if not state_path.is_file():
-        return None
+    one, or one written for another store: never resumed). ``text``: the file's content, read
+    elsewhere (an object store's copy; ``state_path`` then only names it)."""
+    if text is None:
+        if not Path(state_path).is_file():
+            return None
+        text = Path(state_path).read_text()
     try:
-        state = json.loads(state_path.read_text())
+        state = json.loads(text)
     except ValueError:
         echo(f"note: ignoring the unreadable sweep state {state_path}")
         return None

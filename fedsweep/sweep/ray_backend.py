@@ -38,8 +38,10 @@ def trial_payload(
     fail_at_round: int | tuple[int, str] | None = None,
     plugins: list | None = None,
     state_dir: str | Path | None = None,
+    state_remote: str | None = None,
 ) -> dict:
-    """What ``fl_trial`` gets; ``state_dir``: the trial's checkpoint folder (None: none)."""
+    """What ``fl_trial`` gets; ``state_dir``: the trial's checkpoint folder (None: none);
+    ``state_remote``: its mirror on an object store (``--storage s3://...``), or None."""
     cfg = trial.config.model_copy(deep=True)
     cfg.threads = max(1, math.floor(spec.resources.cpu))  # torch threads = CPUs Ray gives
     cfg.tracking.uri = tracking_uri
@@ -54,6 +56,7 @@ def trial_payload(
         "fail_at_round": fail_at_round[0] if isinstance(fail_at_round, tuple) else fail_at_round,
         "fail_with": fail_at_round[1] if isinstance(fail_at_round, tuple) else None,
         "state_dir": None if state_dir is None else str(state_dir),
+        "state_remote": state_remote,
         "plugins": [list(p) for p in plugins or []],  # --plugin modules, imported first
         # a derived trial's readable provenance, logged once as a param at run creation
         "params": {"derived_from": trial.derived_note} if trial.derived_from else {},
@@ -95,18 +98,17 @@ def check_resources(spec: SweepSpec, spec_path: Path) -> None:
 
 
 def check_storage(storage: str | Path | None) -> None:
-    """Refuse a ``--storage`` fedsweep cannot write its checkpoints to: it writes them with
-    file operations (atomic renames), so the storage is a folder: a local one, or on a cluster
-    a shared mount (NFS, or an object store mounted with s3fs / mountpoint-s3)."""
-    if storage is None:
-        return
-    text = str(storage)
-    if "://" in text and not text.startswith("file://"):
-        raise SpecError(
-            f"--storage {text}: a folder is needed (fedsweep writes the trials' checkpoints "
-            "with file renames, which an object store has not); mount the bucket on every "
-            "node (s3fs, mountpoint-s3) or use a shared folder (NFS), and pass that path"
-        )
+    """Check a ``--storage``: a folder (local, or on a cluster a shared mount such as NFS), or
+    an object store URI that pyarrow opens (``s3://bucket/prefix``, an S3-compatible server
+    with ``?endpoint_override=HOST:PORT&scheme=http``, ``gs://``), probed with one small
+    object now, before Ray starts (:mod:`fedsweep.sweep.remote_state`)."""
+    from fedsweep.sweep.remote_state import RemoteStorageError, check_remote, is_remote
+
+    if is_remote(storage):
+        try:
+            check_remote(str(storage))
+        except RemoteStorageError as err:
+            raise SpecError(str(err)) from None
 
 
 #: file systems that every node of a cluster can share (``/proc/mounts``' types)
@@ -131,7 +133,7 @@ def filesystem_type(path: Path) -> str | None:
     return kind
 
 
-def cluster_warnings(tracking_uri: str, storage: Path) -> list[str]:
+def cluster_warnings(tracking_uri: str, storage: Path | None) -> list[str]:
     """On a Ray cluster of more than one node: a warning when the store is a local sqlite file
     (trials on other nodes cannot reach it) and when Ray's storage is on a local disk (a trial
     restarted on another node cannot find its checkpoint)."""
@@ -147,7 +149,7 @@ def cluster_warnings(tracking_uri: str, storage: Path) -> list[str]:
             "machine: trials on other nodes cannot write to it. Use a tracking server or a "
             "database every node reaches (fedsweep team up; docs: how-to/team)."
         )
-    kind = filesystem_type(storage)
+    kind = filesystem_type(storage) if storage is not None else None
     if kind is not None and not (kind in SHARED_FS or kind.startswith("fuse")):
         lines.append(
             f"warning: {len(nodes)} Ray nodes, but Ray's storage {storage} is on a local disk "
@@ -311,8 +313,10 @@ def fit_trials(
     report: SweepReport | None = None,
     listener=None,
     echo=None,
+    env: dict | None = None,
 ):
-    """Run the trials with a fresh Ray Tune experiment; Ray must be up. With ``restore``
+    """Run the trials with a fresh Ray Tune experiment; Ray must be up. ``env``: variables the
+    trials need besides the tracking credentials (an object storage's), handed over with them. With ``restore``
     (``--resume``) the trials' checkpoint folders (``TRIALS_DIR``) are kept and each trial goes
     on from its newest checkpoint; without, they are removed first. Ray's own experiment folder
     (``RAY_DIR``, its pickles included) is removed before the fit and never read: Ray restores
@@ -323,7 +327,7 @@ def fit_trials(
     from fedsweep.sweep.tune_events import TrialEvents, listening
     from fedsweep.tracking.credentials import secret_env
 
-    secrets = secret_env()
+    secrets = {**secret_env(), **(env or {})}
     # tracking credentials reach trials on other nodes through Ray's object store, never
     # through a trial's config (which Ray writes to disk): fedsweep.tracking.credentials
     function = tune.with_parameters(fl_trial, secrets=secrets) if secrets else fl_trial

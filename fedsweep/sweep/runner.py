@@ -31,6 +31,7 @@ The parts live beside this module: :mod:`~fedsweep.sweep.data_check` (step 3),
 from __future__ import annotations
 
 import contextlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,6 +62,7 @@ from fedsweep.sweep.ray_backend import (  # noqa: F401  (shutdown_ray: re-export
     shutdown_ray,  # fedsweep.bench.floor_trial imports it and init_ray from here
     trial_payload,
 )
+from fedsweep.sweep.remote_state import RemoteFolder, is_remote, join_uri, storage_env
 from fedsweep.sweep.report import SweepReport
 from fedsweep.sweep.spec import (
     SpecError,
@@ -181,9 +183,12 @@ def run_sweep(
     where = client.get_experiment(experiment_id).artifact_location
     if artifact_root and where != store_artifact_root(uri, artifact_root):
         echo(f"note: the experiment {experiment} keeps its artifacts where it was created: {where}")
+    remote = str(storage_dir) if is_remote(storage_dir) else None
+    # an object store holds the trials' checkpoints; Ray Tune's folder, the sweep's state file
+    # and the driver's lock stay on this machine (fedsweep.sweep.remote_state)
     storage = (
         Path(str(storage_dir).removeprefix("file://")).resolve()
-        if storage_dir
+        if storage_dir and not remote
         else default_store_dir() / "ray_results"
     )
     storage.mkdir(parents=True, exist_ok=True)
@@ -214,6 +219,7 @@ def run_sweep(
             listener=listener,
             plugins=list(plugins or []),
             panels=panel_filter_text(panels),
+            remote=remote,
         )
         return _run_locked(drive, trials, report)
 
@@ -246,7 +252,14 @@ class _Drive:
     listener: object
     plugins: list = field(default_factory=list)  # [(module, root)], imported by every trial
     panels: str = ""  # the --panel filter as typed ("" = every panel), recorded and tagged
+    remote: str | None = None  # --storage on an object store: the trials' checkpoints there
     parent_run_id: str | None = None
+
+    def remote_folder(self, *parts: str):
+        """The :class:`RemoteFolder` of ``parts`` under the remote storage (None without)."""
+        if self.remote is None:
+            return None
+        return RemoteFolder(join_uri(self.remote, *parts))
 
 
 def _run_locked(drive: _Drive, trials: list[Trial], report: SweepReport) -> SweepReport:
@@ -337,7 +350,12 @@ def _run_stage(
     shared = len(trials) - skipped - len(pending)
     report.shared += shared
     tags = parent_tags(spec, drive.spec_path, profile, drive.plan, drive.panels)
-    state = read_state(state_path, drive.uri, echo)
+    if drive.remote:  # the state lives beside the trials' checkpoints, on the object store
+        remote_state = drive.remote_folder(tune_name)
+        where = join_uri(drive.remote, tune_name, STATE_FILE)
+        state = read_state(where, drive.uri, echo, text=remote_state.read_text(STATE_FILE))
+    else:
+        state = read_state(state_path, drive.uri, echo)
     if not pending:
         parent_run_id = _parent(drive, state, tags)
         report.parent_run_id = parent_run_id
@@ -381,7 +399,7 @@ def _run_stage(
     # Ray first: the parent run is opened only once Ray is up and can run the trials
     init_ray(drive.address)
     check_resources(spec, drive.spec_path)
-    for line in cluster_warnings(drive.uri, storage):
+    for line in cluster_warnings(drive.uri, None if drive.remote else storage):
         echo(line)
     parent_run_id = _parent(drive, state, tags)
     report.parent_run_id = parent_run_id
@@ -399,6 +417,11 @@ def _run_stage(
                 drive.fail_at.get(t.trial_id),
                 drive.plugins,
                 state_dir=path / TRIALS_DIR / t.config_hash,
+                state_remote=(
+                    join_uri(drive.remote, tune_name, TRIALS_DIR, t.config_hash)
+                    if drive.remote
+                    else None
+                ),
             )
             for t in pending
         ]
@@ -423,6 +446,10 @@ def _run_stage(
             if "hashes" in state:
                 new_state["hashes"] = sorted(set(state["hashes"]) | set(new_state["hashes"]))
             new_state["overrides"] = state.get("overrides", new_state["overrides"])
+        if drive.remote:
+            if not restore:  # a stale sweep's remote checkpoints are not used
+                drive.remote_folder(tune_name).delete()
+            drive.remote_folder(tune_name).write_text(STATE_FILE, json.dumps(new_state))
         results = fit_trials(
             payloads,
             spec,
@@ -436,6 +463,7 @@ def _run_stage(
             report,
             drive.listener,
             echo,
+            env=storage_env() if drive.remote else None,
         )
         full = []  # the trials that failed on a full file system: one line for all of them
         for res in results:
@@ -483,6 +511,8 @@ def _run_stage(
         raise
     if report.errored == errored_before:  # all in MLflow; Ray's copy of the checkpoints can go
         remove_inside(path, storage, missing_ok=True)
+        if drive.remote:
+            drive.remote_folder(tune_name).delete()
 
 
 def _close(drive: _Drive, members: list[Trial], report: SweepReport) -> None:

@@ -46,6 +46,9 @@ CLIENT_FILES = "client_files.json"
 RECORDS_DIR = "records"
 #: metrics forwarded to Ray (everything goes to MLflow; Ray only needs a few for its tables)
 REPORTED = ("test_loss", "test_acc", "train_loss", "train_acc", "round_time")
+#: tag of a run whose trial went on from a checkpoint: the checkpoint's round (the latest
+#: attempt's; a retry after a crash, a lost node, or ``--resume``)
+RESUMED_TAG = "fedsweep.resumed_at_round"
 #: key of a trial's last report when it reused the run another sweep trained meanwhile
 REUSED_KEY = "reused_run"
 #: key of a trial's report that carries a warning for the driver's console (a checkpoint set
@@ -156,6 +159,13 @@ def _claimed_trial(payload: dict, config: RunConfig) -> None:
     from ray import tune
 
     state_dir = Path(payload["state_dir"]) if payload.get("state_dir") else None
+    remote = None
+    if state_dir is not None and payload.get("state_remote"):
+        # checkpoints on an object store: this node's folder starts as the store's copy
+        from fedsweep.sweep.remote_state import RemoteFolder
+
+        remote = RemoteFolder(payload["state_remote"])
+        remote.pull(state_dir)
     notes: list[str] = []
     try:
         state, saved_run = (
@@ -191,9 +201,12 @@ def _claimed_trial(payload: dict, config: RunConfig) -> None:
         if notes:
             done = int(state["round"]) if state is not None else 0
             tune.report({"round": done, NOTE_KEY: "\n".join(notes)})
+        tags = dict(payload["tags"])
+        if state is not None:  # provenance: this attempt went on from a checkpoint
+            tags[RESUMED_TAG] = str(int(state["round"]))
         tracked = TrackedRun(
             config,
-            tags=payload["tags"],
+            tags=tags,
             params=payload.get("params"),
             run_id=run_id,
             state=state,
@@ -207,10 +220,13 @@ def _claimed_trial(payload: dict, config: RunConfig) -> None:
             tracked, payload["checkpoint_every"], fail_at, payload["trial_id"], state_dir
         )
         reporter.fail_with = payload.get("fail_with")
+        reporter.remote = remote
         with retries.watching(reporter.notes.append):  # to the driver with the next report
             tracked.execute(observers=[reporter])
         if state_dir is not None:  # the run ended (finished or diverged): no resume needs it
             shutil.rmtree(state_dir, ignore_errors=True)
+            if remote is not None:
+                remote.delete()
     except Exception as err:
         full = disk_full(err)
         if full is not None:  # one line for the driver, not Ray's chain of tracebacks
@@ -241,6 +257,8 @@ class TuneReporter(Observer):
         self.tracked, self.every, self.fail_at, self.label = tracked, every, fail_at, label
         self.state_dir = None if state_dir is None else Path(state_dir)
         self.fail_with: str | None = None  # "enospc": the injected failure is a full disk
+        #: the checkpoints' mirror on an object store (``remote_state.RemoteFolder``), or None
+        self.remote = None
         self._last_report = time.monotonic()
         #: lines for the driver's console (``retries.watching``), sent with the next report
         self.notes: list[str] = []
@@ -264,6 +282,8 @@ class TuneReporter(Observer):
             # restored trial does not log the rounds the store has again)
             self.tracked.flush()
             save_checkpoint(self.state_dir, self.tracked.state_dict(), self.tracked.run_id, t)
+            if self.remote is not None:  # the object store's copy, before Tune hears of it
+                self.remote.push(self.state_dir)
             tune.report(report)
             self._last_report = time.monotonic()
         elif NOTE_KEY in report or time.monotonic() - self._last_report >= REPORT_EVERY_S:

@@ -117,11 +117,11 @@ def secret_env() -> dict[str, str]:
 
 
 def apply_env(env: dict[str, str] | None) -> None:
-    """Set the credential variables a driver handed over (:func:`secret_env`); a trial calls
-    this before it opens the store."""
+    """Set the credential variables a driver handed over (:func:`secret_env`, and an object
+    storage's); a trial calls this before it opens the store."""
     for key, value in (env or {}).items():
         if key == SECRETS_ENV:  # merge: the worker may hold others already
             merged = {**_secrets(), **json.loads(value)}
             os.environ[SECRETS_ENV] = json.dumps(merged)
-        elif key in (USER_ENV, PASSWORD_ENV):
+        else:  # MLflow's, or the object store's (sweep.remote_state.STORAGE_ENV)
             os.environ[key] = value
