@@ -130,10 +130,9 @@ def _check_runnable(cfg) -> None:
     if problem:
         raise ConfigError(problem)
     if cfg.tracking.enabled:
-        uri = resolve_tracking_uri(cfg.tracking.uri)  # a password moves into the environment
-        if cfg.tracking.uri and "@" in cfg.tracking.uri:
-            cfg.tracking.uri = uri  # the clean URI: nothing logs or prints the password
-        check_tracking_uri(uri, write=True)
+        # a password in the URI moves into the environment here; the run's logger records the
+        # clean URI (tracking.run_logger: nothing logs or prints the password)
+        check_tracking_uri(resolve_tracking_uri(cfg.tracking.uri), write=True)
 
 
 def _num(value: float) -> str:

@@ -22,7 +22,7 @@ from typing import Annotated
 import typer
 
 from fedsweep.cli.common import TrackingUriOption, UsageError, clean_errors
-from fedsweep.core.processes import alive
+from fedsweep.core.processes import alive, listens
 
 GRACE_S = 5.0
 
@@ -100,12 +100,6 @@ def stop_tree(proc: subprocess.Popen, grace: float = GRACE_S) -> None:
         pass
 
 
-def port_in_use(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(1.0)
-        return sock.connect_ex((host, port)) == 0
-
-
 def bind_problem(host: str, port: int) -> str | None:
     """Why the server could not listen on ``host:port`` (tried here with a socket of our own,
     as uvicorn binds: SO_REUSEADDR), or None. The server would otherwise print a bind
@@ -167,7 +161,7 @@ def ui(
         problem = bind_problem(host, port) or (
             f"port {port} on {host} is already in use (another `fedsweep ui`?); stop it or "
             "choose another with --port"
-            if port_in_use(host, port)
+            if listens(host, port)
             else None
         )
         if problem:

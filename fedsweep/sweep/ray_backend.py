@@ -14,6 +14,7 @@ import socket
 from pathlib import Path
 
 from fedsweep.core import atomic
+from fedsweep.core.errors import first_line
 from fedsweep.sweep.report import SweepReport
 from fedsweep.sweep.spec import SpecError, SweepSpec, Trial
 from fedsweep.sweep.store_index import used_by_tag
@@ -276,7 +277,7 @@ def _connect(ray, address: str | None, kwargs: dict) -> None:
         try:
             ray.init(address=address, **kwargs)
         except (ConnectionError, ValueError) as err:  # ValueError: ray:// without ray[client]
-            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            first = first_line(err, None)
             raise RayUnavailableError(f"--address {address}: {first}") from None
     else:
         # "local": a private Ray of this process, never a cluster found through RAY_ADDRESS or

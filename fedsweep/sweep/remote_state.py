@@ -28,6 +28,8 @@ import shutil
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from fedsweep.core.errors import first_line
+
 #: the variables that carry an object store's credentials and region (AWS's; a trial on another
 #: node gets the driver's through Ray's object store, as the tracking credentials)
 STORAGE_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
@@ -69,7 +71,7 @@ def open_fs(uri: str):
     try:
         return pafs.FileSystem.from_uri(uri)
     except Exception as err:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError, ...
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+        first = first_line(err)
         raise RemoteStorageError(f"--storage {uri}: cannot open it ({first})") from None
 
 
@@ -85,7 +87,7 @@ def check_remote(uri: str) -> None:
             ok = src.read() == b"ok"
         fs.delete_file(probe)
     except Exception as err:  # noqa: BLE001
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+        first = first_line(err)
         raise RemoteStorageError(f"--storage {uri}: cannot write there ({first})") from None
     if not ok:
         raise RemoteStorageError(f"--storage {uri}: an object written there reads back wrong")

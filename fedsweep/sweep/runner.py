@@ -350,10 +350,10 @@ def _run_stage(
     shared = len(trials) - skipped - len(pending)
     report.shared += shared
     tags = parent_tags(spec, drive.spec_path, profile, drive.plan, drive.panels)
-    if drive.remote:  # the state lives beside the trials' checkpoints, on the object store
-        remote_state = drive.remote_folder(tune_name)
+    remote = drive.remote_folder(tune_name)  # the sweep's folder on an object store, or None
+    if remote is not None:  # the state lives beside the trials' checkpoints there
         where = join_uri(drive.remote, tune_name, STATE_FILE)
-        state = read_state(where, drive.uri, echo, text=remote_state.read_text(STATE_FILE))
+        state = read_state(where, drive.uri, echo, text=remote.read_text(STATE_FILE))
     else:
         state = read_state(state_path, drive.uri, echo)
     if not pending:
@@ -446,10 +446,10 @@ def _run_stage(
             if "hashes" in state:
                 new_state["hashes"] = sorted(set(state["hashes"]) | set(new_state["hashes"]))
             new_state["overrides"] = state.get("overrides", new_state["overrides"])
-        if drive.remote:
+        if remote is not None:
             if not restore:  # a stale sweep's remote checkpoints are not used
-                drive.remote_folder(tune_name).delete()
-            drive.remote_folder(tune_name).write_text(STATE_FILE, json.dumps(new_state))
+                remote.delete()
+            remote.write_text(STATE_FILE, json.dumps(new_state))
         results = fit_trials(
             payloads,
             spec,
@@ -511,8 +511,8 @@ def _run_stage(
         raise
     if report.errored == errored_before:  # all in MLflow; Ray's copy of the checkpoints can go
         remove_inside(path, storage, missing_ok=True)
-        if drive.remote:
-            drive.remote_folder(tune_name).delete()
+        if remote is not None:
+            remote.delete()
 
 
 def _close(drive: _Drive, members: list[Trial], report: SweepReport) -> None:

@@ -171,15 +171,10 @@ def _claimed_trial(payload: dict, config: RunConfig) -> None:
         state, saved_run = (
             restore_newest(state_dir, warn=notes.append) if state_dir else (None, None)
         )
-        run_id, ended = sibling_runs(
+        # (a run of this config that already ended was found by fl_trial, under the claim)
+        run_id = unfinished_sibling(
             config.tracking.uri, payload["parent_run_id"], payload["tags"]["fedsweep.config_hash"]
         )
-        if run_id is None and ended is not None:
-            # This trial's run already ended, but the driver never saw it: it was killed between
-            # the run's last round and its own record of the end. Running it again would
-            # duplicate the run.
-            tune.report({"round": config.train.rounds, "already_ended": 1})
-            return
         if state is not None and not RecordSpool(state_dir / RECORDS_DIR).fits(
             state.get(SPOOL_KEY)
         ):
@@ -480,11 +475,9 @@ def disk_full(err: BaseException | None) -> StoreFullError | None:
 
 
 # --------------------------------------------------------------------------- sibling runs
-def sibling_runs(
-    tracking_uri: str, parent_run_id: str, config_hash: str
-) -> tuple[str | None, str | None]:
-    """The child runs of ``parent_run_id`` with this config hash: (an unfinished one to adopt,
-    one that ended: finished or diverged), each ``None`` when there is none."""
+def unfinished_sibling(tracking_uri: str, parent_run_id: str, config_hash: str) -> str | None:
+    """An unfinished child run of ``parent_run_id`` with this config hash (to adopt), or None.
+    (A finished or diverged one is found before, by ``fl_trial``, with any parent.)"""
     client = get_client(tracking_uri)
     experiments = [e.experiment_id for e in client.search_experiments()]
     runs = client.search_runs(
@@ -494,10 +487,7 @@ def sibling_runs(
             f"tags.`fedsweep.config_hash` = '{config_hash}'"
         ),
     )
-    unfinished = ended = None
-    for run in runs:
-        if run.data.tags.get("fedsweep.status") in DONE_STATUSES:
-            ended = ended or run.info.run_id
-        else:
-            unfinished = unfinished or run.info.run_id
-    return unfinished, ended
+    return next(
+        (r.info.run_id for r in runs if r.data.tags.get("fedsweep.status") not in DONE_STATUSES),
+        None,
+    )

@@ -21,7 +21,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fedsweep.core import atomic
-from fedsweep.core.processes import alive
+from fedsweep.core.processes import alive, listens
 
 DEFAULT_HOME = Path("~/.fedsweep/team")
 DB_USER = "fedsweep"
@@ -280,20 +279,28 @@ def start_mlflow(team: Team, echo) -> None:
         proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env, start_new_session=True)
     team.pids["mlflow"] = proc.pid
     team.save()
-    deadline = time.monotonic() + SERVER_START_S
-    while not answers(f"{team.tracking_uri}/health"):
-        if proc.poll() is not None:
-            raise TeamError(f"the MLflow server exited ({proc.returncode}); see {logs}/mlflow.log")
-        if time.monotonic() > deadline:
-            raise TeamError(f"the MLflow server does not answer after {SERVER_START_S:g} s")
-        time.sleep(1)
+    _wait_until(
+        lambda: answers(f"{team.tracking_uri}/health"),
+        proc, "the MLflow server", "answer", logs / "mlflow.log", SERVER_START_S, 1.0,
+    )  # fmt: skip
     echo(f"MLflow:      {team.tracking_uri}  (UI and tracking; artifacts in {artifacts})")
 
 
 def _free(host: str, port: int, option: str) -> None:
-    with socket.socket() as sock:
-        if sock.connect_ex((host, port)) == 0:
-            raise TeamError(f"port {port} on {host} is in use; choose another with {option}")
+    if listens(host, port):
+        raise TeamError(f"port {port} on {host} is in use; choose another with {option}")
+
+
+def _wait_until(ready, proc, what: str, verb: str, log: Path, timeout: float, poll: float):
+    """Poll ``ready()`` until it is true; raise :class:`TeamError` naming ``log`` when the
+    service's process ``proc`` exits first or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if proc.poll() is not None:
+            raise TeamError(f"{what} exited ({proc.returncode}); see {log}")
+        if time.monotonic() > deadline:
+            raise TeamError(f"{what} does not {verb} after {timeout:g} s; see {log}")
+        time.sleep(poll)
 
 
 def stop_group(pid: int, grace: float = 10.0) -> bool:
@@ -345,16 +352,10 @@ def start_ray(team: Team, echo) -> None:
         proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env, start_new_session=True)
     team.pids["ray"] = proc.pid
     team.save()
-    deadline = time.monotonic() + 120
-    while True:
-        with socket.socket() as sock:
-            if sock.connect_ex((team.host, team.ray_port)) == 0:
-                break
-        if proc.poll() is not None:
-            raise TeamError(f"ray start exited ({proc.returncode}); see {logs}/ray-head.log")
-        if time.monotonic() > deadline:
-            raise TeamError(f"the Ray head does not listen after 120 s; see {logs}/ray-head.log")
-        time.sleep(0.5)
+    _wait_until(
+        lambda: listens(team.host, team.ray_port),
+        proc, "the Ray head (ray start)", "listen", logs / "ray-head.log", 120.0, 0.5,
+    )  # fmt: skip
     echo(f"Ray head:    {team.ray_address}  (token authentication: ~/.ray/auth_token)")
 
 
@@ -389,12 +390,8 @@ def status(home: Path) -> dict[str, bool]:
     team = Team.load(home)
     if team is None:
         return {}
-    with socket.socket() as sock:
-        pg = sock.connect_ex((team.host, team.pg_port)) == 0
-    with socket.socket() as sock:
-        ray = sock.connect_ex((team.host, team.ray_port)) == 0
     return {
-        "postgres": pg,
+        "postgres": listens(team.host, team.pg_port),
         "mlflow": answers(f"{team.tracking_uri}/health"),
-        "ray": ray,
+        "ray": listens(team.host, team.ray_port),
     }

@@ -48,7 +48,9 @@ def redact(text: str) -> str:
     return _USERINFO.sub(rf"\1:{MASK}@", text) if text else text
 
 
-def _scheme(uri: str) -> str:
+def scheme(uri: str) -> str:
+    """A URI's scheme, lower case and without its driver (``postgresql+psycopg2`` ->
+    ``postgresql``); "" for a bare path."""
     return uri.partition("://")[0].split("+")[0].lower() if "://" in uri else ""
 
 
@@ -59,7 +61,8 @@ def absorb(uri: str) -> str:
     if "://" not in uri or "@" not in uri:
         return uri
     parts = urlsplit(uri)
-    if parts.password is None and not (_scheme(uri) in HTTP_SCHEMES and parts.username):
+    kind = scheme(uri)
+    if parts.password is None and not (kind in HTTP_SCHEMES and parts.username):
         return uri
     user = unquote(parts.username or "")
     password = unquote(parts.password or "")
@@ -67,9 +70,8 @@ def absorb(uri: str) -> str:
     if ":" in host:  # IPv6
         host = f"[{host}]"
     netloc = host + (f":{parts.port}" if parts.port else "")
-    scheme = _scheme(uri)
     shown = redact(uri)
-    if scheme in HTTP_SCHEMES:
+    if kind in HTTP_SCHEMES:
         for env, value in ((USER_ENV, user), (PASSWORD_ENV, password)):
             old = os.environ.get(env)
             if old is not None and old != value:
@@ -82,10 +84,9 @@ def absorb(uri: str) -> str:
         return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
     clean_netloc = (quote(user, safe="") + "@" if user else "") + netloc
     clean = urlunsplit((parts.scheme, clean_netloc, parts.path, parts.query, parts.fragment))
-    if scheme in DB_SCHEMES or parts.password is not None:
-        secrets = _secrets()
-        secrets[clean] = password
-        os.environ[SECRETS_ENV] = json.dumps(secrets)
+    secrets = _secrets()  # not http(s): a password is there (the check above)
+    secrets[clean] = password
+    os.environ[SECRETS_ENV] = json.dumps(secrets)
     return clean
 
 

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
+from fedsweep.core.errors import first_line
 from fedsweep.core.processes import alive
 from fedsweep.tracking import credentials
 
@@ -63,7 +64,7 @@ def artifact_root(tracking_uri: str, explicit: str | None = None) -> str | None:
     if tracking_uri.startswith("sqlite:///"):
         db = Path(tracking_uri[len("sqlite:///") :])
         return (db.parent / "artifacts").as_uri()
-    if _scheme(tracking_uri) in credentials.DB_SCHEMES:
+    if credentials.scheme(tracking_uri) in credentials.DB_SCHEMES:
         return (default_store_dir() / "artifacts").as_uri()
     return None
 
@@ -91,7 +92,7 @@ def check_tracking_uri(tracking_uri: str, *, write: bool = False) -> None:
     """Refuse, in one sentence, a resolved tracking URI MLflow cannot open: an unknown scheme, a
     file store (a bare path; MLflow 3.17 refuses it unless ``MLFLOW_ALLOW_FILE_STORE=true``),
     or a local sqlite database whose folder cannot be created (or, with ``write``, written)."""
-    scheme = tracking_uri.partition("://")[0].split("+")[0].lower() if "://" in tracking_uri else ""
+    scheme = credentials.scheme(tracking_uri)
     if scheme not in TRACKING_SCHEMES:
         raise TrackingUriError(
             f"tracking URI {tracking_uri!r}: unknown scheme {scheme or '(none)'!r} (allowed: "
@@ -432,7 +433,7 @@ def prepare_store(tracking_uri: str, *, create: bool = True) -> None:
         raise StoreMissingError(missing_store_message(tracking_uri))
     check_tracking_uri(tracking_uri)  # creates a sqlite store's folder
     if db is None:
-        if _scheme(tracking_uri) in credentials.DB_SCHEMES:
+        if credentials.scheme(tracking_uri) in credentials.DB_SCHEMES:
             _open_database(tracking_uri)
         _READY.add(tracking_uri)
         return
@@ -444,7 +445,7 @@ def prepare_store(tracking_uri: str, *, create: bool = True) -> None:
             try:
                 _create_schema(db)
             except Exception as err:  # noqa: BLE001 - nothing is left behind; say why
-                first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+                first = first_line(err)
                 raise StoreBrokenError(
                     f"could not create the MLflow store {db} ({type(err).__name__}: {first}); "
                     "nothing was left behind, so it can be retried as it is"
@@ -455,17 +456,13 @@ def prepare_store(tracking_uri: str, *, create: bool = True) -> None:
         try:
             MlflowClient(tracking_uri=connect_uri(tracking_uri)).search_experiments(max_results=1)
         except Exception as err:  # noqa: BLE001 - MLflow's migration/open errors vary
-            first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+            first = first_line(err)
             raise StoreBrokenError(
                 f"the MLflow store {db} cannot be opened ({type(err).__name__}: {first}); if "
                 f"it holds no runs you need, remove it (rm {db}) and run again, else back it "
                 f"up and run: mlflow db upgrade {tracking_uri}"
             ) from None
     _READY.add(tracking_uri)
-
-
-def _scheme(uri: str) -> str:
-    return uri.partition("://")[0].split("+")[0].lower() if "://" in uri else ""
 
 
 #: the pip extra that installs the database drivers of a team store
@@ -533,7 +530,7 @@ def _connect_once(uri: str) -> None:
 
     args = (
         {"connect_timeout": DB_CONNECT_TIMEOUT_S}
-        if _scheme(uri) in ("postgresql", "postgres", "mysql")
+        if credentials.scheme(uri) in ("postgresql", "postgres", "mysql")
         else {}
     )
     engine = sqlalchemy.create_engine(uri, connect_args=args, poolclass=sqlalchemy.pool.NullPool)
@@ -613,7 +610,7 @@ def ui_base(tracking_uri: str | None, explicit: str | None = None) -> str:
     else ``$FEDSWEEP_UI_URL``, else ``http://127.0.0.1:5000`` (``fedsweep ui``'s default)."""
     if explicit:
         return explicit.rstrip("/")
-    if tracking_uri and _scheme(tracking_uri) in ("http", "https"):
+    if tracking_uri and credentials.scheme(tracking_uri) in ("http", "https"):
         return credentials.redact(tracking_uri).rstrip("/")
     return (os.environ.get(UI_URL_ENV) or DEFAULT_UI_BASE).rstrip("/")
 
