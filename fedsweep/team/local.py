@@ -37,6 +37,8 @@ DB_NAME = "mlflow"
 #: seconds the MLflow server has to answer /health after it starts (a slow 2-core machine
 #: needs about a minute for the first start)
 SERVER_START_S = 240.0
+#: seconds ``status`` gives the MLflow server to answer its one /health request
+STATUS_TIMEOUT_S = 15.0
 
 
 class TeamError(RuntimeError):
@@ -392,6 +394,7 @@ def status(home: Path) -> dict[str, bool]:
         return {}
     return {
         "postgres": listens(team.host, team.pg_port),
-        "mlflow": answers(f"{team.tracking_uri}/health"),
+        # a loaded 2-core machine kept a request waiting past 3 s: status is asked once
+        "mlflow": answers(f"{team.tracking_uri}/health", timeout=STATUS_TIMEOUT_S),
         "ray": listens(team.host, team.ray_port),
     }
