@@ -70,21 +70,49 @@ def figure_costs(uri: str, profile: str, by: tuple[str, ...] = ()) -> list[dict]
     return rows
 
 
+#: a pause between two logged rounds longer than this is an interruption (a run killed at the
+#: end of a session and resumed in the next), not work: it is left out of the CPU and wall time
+PAUSE_S = 300.0
+
+
+def active_segments(start: float, end: float, stamps: list[float]) -> list[tuple[float, float]]:
+    """The parts of a run's ``[start, end]`` during which it worked: split at every pause of
+    more than :data:`PAUSE_S` between consecutive round timestamps (``stamps``, seconds). A run
+    resumed from a checkpoint keeps its first start time, so its end - start counts the hours it
+    lay killed; its rounds' timestamps show where."""
+    points = sorted(t for t in stamps if start <= t <= end)
+    segments, seg_start, last = [], start, start
+    for t in points:
+        if t - last > PAUSE_S:
+            segments.append((seg_start, last))
+            seg_start = t
+        last = t
+    if end - last > PAUSE_S:  # a pause before the end (the run ended long after its last round)
+        segments.append((seg_start, last))
+    else:
+        segments.append((seg_start, end))
+    return [(a, b) for a, b in segments if b > a]
+
+
 def _row(client, name: str, trials: list) -> dict:
-    """The cost of one figure's (or reading's) finished trials."""
-    spans = [(r.info.start_time / 1000, r.info.end_time / 1000) for r in trials]
-    cpu_s = sum(
-        (end - start) * int(r.data.tags.get("fedsweep.threads", "1") or 1)
-        for r, (start, end) in zip(trials, spans, strict=True)
-    )
-    rounds_s = 0.0
+    """The cost of one figure's (or reading's) finished trials: CPU and wall time count the
+    runs' active segments only (:func:`active_segments`)."""
+    spans, cpu_s, rounds_s, resumed = [], 0.0, 0.0, 0
     for r in trials:
         history = client.get_metric_history(r.info.run_id, "round_time")
         rounds_s += sum(m.value for m in history)
+        segments = active_segments(
+            r.info.start_time / 1000, r.info.end_time / 1000, [m.timestamp / 1000 for m in history]
+        )
+        threads = int(r.data.tags.get("fedsweep.threads", "1") or 1)
+        cpu_s += sum(b - a for a, b in segments) * threads
+        spans += segments
+        resumed += len(segments) > 1 or "fedsweep.resumed_at_round" in r.data.tags
     commits = sorted({r.data.tags.get("fedsweep.git_commit", "")[:7] for r in trials} - {""})
     return {
         "figure": name,
         "trials": len(trials),
+        "resumed": resumed,
         "cpu_h": cpu_s / 3600,
         "rounds_h": rounds_s / 3600,
         "busy_wall_h": busy_seconds(spans) / 3600,

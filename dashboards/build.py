@@ -5,6 +5,14 @@ Every spec can be drawn: a figure id with a registered builder (``registry.BUILD
 papers' figures) uses it, any other spec the generic layout (:mod:`dashboards.generic`). Specs
 come from ``sweeps_dir`` (by figure id) or from explicit paths (``spec_files``, e.g. a user's
 ``my-alpha-study.yaml`` outside ``sweeps/``).
+
+Beside each figure's HTML and images: ``<stem>.csv``, every curve it draws
+(``export.curve_table``), and per figure ``<id>-parcoords.html``, its runs as parallel
+coordinates (:mod:`dashboards.parcoords`), with their table ``<id>-runs.csv``. Curves that
+coincide are marked (``style.mark_coinciding``). A figure of ``--set`` runs is written under its
+own stem, ``<id>--<key>-<value>`` (:func:`override_stem`; the result's ``figure_id`` stays the
+spec's id), as its own index entry: the figure's files and entry as configured stay as they
+are.
 """
 
 from __future__ import annotations
@@ -22,15 +30,16 @@ from dashboards.export import (
     IMAGE_FORMATS,
     OutputFolderError,
     PngJob,
+    curves_csv,
     output_folder,
     write_html,
     write_pngs,
 )
-from dashboards.index import ENTRY_KEY, TEXT_FORMATS, write_index
+from dashboards.index import ENTRY_KEY, EXTRA_FILES, TEXT_FORMATS, override_stem, write_index
 from dashboards.model import BuildContext, FigureDataError, FigureOptions, FigureResult
 from dashboards.registry import BUILDERS, CRITERIA, METRIC_KEYS
 from dashboards.store import RunIndex
-from dashboards.style import BANDS
+from dashboards.style import BANDS, mark_coinciding
 from fedsweep.core import atomic
 from fedsweep.sweep.spec import PROFILES, SpecError, SweepSpec, expand, load_spec, spec_paths
 
@@ -214,14 +223,20 @@ def select(
 
 
 def experiment_url(client, figure_id: str, ui_url: str) -> str:
-    """``<ui_url>/#/experiments/<id>`` of the MLflow experiment named ``figure_id``, "" if none."""
+    """The MLflow experiment named ``figure_id`` under ``ui_url``, in fedsweep's saved view
+    (every trial flat and charted: ``fedsweep.tracking.store.ui_path``), "" if none."""
+    from fedsweep.tracking.store import VIEW_TAG
+    from fedsweep.tracking.store import ui_url as experiment_link
+
     if client is None or not ui_url:
         return ""
     try:
         exp = client.get_experiment_by_name(figure_id)
     except Exception:  # noqa: BLE001 - a link is optional
         return ""
-    return f"{ui_url.rstrip('/')}/#/experiments/{exp.experiment_id}" if exp else ""
+    if exp is None:
+        return ""
+    return experiment_link(ui_url, exp.experiment_id, view=VIEW_TAG in (exp.tags or {}))
 
 
 def build_figures(
@@ -238,6 +253,7 @@ def build_figures(
     images: tuple[str, ...] = IMAGE_FORMATS,
     ui_url: str | None = None,
     require_store: bool = False,
+    extras: bool = True,
 ) -> list[FigureResult]:
     """Build ``figures`` (ids of specs in ``sweeps_dir``) and the specs of ``spec_files``
     (default, when neither is given: every spec in ``sweeps_dir``) from the runs of
@@ -245,8 +261,12 @@ def build_figures(
     ``profile``; write ``<id>.html`` plus one image per format of ``images`` (``png=False``:
     none) to ``out_dir`` (and a builder's extra text files, ``FigureResult.texts``: a table
     figure's ``<id>.csv`` / ``<id>.tex``), and merge the figures into its ``index.html``. A figure drawn as
-    several parts (Fig. 2a: loss, accuracy) writes ``<id>-<part>.*``. ``overrides`` = the
-    ``--set`` overrides the sweep ran with; ``options`` = band, baseline, metrics. A figure
+    several parts (Fig. 2a: loss, accuracy) writes ``<id>-<part>.*``. Beside each (``extras``,
+    the default): ``<stem>.csv`` (its curves), ``<id>-parcoords.html`` and ``<id>-runs.csv``
+    (its runs). ``overrides`` = the ``--set`` overrides the sweep ran with: the figure's files
+    and index entry are then named :func:`override_stem` (``<id>--<key>-<value>``; the
+    result's ``figure_id`` stays ``<id>``), beside the figure as configured, which is left as
+    it is; ``options`` = band, baseline, metrics. A figure
     without runs is listed as "no runs"; image failures only warn. A figure whose builder fails
     draws nothing and keeps the previous build's files (listed in the index as its files). A
     local store that does not exist draws every figure without runs (with a warning), or with
@@ -289,6 +309,7 @@ def build_figures(
         raise FigureSelectionError(str(err)) from None
     atomic.remove_stale_parts(out)  # left by a build killed mid-write
     results: list[FigureResult] = []
+    pages: dict[int, tuple[Any, str]] = {}  # id(result) -> its runs page and runs CSV
     for fid in ids:
         ctx = BuildContext(
             client, specs[fid], profile, index, dict(overrides or {}), options, criteria=CRITERIA
@@ -296,32 +317,58 @@ def build_figures(
         result = _build_one(fid, ctx)
         result.experiment_url = experiment_url(client, fid, ui_base(uri, ui_url))
         results.append(result)
+        if extras and not result.error and result.runs:
+            page = _runs_page(result, ctx)
+            if page is not None:
+                pages[id(result)] = page
     # every file is written to a temporary name and renamed into place (fedsweep.core.atomic), and
     # a previous build's files are removed only once the new ones are written: a build killed
     # halfway leaves every file either as it was or complete, never truncated or empty
     jobs = []
+    bases = {id(r): override_stem(r.figure_id, overrides) for r in results}  # --set: own files
     for r in results:
+        base = bases[id(r)]
         if r.error:  # draw nothing over the previous build's figure: keep its files
-            _keep_old_files(out, r)
+            _keep_old_files(out, r, base)
             continue
-        for stem, fig in r.stems():
+        runs_page = pages.get(id(r))
+        for stem, fig in _stems(r, base):
+            mark_coinciding(fig)
             html = out / f"{stem}.html"
             links = [("all figures (index.html)", "index.html")]
+            table = curves_csv(fig) if extras else None
+            if table is not None:
+                name = _curves_name(r, base, stem)
+                links.append((f"curves as CSV ({name})", name))
+            if runs_page is not None:
+                links.append(("runs (parallel coordinates)", f"{base}-parcoords.html"))
             if r.experiment_url:
                 links.append((f"MLflow experiment {r.figure_id}", r.experiment_url))
             write_html(fig, html, f"{r.title} ({stem})", links)
             r.files.append(html)
             r.html = r.html or html
             jobs += [PngJob(fig, out / f"{stem}.{fmt}") for fmt in images]
+            if table is not None:
+                r.files.append(atomic.write_text(out / name, table))
+        if runs_page is not None:
+            fig, table = runs_page
+            links = [
+                ("all figures (index.html)", "index.html"),
+                (f"the runs as CSV ({base}-runs.csv)", f"{base}-runs.csv"),
+            ]
+            page = out / f"{base}-parcoords.html"
+            write_html(fig, page, f"{r.title}: runs ({base})", links)
+            r.files.append(page)
+            r.files.append(atomic.write_text(out / f"{base}-runs.csv", table))
     for r in results:
         if r.figure is None:
             continue
         for suffix, text in r.texts.items():
-            path = atomic.write_text(out / f"{r.figure_id}.{suffix}", text)
+            path = atomic.write_text(out / f"{bases[id(r)]}.{suffix}", text)
             r.files.append(path)
     written = write_pngs(jobs) if jobs else {}
     for r in results:
-        for stem, _ in r.stems():
+        for stem, _ in _stems(r, bases[id(r)]):
             for fmt in images:
                 path = out / f"{stem}.{fmt}"
                 if written.get(path):
@@ -330,15 +377,57 @@ def build_figures(
                         r.png = path
     for r in results:
         if not r.error:
-            _remove_old_files(out, r.figure_id, keep={p.name for p in r.files})
-    write_index(results, out, uri)
+            _remove_old_files(out, bases[id(r)], keep={p.name for p in r.files})
+    write_index(results, out, uri, overrides=overrides)
     return results
+
+
+def _stems(r: FigureResult, base: str) -> list[tuple[str, Any]]:
+    """``r.stems()`` with the figure id replaced by ``base`` (:func:`override_stem`)."""
+    return [(base + stem[len(r.figure_id) :], fig) for stem, fig in r.stems()]
+
+
+def _curves_name(r: FigureResult, base: str, stem: str) -> str:
+    """``<stem>.csv``, or ``<stem>-curves.csv`` where the figure's own table (a table figure's
+    ``FigureResult.texts["csv"]``) has that name."""
+    if "csv" in r.texts and stem == base:
+        return f"{stem}-curves.csv"
+    return f"{stem}.csv"
+
+
+def _runs_page(result: FigureResult, ctx: BuildContext) -> tuple[Any, str] | None:
+    """``result``'s parallel-coordinates figure (:mod:`dashboards.parcoords`) and runs CSV,
+    from its runs (resolved again by config hash: the builders keep no run list); None without
+    runs. A failure only warns (None): the figure is still written."""
+    from dashboards import parcoords
+    from dashboards.store import load_metrics, resolve_runs
+
+    try:
+        res = resolve_runs(ctx.spec, ctx.profile, ctx.index, ctx.overrides, ctx.client)
+        if not res.found or ctx.client is None:
+            return None
+        logged = set().union(*(tr.run.metrics for tr in res.found))
+        keys = [k for k in parcoords.METRIC_KEYS if k in logged]
+        table = parcoords.run_table(res.found, load_metrics(ctx.client, res.found, keys))
+        sets = ", ".join(f"{k}={v}" for k, v in ctx.overrides.items())
+        sub = parcoords.subtitle_text(table) + (f" · runs with --set {sets}" if sets else "")
+        title = f"{ctx.spec.title}: its runs"
+        fig = parcoords.parcoords_figure(table, title, sub)
+    except Exception as err:  # noqa: BLE001 - the runs page must never stop the figure
+        warnings.warn(
+            f"{result.figure_id}: runs page not written ({type(err).__name__}: {err})",
+            FigureBuildWarning,
+            stacklevel=3,
+        )
+        return None
+    return fig, table.to_csv(index=False)
 
 
 def _old_files(out: Path, figure_id: str) -> set[str]:
     """The file names a previous build of ``figure_id`` listed in its index entry (and the
     single-file names)."""
     names = {f"{figure_id}.{kind}" for kind in ("html", *IMAGE_FORMATS, *TEXT_FORMATS)}
+    names |= {f"{figure_id}{suffix}" for suffix in EXTRA_FILES}
     entry = out / f"{figure_id}.json"
     if entry.is_file():
         try:
@@ -357,10 +446,11 @@ def _remove_old_files(out: Path, figure_id: str, keep: set[str] = frozenset()) -
         (out / name).unlink(missing_ok=True)
 
 
-def _keep_old_files(out: Path, r: FigureResult) -> None:
+def _keep_old_files(out: Path, r: FigureResult, base: str | None = None) -> None:
     """A figure that failed keeps the previous build's files (listed in its index entry as
-    ``kept``), and says so."""
-    r.kept = [out / n for n in sorted(_old_files(out, r.figure_id)) if (out / n).is_file()]
+    ``kept``), and says so; ``base``: its file stem (:func:`override_stem`), default its id."""
+    old = _old_files(out, base or r.figure_id)
+    r.kept = [out / n for n in sorted(old) if (out / n).is_file()]
     if r.kept:
         r.notes.append(
             "this build failed; the files shown are the previous build's: "

@@ -4,7 +4,10 @@ table of final and best metrics per group.
 The caller (``fedsweep/cli/explore.py``) finds the runs and reads their configs; this module
 groups nothing itself: it gets ``Group``s (a config, its label, its runs) and the long table
 of their metric histories, and draws them with the paper figures' conventions
-(``style.draw_curve``, ``style.paper_layout``, ``store.aggregate``).
+(``style.draw_curve``, ``style.paper_layout``, ``store.aggregate``): each group has its own
+colour and marker symbol (markers staggered, so two identical curves show both), dashed curves
+are drawn above solid ones, and curves that coincide say so ("identical to X",
+``style.mark_coinciding``).
 """
 
 from __future__ import annotations
@@ -26,9 +29,13 @@ from dashboards.style import (
     Y_TITLES,
     CurveStyle,
     draw_curve,
+    draw_order,
+    layered,
+    mark_coinciding,
     palette,
     paper_layout,
 )
+from dashboards.style import SYMBOLS as MARKERS
 
 PANEL = "compare"
 CYCLE_DASHES = ("solid", "dash", "dot", "dashdot")
@@ -102,7 +109,8 @@ def group_labels(flat: dict[str, dict[str, Any]], names: dict[str, str]) -> dict
             sel, alg = cfg.get("selector", "none"), cfg.get("algorithm", "?")
             parts.append(alg if sel == "none" else f"{sel}-{alg}")
         parts += [_part(k, cfg.get(k), differ) for k in differ if cfg and _applies(k, cfg)]
-        name = re.sub(r"[\s·|,]*seed\s*=?\s*\d+$", "", names.get(gid, "")).strip()
+        name = names.get(gid, "")  # a trial's name leads with its seed (older ones end with it)
+        name = re.sub(r"^seed\s*=?\s*\d+[\s·|,]*|[\s·|,]*seed\s*=?\s*\d+$", "", name).strip()
         labels[gid] = " · ".join(parts) or name or gid[:8]
     seen: dict[str, int] = {}
     for label in labels.values():
@@ -197,14 +205,24 @@ def compare_figure(
         subplot_titles=[Y_TITLES.get(m, m) for m in metrics],
         horizontal_spacing=0.08 if cols > 1 else 0.0,
     )
+    styles = []
     for i, g in enumerate(groups):
         dash = CYCLE_DASHES[(i // len(PALETTE)) % len(CYCLE_DASHES)]  # past 10 colours
-        style = CurveStyle(
-            key=g.key, name=f"{g.label} (n={len(g.run_ids)})", color=palette(i), dash=dash
+        styles.append(
+            CurveStyle(
+                key=g.key,
+                name=f"{g.label} (n={len(g.run_ids)})",
+                color=palette(i),
+                dash=dash,
+                symbol=MARKERS[i % len(MARKERS)],
+                index=i,
+                of=len(groups),
+            )
         )
+    for style in draw_order(layered(styles)):
         shown = False
         for c, m in enumerate(metrics, start=1):
-            table = agg[(agg["curve"] == g.key) & (agg["metric"] == m)]
+            table = agg[(agg["curve"] == style.key) & (agg["metric"] == m)]
             drew = draw_curve(fig, table, style, row=1, col=c, show_legend=not shown)
             shown |= drew
     for c, m in enumerate(metrics, start=1):
@@ -215,4 +233,6 @@ def compare_figure(
         fig.update_xaxes(dtick=1, tick0=1)
     else:
         fig.update_xaxes(tickformat="d")
-    return paper_layout(fig, title, subtitle, width=560 * cols + 320, height=520)
+    paper_layout(fig, title, subtitle, width=560 * cols + 320, height=520)
+    mark_coinciding(fig)
+    return fig

@@ -9,6 +9,11 @@ install paths (``/usr/bin/chromium`` for Debian's ``chromium`` package). The pat
 passed to kaleido explicitly; MathJax is disabled (it would come from a CDN) and plotly.js is
 the copy shipped with plotly. Without a browser, or when the export fails, the HTML files stay,
 ONE warning is emitted per call, and the build goes on.
+
+The HTML page fits the browser window (:func:`responsive`: no fixed width, Plotly's
+``responsive`` config; the figure's height is kept), while images keep the figure's fixed,
+paper-like size. :func:`curve_table` is every curve a figure draws as a table (written beside
+the figure as ``<stem>.csv`` by ``dashboards.build``).
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import plotly.graph_objects as go
 
-from dashboards.style import PLOT_CONFIG
+from dashboards.style import PLOT_CONFIG, curve_label, curve_traces, numeric, panel_titles
 from fedsweep.core import atomic
 
 PNG_SCALE = 2
@@ -41,6 +47,9 @@ class PngJob:
 
 
 IMAGE_FORMATS = ("png", "pdf", "svg")
+VIEWPORT = '<meta name="viewport" content="width=device-width, initial-scale=1">'
+#: the columns of a figure's curve table (:func:`curve_table`)
+CURVE_COLUMNS = ["panel", "y_axis", "curve", "legend", "x_axis", "x", "mean", "std", "n"]
 HEADER_STYLE = "font-family:Arial,Helvetica,sans-serif;font-size:14px;margin:8px 12px;color:#444"
 
 
@@ -68,19 +77,43 @@ def output_folder(path: str | Path, option: str = "--out") -> Path:
     return path
 
 
+def responsive(fig: go.Figure) -> tuple[go.Figure, dict]:
+    """A copy of ``fig`` for a web page, and its Plotly config: no fixed width (the figure
+    fills the window and follows its resizing: ``autosize`` and ``responsive``), the height
+    kept; the camera button still saves an image at the figure's own size."""
+    page = go.Figure(fig)
+    width, height = fig.layout.width, fig.layout.height
+    page.update_layout(width=None, autosize=True)
+    image = dict(PLOT_CONFIG.get("toImageButtonOptions", {}))
+    if width:
+        image.update(width=width, height=height or 700)
+    return page, {**PLOT_CONFIG, "responsive": True, "toImageButtonOptions": image}
+
+
 def write_html(
     fig: go.Figure, path: Path, title: str, links: list[tuple[str, str]] | None = None
 ) -> Path:
-    """Offline HTML; ``plotly.min.js`` is written once beside it (``include_plotlyjs="directory"``).
-    ``links`` = (text, url) shown in a line above the figure (the index, the MLflow experiment).
-    Both files are written atomically (:mod:`fedsweep.core.atomic`): a build killed halfway leaves
-    the previous file, never a truncated one."""
+    """Offline HTML that fits the browser window (:func:`responsive`); ``plotly.min.js`` is
+    written once beside it (``include_plotlyjs="directory"``). ``links`` = (text, url) shown in
+    a line above the figure (the index, the MLflow experiment). Both files are written
+    atomically (:mod:`fedsweep.core.atomic`): a build killed halfway leaves the previous file,
+    never a truncated one."""
     import plotly.io as pio
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = pio.to_html(fig, include_plotlyjs="directory", config=PLOT_CONFIG, full_html=True)
+    page, config = responsive(fig)
+    height = f"{int(fig.layout.height)}px" if fig.layout.height else "100vh"
+    text = pio.to_html(
+        page,
+        include_plotlyjs="directory",
+        config=config,
+        full_html=True,
+        default_width="100%",
+        default_height=height,
+    )
     text = text.replace("<head>", f"<head>\n    <title>{html.escape(title)}</title>", 1)
+    text = text.replace("<head>", f"<head>\n    {VIEWPORT}", 1)
     if links:
         items = " · ".join(
             f'<a href="{html.escape(url)}">{html.escape(label)}</a>' for label, url in links
@@ -200,3 +233,53 @@ def write_pngs(jobs: list[PngJob]) -> dict[Path, bool]:
 
 def _warn(message: str) -> None:
     warnings.warn(message, PngExportWarning, stacklevel=3)
+
+
+def curve_table(fig: go.Figure) -> pd.DataFrame:
+    """Every curve ``fig`` draws, one row per point: its cell's title (``panel``, "" for a
+    figure of one cell) and y axis title, the curve's label and legend text, the x axis title,
+    x (the round, for curves over rounds), the plotted value (``mean``: the seed mean, or what
+    the cell draws, e.g. a difference from a baseline) and, for curves drawn by
+    ``style.draw_curve``, the std over seeds and the seed count ``n`` (empty otherwise). Bands,
+    heatmaps and tables are not curves; points drawn without lines are."""
+    titles = panel_titles(fig)
+    rows = []
+    for _, t in curve_traces(fig, lines_only=False):
+        x, y = numeric(t.x), numeric(t.y)
+        cell = (t.xaxis or "x", t.yaxis or "y")
+        panel, y_title = titles.get(cell, ("", ""))
+        x_title = fig.layout[f"xaxis{cell[0][1:]}"].title.text or ""
+        extra = _std_n(t.customdata, len(x))
+        for k in range(len(x)):
+            std, n = extra[k]
+            rows.append((panel, y_title, curve_label(t), t.name or "", x_title, x[k], y[k], std, n))
+    table = pd.DataFrame(rows, columns=CURVE_COLUMNS)
+    if not table.empty and (table["x"] == table["x"].round()).all():
+        table["x"] = table["x"].astype(int)  # rounds
+    return table
+
+
+def _std_n(customdata, count: int) -> list[tuple[float | None, int | None]]:
+    """(std, n) per point from ``style.draw_curve``'s customdata (band, n, std), else Nones."""
+    rows = list(customdata) if customdata is not None else []
+    out: list[tuple[float | None, int | None]] = []
+    for k in range(count):
+        row = rows[k] if k < len(rows) else None
+        if isinstance(row, str | bytes) or not hasattr(row, "__len__") or len(row) != 3:
+            out.append((None, None))
+            continue
+        try:
+            out.append((float(row[2]), int(row[1])))
+        except (TypeError, ValueError, IndexError):
+            out.append((None, None))
+    return out
+
+
+def curves_csv(fig: go.Figure) -> str | None:
+    """:func:`curve_table` as CSV text (floats written exactly), None when ``fig`` draws no
+    curve."""
+    table = curve_table(fig)
+    if table.empty:
+        return None
+    table["n"] = table["n"].astype("Int64")
+    return table.to_csv(index=False)

@@ -14,7 +14,9 @@ Layout, from the spec's panel axes:
 Every cell title carries a panel letter, "(a) Case 1"; a cell without runs says "no runs".
 Curves are the seed mean with a ±1 std band by default (``FigureOptions.band``: std, sem,
 none), clipped to the metric's range; each curve has its own marker symbol, and dashed/dotted
-curves are drawn above solid ones so that coinciding curves stay visible.
+curves are drawn above solid ones so that coinciding curves stay visible; curves identical
+within plotting resolution say so in the legend and hover text ("identical to X",
+:func:`dashboards.style.mark_coinciding`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from dashboards.style import (
     draw_curve,
     draw_order,
     layered,
+    mark_coinciding,
     metric_bounds,
     palette,
     paper_layout,
@@ -309,6 +312,7 @@ def draw(
             fig = axis_grid(data, spec, styles, metric, band=band, y_title=y_titles.get(metric))
             title = f"{spec.title} — {metric_title(metric, data.baseline)}"
             paper_layout(fig, title, sub, width=width, height=height, top=top)
+            mark_coinciding(fig)
             parts[metric_suffix(metric)] = fig
         first = next(iter(parts.values()), None)
         return first, parts
@@ -320,6 +324,7 @@ def draw(
         width = CELL_WIDTH * len(data.panels) + LEGEND_WIDTH
         height = 330 * len(metrics) + top + 80
     paper_layout(fig, spec.title, sub, width=width, height=height, top=top)
+    mark_coinciding(fig)
     return fig, {}
 
 

@@ -4,12 +4,20 @@ Self-contained: inline CSS, no scripts, no CDN (links point at the files beside 
 *merges*: each figure's entry is kept as JSON beside its HTML (``<id>.json``, marked with
 ``"fedsweep_index_entry"``), and ``index.html`` is rebuilt from every entry in the folder, so
 drawing one figure keeps the others already there.
+
+Each figure links its files: the interactive HTML and images, the CSV of its curves
+(``<stem>.csv``), and its runs as parallel coordinates (``<id>-parcoords.html``, with the
+runs' table ``<id>-runs.csv``). A figure drawn from ``--set`` runs is its own entry
+(``<id>--<key>-<value>``, marked with its overrides); the reproduction report beside the index
+reads the figures as configured only.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
+import re
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -33,9 +41,14 @@ FILE_KINDS = (
     ("svg", "SVG"),
     ("csv", "CSV table"),
     ("tex", "LaTeX table"),
+    ("data", "curves as CSV"),
+    ("parcoords", "runs: parallel coordinates"),
+    ("runs", "runs as CSV"),
 )
 #: the extra text files a builder may write beside its figure (``FigureResult.texts``)
 TEXT_FORMATS = ("csv", "tex")
+#: file-name endings of the per-figure pages beside ``<id>`` -> their kind in an entry
+EXTRA_FILES = {"-parcoords.html": "parcoords", "-runs.csv": "runs"}
 
 CSS = """
 body{font-family:Arial,Helvetica,sans-serif;margin:2em auto;max-width:1200px;color:#222;
@@ -81,16 +94,83 @@ def _row(name: str, value: str) -> str:
     return f"<tr><th>{escape(name)}</th><td>{value}</td></tr>"
 
 
-def entry(r: FigureResult, out_dir: Path, tracking_uri: str = "") -> dict[str, Any]:
-    """The index entry of one figure (plain JSON types; file names relative to ``out_dir``)."""
+def _safe(text: str) -> str:
+    """``text`` as part of a file name: letters, digits and ``._+=-`` kept (runs of anything
+    else: ``_``; ``--`` stays the separator of :func:`override_stem`'s parts)."""
+    text = re.sub(r"[^A-Za-z0-9._+=-]+", "_", text)
+    return re.sub(r"-{2,}", "-", text).strip("_.-") or "_"
+
+
+def run_overrides(overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``--set`` overrides that change which runs a figure draws: those of keys that enter
+    the config hash (``data.download``, ``threads``, ``tracking.*``, … select the same runs)."""
+    from fedsweep.config.hashing import HASH_EXCLUDED
+
+    return {
+        k: v
+        for k, v in (overrides or {}).items()
+        if not any(k == e or k.startswith(e + ".") for e in HASH_EXCLUDED)
+    }
+
+
+def override_stem(figure_id: str, overrides: dict[str, Any] | None) -> str:
+    """The file stem (and index entry) of ``figure_id`` drawn from ``--set`` runs:
+    ``bherd-fig4e--lr-0.1``, ``bherd-fig3a--server_scale-none`` (one ``--<key>-<value>`` per
+    override, the key's last part unless two keys share it; file-name safe; as
+    ``readings.reading_stem`` names a reading's figure); ``figure_id`` itself without
+    overrides that change its runs (:func:`run_overrides`). A stem that would pass 120
+    characters is cut and ends in a short hash of the overrides, so distinct overrides never
+    share files."""
+    overrides = run_overrides(overrides)
+    if not overrides:
+        return figure_id
+    lasts = [k.rsplit(".", 1)[-1] for k in overrides]
+    parts = []
+    for key, value in overrides.items():
+        name = key.rsplit(".", 1)[-1]
+        name = name if lasts.count(name) == 1 else key
+        text = "none" if value is None else str(value)
+        parts.append(f"{_safe(name)}-{_safe(text)}")
+    stem = "--".join([figure_id, *parts])
+    if len(stem) > 120:
+        digest = hashlib.sha1(json.dumps(overrides, sort_keys=True, default=str).encode())
+        stem = f"{stem[:110].rstrip('-_.')}-{digest.hexdigest()[:8]}"
+    return stem
+
+
+def file_kind(r: FigureResult, name: str, stem: str | None = None) -> str:
+    """The kind of a file of ``r`` (named ``stem``, default its id) in its entry: its suffix
+    (html, png, …), "parcoords" and "runs" for the runs page and table (:data:`EXTRA_FILES`),
+    "data" for a curves CSV (any CSV but a table figure's own ``<stem>.csv``)."""
+    stem = stem or r.figure_id
+    for ending, kind in EXTRA_FILES.items():
+        if name == f"{stem}{ending}":
+            return kind
+    kind = Path(name).suffix.lstrip(".")
+    if kind == "csv" and not ("csv" in r.texts and name == f"{stem}.csv"):
+        return "data"
+    return kind
+
+
+def entry(
+    r: FigureResult,
+    out_dir: Path,
+    tracking_uri: str = "",
+    overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The index entry of one figure (plain JSON types; file names relative to ``out_dir``);
+    ``overrides``: the ``--set`` overrides of its runs: an entry of its own, named
+    :func:`override_stem` (``figure_id``; ``figure`` = the spec's id)."""
+    stem = override_stem(r.figure_id, overrides)
     files: dict[str, list[str]] = {kind: [] for kind, _ in FILE_KINDS}
     for path in [*r.files, *r.kept]:
-        kind = Path(path).suffix.lstrip(".")
+        kind = file_kind(r, Path(path).name, stem)
         if kind in files and Path(path).is_file():
             files[kind].append(Path(path).name)
     return {
         ENTRY_KEY: 1,
-        "figure_id": r.figure_id,
+        "figure_id": stem,
+        "figure": r.figure_id,
         "title": r.title,
         "profile": r.profile,
         "status": r.status,
@@ -109,6 +189,7 @@ def entry(r: FigureResult, out_dir: Path, tracking_uri: str = "") -> dict[str, A
         "tracking_uri": _portable(tracking_uri),
         "built": dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
         "files": files,
+        "overrides": {k: _text(v) for k, v in run_overrides(overrides).items()},
         "claims": [
             {
                 "claim": c.claim,
@@ -122,6 +203,10 @@ def entry(r: FigureResult, out_dir: Path, tracking_uri: str = "") -> dict[str, A
             for c in r.claims
         ],
     }
+
+
+def _text(value: Any) -> str:
+    return "null" if value is None else str(value)
 
 
 def read_entries(out_dir: Path) -> list[dict[str, Any]]:
@@ -167,11 +252,15 @@ def _figure_section(e: dict[str, Any]) -> str:
     ]
     if e.get("experiment_url"):
         url = escape(e["experiment_url"])
-        rows.append(_row("MLflow", f'<a href="{url}">experiment {escape(e["figure_id"])}</a>'))
+        name = escape(e.get("figure") or e["figure_id"])  # a --set entry: the figure's experiment
+        rows.append(_row("MLflow", f'<a href="{url}">experiment {name}</a>'))
     if e["error"]:
         rows.append(_row("error", f"<code>{escape(e['error'])}</code>"))
     if e["notes"]:
         rows.append(_row("notes", "<br>".join(escape(n) for n in e["notes"])))
+    if e.get("overrides"):
+        sets = " ".join(f"--set {k}={v}" for k, v in e["overrides"].items())
+        rows.insert(0, _row("runs with", f"<code>{escape(sets)}</code>"))
     claims = ""
     if e["claims"]:
         from dashboards.report import headline_text
@@ -219,20 +308,33 @@ def _badges(e: dict[str, Any]) -> str:
     )
 
 
-def write_entries(results: list[FigureResult], out_dir: Path, tracking_uri: str = "") -> None:
+def write_entries(
+    results: list[FigureResult],
+    out_dir: Path,
+    tracking_uri: str = "",
+    overrides: dict[str, Any] | None = None,
+) -> None:
     """Write (or replace) ``<id>.json`` for each of ``results``."""
     for r in results:
-        path = Path(out_dir) / f"{r.figure_id}.json"
-        text = json.dumps(entry(r, Path(out_dir), tracking_uri), indent=1, ensure_ascii=False)
-        atomic.write_text(path, text)
+        path = Path(out_dir) / f"{override_stem(r.figure_id, overrides)}.json"
+        data = entry(r, Path(out_dir), tracking_uri, overrides)
+        atomic.write_text(path, json.dumps(data, indent=1, ensure_ascii=False))
 
 
-def write_index(results: list[FigureResult], out_dir: str | Path, tracking_uri: str = "") -> Path:
+def write_index(
+    results: list[FigureResult],
+    out_dir: str | Path,
+    tracking_uri: str = "",
+    *,
+    overrides: dict[str, Any] | None = None,
+) -> Path:
     """Store the entries of ``results`` beside their HTML, then write ``out_dir/index.html``
-    listing every figure whose entry is in the folder (the new ones and those drawn before)."""
+    listing every figure whose entry is in the folder (the new ones and those drawn before);
+    ``overrides``: the ``--set`` overrides ``results`` were drawn with (kept in their
+    entries)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_entries(results, out_dir, tracking_uri)
+    write_entries(results, out_dir, tracking_uri, overrides)
     entries = read_entries(out_dir)
     stamp = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
     summary = "".join(
@@ -245,6 +347,7 @@ def write_index(results: list[FigureResult], out_dir: str | Path, tracking_uri: 
     )
     page = (
         "<!doctype html><html><head><meta charset='utf-8'><title>fedsweep figures</title>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<style>{CSS}</style></head><body><h1>fedsweep figures</h1>"
         "<div class='meta'><a href='reproduction.html'>Reproduction report</a>: every claim "
         "with its effect, 95% interval over seeds, verdict and the paper's words.</div>"
@@ -259,5 +362,5 @@ def write_index(results: list[FigureResult], out_dir: str | Path, tracking_uri: 
     )
     from dashboards.report import write_html_report
 
-    write_html_report(entries, out_dir)
+    write_html_report([e for e in entries if not e.get("overrides")], out_dir)
     return atomic.write_text(out_dir / "index.html", page)

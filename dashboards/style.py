@@ -9,13 +9,21 @@ once in the legend (``legendgroup``), with its seed count, e.g. "α=0.5 (n=3)". 
 
 Curves that coincide stay visible: each curve carries sparse markers (its own symbol, about ten
 per curve, staggered between curves so that two identical curves show both symbols), and
-dashed/dotted curves are drawn above the solid ones by the builders (``draw_order``).
+dashed/dotted curves are drawn above the solid ones by the builders (``draw_order``). Once a
+figure is drawn, :func:`mark_coinciding` finds the curves of a panel that are identical within
+plotting resolution (``COINCIDE_TOL`` of the panel's y range), says so in their legend entry and
+hover text ("identical to X") and, where the upper one would hide the lower one (the same dash
+pattern, and no marker of the lower one's own between the upper one's), gives each markers at
+rounds of its own; dash patterns, which carry meaning in the papers' figures (dashed = without
+RR), are never changed.
 """
 
 from __future__ import annotations
 
+import re
 import textwrap
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -49,6 +57,10 @@ SYMBOLS = (
 )
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 MARKERS_PER_CURVE = 10
+#: two curves of a panel whose values differ by at most this fraction of the panel's y range at
+#: every round draw as one line (half a percent: about 1.5 px of a 300 px high cell)
+COINCIDE_TOL = 0.005
+IDENTICAL = "identical to"
 WIDTHS = (2.8, 1.6)  # line width of the lowest and of the topmost curve (see ``layered``)
 PLOT_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
 
@@ -197,6 +209,7 @@ def draw_curve(
                 mode="lines",
                 line={"color": style.color, "dash": style.dash, "width": 2.5},
                 showlegend=show_legend,
+                customdata=[(width, int(n[-1]), float(std[-1]))] * 2,
                 hovertemplate=f"{style.name}<br>final value %{{y:.4f}} (n={int(n[-1])})"
                 f"{note}<extra></extra>",
                 **common,
@@ -230,7 +243,9 @@ def draw_curve(
             y=mean,
             mode=mode,
             line={"color": style.color, "dash": style.dash, "width": style.width},
-            customdata=list(zip(spread, n, strict=True)),
+            # (band half-width, seeds, std): the hover text shows the first two; the curve's
+            # CSV (``export.curve_table``) reads the std and n back from here
+            customdata=list(zip(spread, n, std, strict=True)),
             showlegend=show_legend,
             hovertemplate=f"{style.name}<br>t=%{{x}}: %{{y:.4f}} ± %{{customdata[0]:.4f}} "
             f"{band_name.replace('±1 ', '') or 'spread'} (n=%{{customdata[1]}}){note}"
@@ -332,3 +347,272 @@ def wrap_subtitle(sub: str, width: int, *, break_on_hyphens: bool = True) -> str
     for part in sub.replace("<br>", " · ").split(" · "):
         lines += textwrap.wrap(part, chars, break_on_hyphens=break_on_hyphens) or [""]
     return "<br>".join(lines)
+
+
+# ------------------------------------------------------------------ curves of a drawn figure
+def axis_name(ref: str | None, letter: str) -> str:
+    """A trace's axis reference (``x2``) as its layout key (``xaxis2``)."""
+    ref = ref or letter
+    return f"{letter}axis{ref[1:]}"
+
+
+def panel_titles(fig: go.Figure) -> dict[tuple[str, str], tuple[str, str]]:
+    """(x ref, y ref) of every cell of ``fig`` -> (its subplot title, its y axis title): the
+    title ``make_subplots`` put centred above the cell ("(a) Case 1"), "" when none; the y
+    title of the cell's own axis, else of another axis of its row (generic layouts title the
+    first column only)."""
+    layout = fig.layout
+    notes = [
+        a for a in layout.annotations or () if a.xref == "paper" and a.yref == "paper" and a.text
+    ]
+    refs = {(t.xaxis or "x", t.yaxis or "y") for t in fig.data if t.type in ("scatter", "bar")}
+    y_titles: dict[tuple, str] = {}
+    for key in layout:
+        if key.startswith("yaxis") and layout[key].title.text:
+            y_titles.setdefault(tuple(layout[key].domain or (0, 1)), layout[key].title.text)
+    out = {}
+    for xr, yr in refs:
+        xa, ya = layout[axis_name(xr, "x")], layout[axis_name(yr, "y")]
+        xd, yd = tuple(xa.domain or (0, 1)), tuple(ya.domain or (0, 1))
+        mid, top = (xd[0] + xd[1]) / 2, yd[1]
+        title = next((a.text for a in notes if abs(a.x - mid) < 1e-6 and abs(a.y - top) < 1e-6), "")
+        out[(xr, yr)] = (title, ya.title.text or y_titles.get(yd, ""))
+    return out
+
+
+def curve_label(trace) -> str:
+    """A curve's label without its legend extras: "α=0.5 (n=3) — diverged …" -> "α=0.5"."""
+    name = re.sub(r"\s+\(n=[^)]*\).*$", "", trace.name or "", flags=re.S)
+    return name.split(f" — {IDENTICAL} ")[0].strip()
+
+
+def numeric(values) -> np.ndarray | None:
+    """``values`` as floats, None when any is not a number (a ``None`` placeholder, a text)."""
+    if values is None:
+        return None
+    try:
+        arr = np.asarray(list(values), dtype=float)
+    except (TypeError, ValueError):
+        return None
+    return arr if arr.ndim == 1 and arr.size and np.isfinite(arr).any() else None
+
+
+def curve_traces(fig: go.Figure, *, lines_only: bool = True) -> list[tuple[int, Any]]:
+    """(position, trace) of every curve of ``fig``: a visible scatter trace with numeric x and
+    y that is not a band (``fill="toself"``); ``lines_only``: drawn with lines (a markers-only
+    scatter is a set of points, not a curve two others can hide)."""
+    out = []
+    for i, t in enumerate(fig.data):
+        if t.type != "scatter" or t.fill == "toself" or t.visible is False:
+            continue
+        if lines_only and t.mode is not None and "lines" not in t.mode:
+            continue
+        x, y = numeric(t.x), numeric(t.y)
+        if x is None or y is None or len(x) != len(y) or (lines_only and len(x) < 2):
+            continue
+        out.append((i, t))
+    return out
+
+
+def _span(fig: go.Figure, yref: str, values: list[np.ndarray]) -> tuple[float, bool]:
+    """The y range of a cell (its axis range when fixed, else the values' extent, bands
+    included) and whether its axis is logarithmic (the range is then in decades)."""
+    axis = fig.layout[axis_name(yref, "y")]
+    log = axis.type == "log"
+    if axis.range is not None and None not in axis.range:
+        return abs(float(axis.range[1]) - float(axis.range[0])), log
+    arr = np.concatenate(values) if values else np.array([])
+    arr = arr[np.isfinite(arr)]
+    if log:
+        arr = np.log10(arr[arr > 0])
+    return (float(arr.max() - arr.min()) if arr.size else 0.0), log
+
+
+def _same(a: np.ndarray, b: np.ndarray, tol: float, log: bool) -> bool:
+    """Whether two curves' y values (at the same x) differ by at most ``tol`` everywhere; a
+    non-finite value must be non-finite in both."""
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    if not np.array_equal(fa, fb) or not fa.any():
+        return False
+    a, b = a[fa], b[fa]
+    if log:
+        if (a <= 0).any() or (b <= 0).any():
+            return bool(np.array_equal(a, b))
+        a, b = np.log10(a), np.log10(b)
+    return bool(np.max(np.abs(a - b)) <= tol)
+
+
+def coinciding(fig: go.Figure, rel_tol: float = COINCIDE_TOL) -> list[tuple[int, int, str]]:
+    """Pairs of curves (positions in ``fig.data``, lower one first) drawn at the same x whose
+    y values differ nowhere by more than ``rel_tol`` of their cell's y range (a cell whose
+    curves are all flat and equal: identical values), with the cell's title. Deterministic:
+    the same figure always gives the same pairs."""
+    cells: dict[tuple[str, str], list[tuple[int, Any]]] = {}
+    for i, t in curve_traces(fig):
+        cells.setdefault((t.xaxis or "x", t.yaxis or "y"), []).append((i, t))
+    titles = panel_titles(fig)
+    everything: dict[tuple[str, str], list[np.ndarray]] = {}
+    for t in fig.data:
+        if t.type == "scatter" and (y := numeric(t.y)) is not None:
+            everything.setdefault((t.xaxis or "x", t.yaxis or "y"), []).append(y)
+    pairs = []
+    for ref, traces in cells.items():
+        span, log = _span(fig, ref[1], everything.get(ref, []))
+        tol = rel_tol * span
+        for k, (i, a) in enumerate(traces):
+            xa, ya = numeric(a.x), numeric(a.y)
+            for j, b in traces[k + 1 :]:
+                xb = numeric(b.x)
+                if len(xa) != len(xb) or not np.array_equal(xa, xb):
+                    continue
+                if _same(ya, numeric(b.y), tol, log):
+                    pairs.append((i, j, titles.get(ref, ("", ""))[0]))
+    return pairs
+
+
+def _panel_tag(title: str) -> str:
+    """A cell's short name in a note: its letter "(a)", else its title."""
+    match = re.match(r"^\(([a-z]{1,2})\)", title or "")
+    return f"({match.group(1)})" if match else (title or "")
+
+
+def mark_coinciding(fig: go.Figure, rel_tol: float = COINCIDE_TOL) -> list[tuple[str, str, str]]:
+    """Make the curves of ``fig`` that coincide (:func:`coinciding`) visible as two: their
+    legend entries and hover texts say "identical to X" ("… in (a), (c)" when they coincide in
+    some cells only), and where the two have the same dash pattern and the lower one shows no
+    marker of its own (no markers, or at the same rounds as the upper's: a short run) each
+    curve of the coinciding group gets markers at rounds of its own (:func:`_interleave`; a
+    curve without a marker symbol gets one no curve of the figure has). Idempotent. Returns (lower label, upper label, cell title) per
+    coinciding pair."""
+    pairs = coinciding(fig, rel_tol)
+    if not pairs:
+        return []
+    data = fig.data
+    group = {i: (data[i].legendgroup or f"#{i}") for i, _ in curve_traces(fig)}
+    cell_of = {i: (data[i].xaxis or "x", data[i].yaxis or "y") for i in group}
+    titles = panel_titles(fig)
+    shared: dict[tuple[str, str], set] = {}  # (group, group) -> cells where both are drawn
+    for i, gi in group.items():
+        for j, gj in group.items():
+            if gi != gj and cell_of[i] == cell_of[j]:
+                shared.setdefault((gi, gj), set()).add(cell_of[i])
+    same: dict[tuple[str, str], set] = {}  # (group, group) -> cells where they coincide
+    out = []
+    for i, j, title in pairs:
+        gi, gj = group[i], group[j]
+        out.append((curve_label(data[i]), curve_label(data[j]), title))
+        if gi == gj:
+            continue
+        same.setdefault((gi, gj), set()).add(cell_of[i])
+        same.setdefault((gj, gi), set()).add(cell_of[i])
+        for t, other in ((data[i], data[j]), (data[j], data[i])):
+            note = f"{IDENTICAL} {curve_label(other)}"
+            hover = t.hovertemplate
+            if hover and note not in hover:
+                at = hover.find("<extra>")
+                t.hovertemplate = (
+                    hover[:at] + f"<br>{note}" + hover[at:] if at >= 0 else f"{hover}<br>{note}"
+                )
+    for members in _clusters([(i, j) for i, j, _ in pairs if group[i] != group[j]]):
+        hidden = any(
+            _dash(data[i]) == _dash(data[j]) and not _marks(data[i]) - _marks(data[j])
+            for n, i in enumerate(members)
+            for j in members[n + 1 :]
+        )
+        if hidden:  # a lower curve would show nothing of its own
+            _interleave(data, group, members)
+    label_of: dict[str, str] = {}
+    for i, g in group.items():
+        label_of.setdefault(g, curve_label(data[i]))
+    for g in dict.fromkeys(group.values()):
+        parts = []
+        for (a, h), cells in sorted(same.items(), key=lambda kv: label_of[kv[0][1]]):
+            if a != g:
+                continue
+            text = label_of[h]
+            if cells != shared.get((g, h), set()):  # not in every cell both are drawn in
+                tags = [_panel_tag(titles.get(c, ("", ""))[0]) for c in cells]
+                tags = sorted((t for t in tags if t), key=lambda t: (len(t), t))
+                text += " in " + ", ".join(tags) if tags else ""
+            parts.append(text)
+        if not parts:
+            continue
+        more = f" and {len(parts) - 1} more" if len(parts) > 2 else ""  # the hover lists all
+        note = f" — {IDENTICAL} " + ("; ".join(parts) if len(parts) <= 2 else parts[0] + more)
+        for k, h in group.items():
+            t = data[k]
+            if h == g and t.showlegend is not False and f" — {IDENTICAL} " not in (t.name or ""):
+                t.name = (t.name or "") + note
+    return out
+
+
+def _dash(trace) -> str:
+    return trace.line.dash or "solid"
+
+
+def _symbol(trace) -> str | None:
+    symbol = trace.marker.symbol
+    shown = trace.mode is None or "markers" in trace.mode
+    return symbol if shown and isinstance(symbol, str) else None
+
+
+def _clusters(pairs: list[tuple[int, int]]) -> list[list[int]]:
+    """The groups of curves that coincide with one another (connected by ``pairs``), each in
+    drawing order."""
+    root: dict[int, int] = {}
+
+    def find(i: int) -> int:
+        while root.setdefault(i, i) != i:
+            i = root[i]
+        return i
+
+    for i, j in pairs:
+        root[find(j)] = find(i)
+    out: dict[int, list[int]] = {}
+    for i in sorted(root):
+        out.setdefault(find(i), []).append(i)
+    return list(out.values())
+
+
+def _interleave(data, group: dict[int, str], members: list[int]) -> None:
+    """Markers on the coinciding curves ``members`` (positions in ``data``, one cell, the same
+    x) at rounds of their own: staggered sparse markers (as :func:`marker_rounds`) in a long
+    run, else every k-th round for k curves; a curve of a group without markers gets a symbol
+    that no curve of the figure has (on every trace of its group, markers hidden elsewhere, so
+    that its legend entry shows it)."""
+    used = {s for k in group if (s := _symbol(data[k]))}
+    count, of = len(data[members[0]].x), len(members)
+    if max(1, round(count / MARKERS_PER_CURVE)) >= of:
+        spots = [marker_rounds(range(count), m, of) for m in range(of)]
+    else:
+        spots = [[n for n in range(count) if n % of == m] for m in range(of)]
+    for k, where in zip(members, spots, strict=True):
+        trace = data[k]
+        if _symbol(trace) is None:
+            symbol = next((s for s in SYMBOLS if s not in used), "circle")
+            used.add(symbol)
+            for m, g in group.items():
+                if g == group[k] and _symbol(data[m]) is None:
+                    _add_markers(data[m], symbol)
+        size = round(3 * (trace.line.width or 2) + 2)
+        trace.marker.size = [size if n in where else 0 for n in range(count)]
+
+
+def _add_markers(trace, symbol: str) -> None:
+    """``trace`` drawn with (so far invisible) markers of ``symbol`` in its line's colour."""
+    trace.mode = "lines+markers" if trace.mode in (None, "lines") else f"{trace.mode}+markers"
+    trace.marker.symbol = symbol
+    trace.marker.size = [0] * len(trace.x)
+    trace.marker.color = trace.marker.color or trace.line.color
+    trace.marker.line = {"width": 1, "color": "white"}
+
+
+def _marks(trace) -> set[int]:
+    """The points of a curve that carry a marker (``draw_curve`` sizes the others 0)."""
+    if trace.mode is not None and "markers" not in trace.mode:
+        return set()
+    size = trace.marker.size
+    count = len(trace.x)
+    if size is None or isinstance(size, int | float):
+        return set(range(count)) if size != 0 else set()
+    return {k for k, v in enumerate(size) if v}

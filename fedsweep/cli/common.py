@@ -7,6 +7,8 @@ message on stderr, never a traceback: raise :class:`UsageError` (or let a ``Conf
 
 from __future__ import annotations
 
+import inspect
+import re
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -80,6 +82,64 @@ def clean_errors() -> Iterator[None]:
         fail(str(err), EXIT_DATA)
 
 
+def _fold_long_words() -> None:
+    """typer's option table cuts a word longer than its help column with "…" (at 80 columns:
+    ``sqlite:///<cwd>/mlruns/mlflo…``); fold such a word onto the next line instead, so no
+    help text is lost. typer (pinned) builds each option's help as rich ``Text`` items in
+    ``rich_utils._get_parameter_help``; tests/cli/test_cli_polish.py renders every command's
+    help at 80 columns and fails if anything is cut again."""
+    from rich.text import Text
+    from typer import rich_utils
+
+    build = rich_utils._get_parameter_help
+    if getattr(build, "_fedsweep_folds", False):
+        return
+
+    def folded(*args, **kwargs):
+        columns = build(*args, **kwargs)
+        for item in getattr(columns, "renderables", []):
+            if isinstance(item, Text):
+                item.overflow = "fold"
+        return columns
+
+    folded._fedsweep_folds = True  # type: ignore[attr-defined]
+    rich_utils._get_parameter_help = folded
+
+
+_fold_long_words()
+
+
+def complete_figure(incomplete: str) -> list[str]:
+    """Shell completion of a figure argument: the ids of the specs in ./sweeps (a spec's id is
+    its file name)."""
+    folder = Path("sweeps")
+    if not folder.is_dir():
+        return []
+    return sorted(p.stem for p in folder.glob("*.yaml") if p.stem.startswith(incomplete))
+
+
+def figure_names(names: list[str] | None, sweeps_dir: Path) -> tuple[list[str], list[Path]]:
+    """A command's figure arguments (ids or spec paths, :func:`fedsweep.sweep.spec.find_spec`)
+    as (figure ids of ``sweeps_dir``'s specs, other spec files). A path to
+    ``<sweeps_dir>/<id>.yaml`` is the id; an id is returned as given (the command checks it
+    against the figures it knows, with a "did you mean")."""
+    from fedsweep.sweep.spec import find_spec, looks_like_path
+
+    ids: list[str] = []
+    files: list[Path] = []
+    for name in names or []:
+        if not looks_like_path(name) and not Path(name).is_file():
+            ids.append(name)
+            continue
+        path = find_spec(name, sweeps_dir)
+        in_folder = sweeps_dir / f"{path.stem}.yaml"
+        if in_folder.is_file() and in_folder.resolve() == path.resolve():
+            ids.append(path.stem)
+        else:
+            files.append(path)
+    return ids, files
+
+
 def _plain_help(params: list) -> list:
     """typer 0.29 prints a ``<bool>`` placeholder after every flag (``--help`` included) and a
     type (``<file>``, ``<list[Path]>``) after arguments that already have a metavar: show
@@ -92,15 +152,47 @@ def _plain_help(params: list) -> list:
     return params
 
 
+_LIST_ITEM = re.compile(r"^(\s|[-*•] |\d+[.)] |\x08)")  # \x08: click's no-rewrap mark
+
+
+def reflow(text: str | None) -> str | None:
+    """A docstring as help text: its hard line breaks joined within each paragraph, so the
+    terminal wraps it at its own width (typer 0.29 keeps the source's breaks, which at 80
+    columns read as ragged half-lines). Paragraphs (blank lines), list items and indented
+    lines keep their own line."""
+    if not text:
+        return text
+    paragraphs = []
+    for para in inspect.cleandoc(text).split("\n\n"):
+        lines: list[str] = []
+        for line in para.splitlines():
+            if lines and not _LIST_ITEM.match(line):
+                lines[-1] = f"{lines[-1].rstrip()} {line.strip()}"
+            else:
+                lines.append(line)
+        paragraphs.append("\n".join(lines))
+    return "\n\n".join(paragraphs)
+
+
 class Command(TyperCommand):
-    """A fedsweep command: typer's, with :func:`_plain_help` (use ``app.command(cls=Command)``)."""
+    """A fedsweep command: typer's, with :func:`_plain_help` and :func:`reflow`
+    (use ``app.command(cls=Command)``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.help = reflow(self.help)
 
     def get_params(self, ctx):
         return _plain_help(super().get_params(ctx))
 
 
 class Group(TyperGroup):
-    """The ``fedsweep`` group: typer's, with :func:`_plain_help` (``typer.Typer(cls=Group)``)."""
+    """The ``fedsweep`` group: typer's, with :func:`_plain_help` and :func:`reflow`
+    (``typer.Typer(cls=Group)``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.help = reflow(self.help)
 
     def get_params(self, ctx):
         return _plain_help(super().get_params(ctx))
@@ -115,6 +207,16 @@ ProfileOption = Annotated[
     typer.Option(
         "--profile",
         help="paper (the paper's settings), quick (a 2-core laptop) or smoke (2-3 rounds).",
+    ),
+]
+#: ``--profile`` of a reading command: default, the profile the store's runs were swept at
+ReadProfileOption = Annotated[
+    Profile | None,
+    typer.Option(
+        "--profile",
+        help="paper (the paper's settings), quick (a 2-core laptop) or smoke (2-3 rounds). "
+        "Default: the profile of the store's newest sweep of these figures (printed).",
+        show_default=False,
     ),
 ]
 

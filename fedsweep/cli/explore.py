@@ -26,6 +26,7 @@ from fedsweep.cli.common import (
     TrackingUriOption,
     UsageError,
     clean_errors,
+    complete_figure,
     did_you_mean,
     fail,
 )
@@ -70,7 +71,8 @@ UiUrlOption = Annotated[
         "--ui-url",
         metavar="URL",
         help="Base URL of the MLflow UI (default: the tracking server for an http(s) "
-        "--tracking-uri, else $FEDSWEEP_UI_URL, else http://127.0.0.1:5000, `fedsweep ui`'s).",
+        "--tracking-uri, else $FEDSWEEP_UI_URL, else the address of a `fedsweep ui` serving this "
+        "store, else http://127.0.0.1:5000).",
     ),
 ]
 
@@ -231,7 +233,38 @@ def search(client, exp_ids: list[str], filters: list[Filter], limit: int | None)
         token = page.token
         if not token:
             break
+    sections = _component_sections(filters)
+    if sections:  # a key of a section the run does not use is no property of the run
+        runs = [r for r in runs if sections <= set(run_sections(r))]
     return runs
+
+
+def _component_sections(filters: list[Filter]) -> set[str]:
+    """The component sections (``bherd``, ``fedveca``, ...) the config-key filters name."""
+    from fedsweep.components.compose import GENERAL_SECTIONS, component_sections
+
+    owned = {s for sections in component_sections().values() for s in sections}
+    named = {f.key.split(".")[0] for f in filters if f.entity == "params" and "." in f.key}
+    return {s for s in named if s in owned and s not in GENERAL_SECTIONS}
+
+
+def run_sections(run) -> tuple[str, ...]:
+    """The config sections a run's components read, from its logged choices (``selector``,
+    ``algorithm``, ...). Every run logs every section's values, used or not; a filter on
+    ``bherd.alpha`` must not match a FedAvg run (the config hash drops unused sections too:
+    ``fedsweep.config.hashing.unused_sections``)."""
+    import yaml
+
+    from fedsweep.components.compose import SLOTS, config_sections
+
+    choices = {}
+    for slot in SLOTS:
+        if slot in run.data.params:
+            try:
+                choices[slot] = yaml.safe_load(run.data.params[slot])
+            except yaml.YAMLError:
+                choices[slot] = run.data.params[slot]
+    return config_sections(choices)
 
 
 def status_of(run) -> str:
@@ -348,18 +381,35 @@ def check_figure_id(client, figure: str) -> None:
         )
 
 
+def figure_id(name: str) -> str:
+    """``--figure``'s value as a figure id: an id as given, a spec file's path as the figure it
+    declares (``sweeps/bherd-fig3a.yaml`` -> ``bherd-fig3a``); an unknown path is a usage
+    error with the nearest file."""
+    from fedsweep.cli.common import figure_names
+    from fedsweep.sweep.spec import load_spec
+
+    ids, files = figure_names([name], Path("sweeps"))
+    return ids[0] if ids else load_spec(files[0]).figure
+
+
+#: ``--figure`` of ``runs`` and ``compare``
+FigureOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="ID|PATH",
+        help="Only runs this figure uses (a figure id, or its spec file): its own (tag "
+        "fedsweep.figure) and those it reused from other figures' sweeps (tag "
+        "fedsweep.used_by.ID).",
+        autocompletion=complete_figure,
+    ),
+]
+
+
 # ---------------------------------------------------------------------------- fedsweep runs
 def runs(
     where: WhereOption = None,
     experiment: ExperimentOption = None,
-    figure: Annotated[
-        str | None,
-        typer.Option(
-            metavar="ID",
-            help="Only runs this figure uses: its own (tag fedsweep.figure) and those it "
-            "reused from other figures' sweeps (tag fedsweep.used_by.ID).",
-        ),
-    ] = None,
+    figure: FigureOption = None,
     status: Annotated[
         str | None,
         typer.Option(
@@ -390,6 +440,7 @@ def runs(
         if status:
             wheres.append(f"fedsweep.status={status}")
         filters, by_hash = parse_filters(wheres, config_hash)
+        figure = figure_id(figure) if figure else None  # a bad name fails before the store
         uri, client = open_store(tracking_uri)
         exps = experiment_ids(client, experiment)
         if figure:
@@ -443,6 +494,7 @@ def compare(
         typer.Option("--run", metavar="RUN_ID", help="A run id to draw. Repeatable."),
     ] = None,
     where: WhereOption = None,
+    figure: FigureOption = None,
     config_hash: HashOption = None,
     experiment: ExperimentOption = None,
     metric: Annotated[
@@ -494,18 +546,23 @@ def compare(
         from fedsweep.plugins import load_plugins
 
         load_plugins(plugin)  # parts the runs' configs name (a tau rule of your own)
-        if not (ids or where or config_hash):
+        if not (ids or where or config_hash or figure):
             raise UsageError(
-                "choose runs to compare: RUN_ID..., --where KEY=VALUE (e.g. "
-                "--where fedsweep.figure=bherd-fig3a --where bherd.alpha=0.3) or --hash HASH"
+                "choose runs to compare: RUN_ID..., --figure ID, --where KEY=VALUE (e.g. "
+                "--figure bherd-fig3a --where bherd.alpha=0.3) or --hash HASH"
             )
         if not re.fullmatch(r"[\w.\-]+", name):
             raise UsageError(f"--name {name!r}: use letters, digits, '.', '-' and '_'")
         filters, by_hash = parse_filters(where, config_hash)
+        figure = figure_id(figure) if figure else None  # a bad name fails before the store
         uri, client = open_store(tracking_uri)
         exps = experiment_ids(client, experiment)
         chosen = [_get_run(client, rid) for rid in ids]
-        if filters or by_hash:
+        if figure:
+            chosen += _figure_runs(client, list(exps), figure, filters, by_hash, None)
+            if not chosen:
+                check_figure_id(client, figure)
+        elif filters or by_hash:
             chosen += _select(client, list(exps), filters, by_hash, None)
         runs_, seen, skipped = [], set(), {}
         for r in chosen:

@@ -11,23 +11,17 @@ import typer
 from fedsweep.cli.common import (
     EXIT_FAILED,
     PluginOption,
-    ProfileOption,
+    ReadProfileOption,
     SetOption,
     TrackingUriOption,
     UsageError,
     clean_errors,
+    complete_figure,
     fail,
+    figure_names,
 )
 
 FORMAT_CHOICES = ("png", "pdf", "svg")
-
-
-def complete_figure(incomplete: str) -> list[str]:
-    """Figure ids of the specs in ./sweeps (file stems; a spec's id is its file name)."""
-    folder = Path("sweeps")
-    if not folder.is_dir():
-        return []
-    return sorted(p.stem for p in folder.glob("*.yaml") if p.stem.startswith(incomplete))
 
 
 def figures(
@@ -35,9 +29,9 @@ def figures(
         list[str] | None,
         typer.Option(
             "--figure",
-            metavar="ID",
-            help="Figure id(s) of specs in --sweeps-dir; default: every spec there (or only "
-            "the --spec files when given).",
+            metavar="ID|PATH",
+            help="A figure id (bherd-fig3a: a spec in --sweeps-dir) or a spec file; "
+            "repeatable. Default: every spec there (or only the --spec files when given).",
             autocompletion=complete_figure,
         ),
     ] = None,
@@ -53,7 +47,7 @@ def figures(
     out: Annotated[
         Path, typer.Option(metavar="DIR", help="Output folder (HTML, images, index.html).")
     ] = Path("figures"),
-    profile: ProfileOption = "quick",
+    profile: ReadProfileOption = None,
     band: Annotated[
         str,
         typer.Option(
@@ -93,7 +87,8 @@ def figures(
         typer.Option(
             metavar="URL",
             help="MLflow UI address for the experiment links (default: the tracking server "
-            "for an http(s) --tracking-uri, else $FEDSWEEP_UI_URL, else http://127.0.0.1:5000).",
+            "for an http(s) --tracking-uri, else $FEDSWEEP_UI_URL, else the address of a "
+            "`fedsweep ui` serving this store, else http://127.0.0.1:5000).",
         ),
     ] = None,
     tracking_uri: TrackingUriOption = None,
@@ -120,6 +115,10 @@ def figures(
         load_plugins(plugin)  # parts a spec names (a tau rule of your own)
         overrides = parse_overrides(set_) if set_ else {}
         uri = resolve_tracking_uri(tracking_uri)
+        ids, files = figure_names(figure, sweeps_dir)
+        spec = [*(spec or []), *files]
+        if profile is None:
+            profile = store_profile(uri, ids, spec)
 
         options = FigureOptions(band=band, diff_from=diff_from, metrics=tuple(metric or ()))
         try:
@@ -129,9 +128,9 @@ def figures(
                     uri,
                     profile=profile,
                     out_dir=out,
-                    figures=figure or None,
+                    figures=ids or None,
                     sweeps_dir=sweeps_dir,
-                    spec_files=list(spec or []),
+                    spec_files=spec,
                     options=options,
                     images=tuple(image_format or FORMAT_CHOICES),
                     ui_url=ui_url,
@@ -152,7 +151,44 @@ def figures(
         if res.error:
             failed += 1
             typer.secho(f"  error: {res.error}", fg=typer.colors.RED, err=True)
+        elif res.missing > 0:  # a partial (or empty) figure: say what is missing and how to run it
+            typer.echo(
+                f"  {res.missing} of {res.expected_runs} runs missing at --profile {profile}; "
+                f"run them: {_sweep_command(res.figure_id, profile, set_, tracking_uri)}"
+            )
     typer.echo(f"index: {(out / 'index.html').resolve()}")
+    if results and not failed and all(r.run_count == 0 for r in results):
+        typer.echo(
+            f"nothing drawn: the store {uri} has no runs of these figures at --profile {profile}"
+        )
     if failed:  # the others are drawn; the exit status says not all of them
         typer.secho(f"{failed} figure(s) failed (see above)", fg=typer.colors.RED, err=True)
         raise typer.Exit(EXIT_FAILED)
+
+
+def store_profile(uri: str, ids: list[str], spec_files: list[Path]) -> str:
+    """``--profile`` left out: the profile of the store's newest swept run of the figures
+    (every figure when none is named), printed with the other profiles the store has."""
+    from fedsweep.sweep.spec import load_spec
+    from fedsweep.sweep.swept import swept_profiles
+
+    wanted = ids + [load_spec(p).figure for p in spec_files]
+    found = swept_profiles(uri, wanted or None)
+    if not found:
+        typer.echo("profile: quick (the store has no swept runs of these figures)")
+        return "quick"
+    chosen = found[0].profile
+    others = [s.profile for s in found[1:]]
+    also = f"; it also has {', '.join(others)} runs: add --profile {others[0]}" if others else ""
+    typer.echo(f"profile: {chosen} (the store's newest sweep of these figures{also})")
+    return chosen
+
+
+def _sweep_command(figure: str, profile: str, set_: list[str] | None, uri: str | None) -> str:
+    parts = ["fedsweep sweep", figure, "--profile", profile]
+    parts += [f"--set {s}" for s in set_ or []]
+    if uri:
+        from fedsweep.tracking.credentials import redact
+
+        parts += ["--tracking-uri", redact(uri)]
+    return " ".join(parts)

@@ -24,18 +24,33 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.table import Column
 
 
-def round_stats(metrics: dict[str, float]) -> str:
-    """``"train loss 0.2377 · test acc 0.8520"`` (test loss when there is no train loss)."""
+def round_stats(metrics: dict[str, float], short: bool = False) -> str:
+    """``"train loss 0.2377 · test acc 0.8520"`` (test loss when there is no train loss);
+    ``short``: ``"loss 0.2377 · acc 0.8520"``."""
     parts = []
     if "train_loss" in metrics:
-        parts.append(f"train loss {metrics['train_loss']:.4f}")
+        parts.append(f"{'' if short else 'train '}loss {metrics['train_loss']:.4f}")
     elif "test_loss" in metrics:
-        parts.append(f"test loss {metrics['test_loss']:.4f}")
+        parts.append(f"{'' if short else 'test '}loss {metrics['test_loss']:.4f}")
     if "test_acc" in metrics:
-        parts.append(f"test acc {metrics['test_acc']:.4f}")
+        parts.append(f"{'' if short else 'test '}acc {metrics['test_acc']:.4f}")
     return " · ".join(parts)
+
+
+def fit_stats(metrics: dict[str, float], steps: str, room: int) -> str:
+    """The bar's text in at most ``room`` cells: the local steps of a long round (``steps``,
+    "" when not shown) and the round's metrics, in full words, then short ones, then the test
+    accuracy alone, then the steps alone; "" when nothing fits."""
+    full, short = round_stats(metrics), round_stats(metrics, short=True)
+    acc = f"acc {metrics['test_acc']:.4f}" if "test_acc" in metrics else ""
+    stats = [s for s in (full, short, acc) if s] or [""]
+    candidates = [f"{steps} · {s}" if steps and s else steps or s for s in stats]
+    if steps:
+        candidates.append(steps)
+    return next((c for c in candidates if len(c) <= room), "")
 
 
 #: a round running longer than this shows its local steps on the bar
@@ -60,17 +75,24 @@ class RunProgress:
         self.training = 0.0
         self.console = console or Console()
         self._status = None
+        width = self.console.width
+        # the bar gives way first on a narrow terminal, then the text (fit_stats)
+        self._bar_width = 40 if width >= 120 else 20 if width >= 90 else 10
+        whole = Column(no_wrap=True)
         self._progress = Progress(
-            TextColumn("[bold]round"),
-            MofNCompleteColumn(),
-            BarColumn(),
-            TextColumn("{task.fields[stats]}"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
+            TextColumn("[bold]round", table_column=whole),
+            MofNCompleteColumn(table_column=Column(no_wrap=True)),
+            BarColumn(bar_width=self._bar_width),
+            TextColumn("{task.fields[stats]}", table_column=Column(no_wrap=True)),
+            TimeElapsedColumn(table_column=Column(no_wrap=True)),
+            TextColumn("ETA", table_column=Column(no_wrap=True)),
+            TimeRemainingColumn(table_column=Column(no_wrap=True)),
             console=self.console,
             disable=not enabled,
         )
+        self._metrics: dict[str, float] = {}
+        self._diverged = False
+        self._total = rounds or 0
         self._task = None
         self._bar_started = False
         self._done_rounds = 0
@@ -111,6 +133,7 @@ class RunProgress:
         self._progress.__enter__()
         self._bar_started = True
         total = self.rounds or run.config.train.rounds
+        self._total = total
         self._task = self._progress.add_task("run", total=total, stats="")
         self._progress.update(self._task, completed=run.round)
         self._done_rounds = run.round
@@ -125,17 +148,24 @@ class RunProgress:
         if self._task is None or total <= 0 or now - self._last_steps < STEP_UPDATE_S:
             return
         self._last_steps = now
-        stats = self._stats
-        if now - self._round_start > LONG_ROUND_S:
-            stats = f"steps {done:,}/{total:,}" + (f" · {stats}" if stats else "")
+        steps = f"steps {done:,}/{total:,}" if now - self._round_start > LONG_ROUND_S else ""
         self._progress.update(
-            self._task, completed=self._done_rounds + min(done / total, 1.0), stats=stats
+            self._task,
+            completed=self._done_rounds + min(done / total, 1.0),
+            stats=self._text(steps),
         )
 
     def on_round(self, t, metrics, result):
-        stats = round_stats(metrics)
-        if result.status == "diverged":
-            stats += " [red]diverged[/red]"
-        self._stats, self._done_rounds = stats, t
+        self._metrics, self._done_rounds = dict(metrics), t
+        self._diverged = result.status == "diverged"
+        self._stats = self._text("")
         self._round_start = time.perf_counter()
-        self._progress.update(self._task, completed=t, stats=stats)
+        self._progress.update(self._task, completed=t, stats=self._stats)
+
+    def _text(self, steps: str) -> str:
+        """The bar's text (:func:`fit_stats`) in the room the console's width leaves it."""
+        # "round", "t/T", the bar, the elapsed time, "ETA", the time left and 6 gaps
+        fixed = 5 + 2 * len(str(self._total)) + 1 + self._bar_width + 7 + 3 + 7 + 6
+        room = self.console.width - fixed - (len(" diverged") if self._diverged else 0)
+        text = fit_stats(self._metrics, steps, room)
+        return text + (" [red]diverged[/red]" if self._diverged else "")

@@ -13,16 +13,18 @@ import typer
 from fedsweep.cli.common import (
     EXIT_FAILED,
     PluginOption,
-    ProfileOption,
+    ReadProfileOption,
     TrackingUriOption,
     UsageError,
     clean_errors,
+    complete_figure,
     fail,
+    figure_names,
 )
 
 
 def report(
-    profile: ProfileOption = "quick",
+    profile: ReadProfileOption = None,
     out: Annotated[
         Path,
         typer.Option(
@@ -31,7 +33,12 @@ def report(
     ] = Path("docs/reproduction"),
     figure: Annotated[
         list[str] | None,
-        typer.Option("--figure", metavar="ID", help="Only these figure ids (default: every spec)."),
+        typer.Option(
+            "--figure",
+            metavar="ID|PATH",
+            help="Only these figures: ids or spec files of --sweeps-dir (default: every spec).",
+            autocompletion=complete_figure,
+        ),
     ] = None,
     as_json: Annotated[
         bool,
@@ -43,8 +50,9 @@ def report(
     ] = Path("sweeps"),
     plugin: PluginOption = None,
 ) -> None:
-    """Write one reproduction report per paper: every figure and claim of the profile, what ran
-    (runs, seeds, regime), the effect with its 95% interval over seeds, the verdict
+    """Write one reproduction report per paper, with a verdict per claim.
+
+    Every figure and claim of the profile, what ran (runs, seeds, regime), the effect with its 95% interval over seeds, the verdict
     (supported, contradicted, inconclusive, not-testable) and a link to the figure; plus
     claims-<profile>.json. Reads the store only (never runs anything). Exit status 1 when a
     figure could not be built, 2 for bad input or a store that does not exist."""
@@ -59,6 +67,16 @@ def report(
 
         load_plugins(plugin)
         uri = resolve_tracking_uri(tracking_uri)
+        figure, files = figure_names(figure, sweeps_dir)
+        if files:
+            raise UsageError(
+                f"--figure {files[0]}: not a spec of --sweeps-dir {sweeps_dir} (a report covers "
+                f"one folder of specs: --sweeps-dir {files[0].parent})"
+            )
+        if profile is None:
+            from fedsweep.cli.figures import store_profile
+
+            profile = store_profile(uri, figure, [])
         try:
             with tempfile.TemporaryDirectory(prefix="fedsweep-report-") as tmp:
                 with warnings.catch_warnings():

@@ -27,7 +27,6 @@ from fedsweep.cli.common import (
     TrackingUriOption,
     UsageError,
     clean_errors,
-    did_you_mean,
     fail,
 )
 
@@ -80,15 +79,16 @@ def robustness(
     ] = Path("sweeps"),
     plugin: PluginOption = None,
 ) -> None:
-    """Judge a figure's claims along one more config axis and draw the verdict map: runs the
-    figure's sweep once per --axis value (reusing every run the store already has, by
+    """Judge a figure's claims along one more config axis: a verdict map.
+
+    Runs the figure's sweep once per --axis value (reusing every run the store already has, by
     config hash), then writes a map of claims x axis values, each cell the verdict (supported,
     contradicted, inconclusive, not-testable) with its effect, 95% interval and seeds; ★ marks
     the value the profile runs as configured. `fedsweep report` embeds the maps found in
     <report dir>/robustness/. Exit status 1 when a trial or the figure failed (the map is
     still written), 2 for bad input."""
     from fedsweep.plugins import load_plugins
-    from fedsweep.sweep.spec import check_panel_filter, load_spec, parse_panel_filter
+    from fedsweep.sweep.spec import check_panel_filter, find_spec, load_spec, parse_panel_filter
     from fedsweep.tracking.store import check_tracking_uri, resolve_tracking_uri
 
     with clean_errors():
@@ -97,7 +97,7 @@ def robustness(
         if max_concurrent is not None and max_concurrent < 1:
             raise UsageError(f"--max-concurrent: got {max_concurrent} (allowed: 1 or more)")
         plugins = load_plugins(plugin)
-        spec_path = resolve_figure(figure, sweeps_dir)
+        spec_path = find_spec(figure, sweeps_dir)
         spec = load_spec(spec_path)
         panels = parse_panel_filter(panel) or None
         if panels:
@@ -170,27 +170,6 @@ def robustness(
 
 
 # ------------------------------------------------------------------------------ the inputs
-def resolve_figure(figure: str, sweeps_dir: Path) -> Path:
-    """FIGURE as a spec path: a file path as given, else ``<sweeps_dir>/<id>.yaml``; an unknown
-    id is refused with the nearest id."""
-    from fedsweep.sweep.spec import spec_paths
-
-    path = Path(figure)
-    if path.suffix in (".yaml", ".yml") or "/" in figure:
-        if not path.is_file():
-            raise UsageError(f"FIGURE {figure}: no such spec file (give a figure id or a path)")
-        return path
-    candidate = sweeps_dir / f"{figure}.yaml"
-    if candidate.is_file():
-        return candidate
-    ids = [p.stem for p in spec_paths(sweeps_dir)] if sweeps_dir.is_dir() else []
-    allowed = ", ".join(ids) if ids else f"none ({sweeps_dir} has no spec)"
-    raise UsageError(
-        f"unknown figure id {figure!r}{did_you_mean(figure, ids)}; allowed: {allowed} "
-        "(or give a spec file's path)"
-    )
-
-
 def split_values(raw: str) -> list[str]:
     """``"1e-5,1e-4"`` -> ``["1e-5", "1e-4"]``; commas inside brackets or quotes stay
     (``"[1,2],[3,4]"`` -> two values)."""

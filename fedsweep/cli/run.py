@@ -143,28 +143,43 @@ def _num(value: float) -> str:
 
 
 def summary_lines(tracked, wall: float, training: float) -> list[str]:
-    """The run's summary: one line of at most 100 columns (status, rounds, test metrics, wall
-    time since the command started), then the details (training time, run id, store)."""
+    """The run's summary within 80 columns: status, rounds and the final test metrics; the wall
+    time since the command started, the training time and the train loss; the run id; then
+    the store (its path is as long as it is) and the next steps."""
     res = tracked.result
     final = res.final
     head = [f"status={res.status}", f"rounds={res.rounds}"]
     for key in ("test_acc", "test_loss"):
         if key in final:
             head.append(f"{key}={_num(final[key])}")
-    head.append(f"time={wall:.1f}s")
     lines = ["fedsweep run: " + " ".join(head)]
-    detail = []
+    detail = [f"time={wall:.1f}s", f"training={training:.1f}s"]
     if "train_loss" in final:
         detail.append(f"train_loss={_num(final['train_loss'])}")
-    detail.append(f"training={training:.1f}s (of time={wall:.1f}s)")
-    if tracked.run_id:
-        detail.append(f"mlflow_run_id={tracked.run_id}")
     lines.append("  " + " ".join(detail))
+    if tracked.run_id:
+        lines.append(f"  mlflow_run_id={tracked.run_id}")
     if getattr(tracked, "blowup", None):
         lines.append(f"  loss blew up (finite, tag fedsweep.loss_blowup): {tracked.blowup}")
     if tracked.run_id:
         lines.append(f"  store={tracked.tracking_uri}")
+        lines += next_steps(tracked.run_id, tracked.tracking_uri)
     return lines
+
+
+def next_steps(run_id: str, tracking_uri: str | None) -> list[str]:
+    """What to do with a finished run: its curves without the UI, or the UI."""
+    from fedsweep.tracking.store import resolve_tracking_uri
+
+    store = ""  # the store the commands find by themselves (./mlruns or $MLFLOW_TRACKING_URI)
+    if tracking_uri and tracking_uri != resolve_tracking_uri(None):
+        from fedsweep.tracking.credentials import redact
+
+        store = f" --tracking-uri {redact(tracking_uri)}"
+    return [
+        f"next: fedsweep compare {run_id}{store}  (its curves)",
+        f"      fedsweep ui{store}  (every run in the MLflow UI)",
+    ]
 
 
 def run(

@@ -16,26 +16,38 @@ from fedsweep.cli.common import (
     MaxConcurrentOption,
     PanelOption,
     PluginOption,
-    ProfileOption,
+    Profile,
     SetOption,
     TrackingUriOption,
     UsageError,
     clean_errors,
+    complete_figure,
     fail,
     on_sigterm,
 )
 
 
 def sweep(
-    specs: Annotated[
-        list[Path] | None,
+    names: Annotated[
+        list[str] | None,
         typer.Argument(
-            metavar="[SPEC]...",
-            help="Sweep spec YAML file(s). Default: every spec in sweeps/ that this "
-            "code can run (the others are listed with the reason).",
+            metavar="FIGURE",
+            help="Figure ids (bherd-fig3a: sweeps/bherd-fig3a.yaml) or sweep spec files. "
+            "Default: every spec in sweeps/ that this code can run (the others are listed "
+            "with the reason).",
+            autocompletion=complete_figure,
+            show_default=False,
         ),
     ] = None,
-    profile: ProfileOption = "quick",
+    profile: Annotated[
+        Profile | None,
+        typer.Option(
+            "--profile",
+            help="paper (the paper's settings), quick (a 2-core laptop) or smoke (2-3 rounds). "
+            "Default: quick for the figures named; every spec (no FIGURE) needs it said.",
+            show_default=False,
+        ),
+    ] = None,
     address: Annotated[
         str | None,
         typer.Option(
@@ -113,9 +125,11 @@ def sweep(
     """Run sweep specs as Ray Tune trials (grid x seeds), each trial an MLflow child run.
 
     Trials whose config already has a finished run are skipped, so re-running a finished sweep
-    schedules nothing. The console shows one progress line (sweep i of n, trials done /
-    running / failed / skipped / total, ETA), one summary line per sweep and a table at the
-    end; Ray's own output goes to a log file under <store>/ray_results/logs/ (path printed).
+    schedules nothing. The console shows one progress line (sweep i of n, trials done/total,
+    running, failed, skipped, the sweep's and the whole command's ETA), one summary line per
+    sweep, a table at the end, then each figure's final metrics per curve (mean ± std over
+    seeds) and the command that draws it; Ray's own output goes to a log file under
+    <store>/ray_results/logs/ (path printed).
 
     Ctrl-C or SIGTERM stops the trials (checkpoints kept), marks the parent and unfinished runs
     KILLED and exits 130 (143 for SIGTERM); --resume continues from the checkpoints."""
@@ -124,6 +138,7 @@ def sweep(
     from fedsweep.sweep.spec import (
         SpecError,
         check_panel_filter,
+        find_spec,
         load_spec,
         parse_panel_filter,
         spec_paths,
@@ -139,10 +154,19 @@ def sweep(
             )
         overrides = parse_overrides(set_)
         panels = parse_panel_filter(panel)
-        if panels and not specs:
+        if panels and not names:
             raise UsageError(
                 "--panel: name the spec(s) it applies to (panel axes differ between figures)"
             )
+        specs: list[Path] = [find_spec(name, sweeps_dir) for name in names or []]
+        if profile is None:
+            if not specs and not plan:  # every spec for hours, by accident: ask for it by name
+                raise UsageError(
+                    "name the figure(s) to sweep, e.g. fedsweep sweep bherd-fig3a --profile "
+                    "smoke; every spec in sweeps/ runs only with --profile said (quick: hours on a "
+                    "laptop; --plan lists the trials and their estimated time first)"
+                )
+            profile = "quick"
         if specs:
             for path in specs:  # validate every named spec before anything runs
                 loaded = load_spec(path)
@@ -150,7 +174,6 @@ def sweep(
                     check_panel_filter(loaded, profile, panels, str(path))
                 figures.append(loaded.figure)
         else:
-            specs = []
             for path in spec_paths(sweeps_dir):
                 try:
                     figures.append(load_spec(path).figure)
@@ -320,7 +343,11 @@ def _run_all(specs, figures, profile: str, verbose: bool, run_args: dict) -> boo
             tee=None if verbose else sys.stdout,  # the log file while captured
         )
         if not verbose:
-            console.print(f"Ray's output (trial tables, worker warnings) goes to {log_path}")
+            console.print(
+                f"Ray's output (trial tables, worker warnings) goes to {_shown_path(log_path)}"
+            )
+        console.plan = _command_plan(console, specs, profile, run_args)
+        reports = []
         try:
             for index, (path, figure) in enumerate(zip(specs, figures, strict=True), 1):
                 print(f"\n===== [{index}/{len(specs)}] {figure} [{profile}] =====", flush=True)
@@ -333,11 +360,105 @@ def _run_all(specs, figures, profile: str, verbose: bool, run_args: dict) -> boo
                 finally:
                     console.stop_live()
                 console.end_sweep(report, time.perf_counter() - start)
+                reports.append(report)
                 for line in report.errors:
                     console.error(f"  failed: {line}")
                 failed |= bool(report.errored)
             console.print_table()
+            _print_end(console, specs, reports, profile, run_args)
         finally:
             if not ray_was_up:  # Ray's last forwarded lines go to the log, not after the table
                 shutdown_ray()
     return failed
+
+
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the working folder when it is inside it (a shorter line)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _command_plan(console, specs, profile: str, run_args: dict) -> list:
+    """Every sweep's plan (``fedsweep.sweep.plan``: its trials and estimated time), for the
+    console's totals and whole-command ETA; None for a spec whose plan fails (the sweep then
+    reports the problem itself). Several sweeps: one line with the command's totals."""
+    from fedsweep.cli.sweep_console import PlannedSweep
+    from fedsweep.sweep.plan import plan_sweep
+    from fedsweep.sweep.report import duration
+
+    planned, plans, earlier = [], [], set()
+    for path in specs:
+        try:
+            plan = plan_sweep(
+                path,
+                profile,
+                tracking_uri=run_args.get("tracking_uri"),
+                data_dir=run_args.get("data_dir"),
+                overrides=run_args.get("overrides"),
+                max_concurrent=run_args.get("max_concurrent"),
+                panels=run_args.get("panels"),
+            )
+        except Exception:  # noqa: BLE001 - the sweep itself names what is wrong
+            planned.append(None)
+            continue
+        plans.append(plan)
+        planned.append(PlannedSweep.of(plan, earlier))
+    if len(specs) > 1 and len(plans) == len(specs):
+        to_run = sum(p.to_run for p in planned)
+        wall = sum(p.wall_s for p in planned)
+        line = (
+            f"plan: {sum(len(p.trials) for p in plans)} trials in {len(plans)} sweeps, "
+            f"{to_run} to run"
+        )
+        if wall > 0:
+            line += f", ≈ {duration(wall)} where measured"
+        console.print(line)
+    return planned
+
+
+def _print_end(console, specs, reports, profile: str, run_args: dict) -> None:
+    """After the sweeps' table: each figure's metrics table (``fedsweep.sweep.summary``), then
+    the commands that draw the figures and browse the runs."""
+    from fedsweep.core.errors import first_line
+    from fedsweep.data.datasets import resolve_data_root
+    from fedsweep.sweep.summary import figure_summary
+
+    uri = run_args.get("tracking_uri")
+    extra = {
+        "data.root": str(resolve_data_root(run_args.get("data_dir"))),
+        **(run_args.get("overrides") or {}),
+    }
+    for path, report in zip(specs, reports, strict=False):
+        try:
+            summary = figure_summary(path, profile, tracking_uri=uri, extra=extra)
+        except Exception as err:  # noqa: BLE001 - the runs are in the store either way
+            console.print(f"{report.figure} [{profile}]: no metrics table ({first_line(err)})")
+            continue
+        console.print_summary(summary)
+    console.print()
+    console.print("Next: draw the figures, then browse the runs in MLflow's UI:")
+    figures = [report.figure for report in reports]
+    for command in next_commands(specs, figures, profile, uri):
+        console.print(f"  {command}", wrap=False)
+
+
+def next_commands(specs, figures, profile: str, tracking_uri: str | None) -> list[str]:
+    """``fedsweep figures`` for what was swept (a figure by its id where ``sweeps/<id>.yaml``
+    is its spec, else by its spec's path) and ``fedsweep ui``, with ``--tracking-uri`` where
+    the store is not the default one."""
+    from fedsweep.tracking.store import resolve_tracking_uri
+
+    store = ""
+    if tracking_uri and resolve_tracking_uri(tracking_uri) != resolve_tracking_uri(None):
+        store = f" --tracking-uri {resolve_tracking_uri(tracking_uri)}"
+    names = []
+    for path, figure in zip(specs, figures, strict=True):
+        default = Path("sweeps") / f"{figure}.yaml"
+        same = default.is_file() and default.resolve() == Path(path).resolve()
+        names.append(f"--figure {figure if same else path}")
+    return [
+        f"fedsweep figures {' '.join(names)} --profile {profile}{store}",
+        f"fedsweep ui{store}",
+    ]

@@ -1,5 +1,13 @@
 """``fedsweep ui``: the MLflow web UI for the project's store, stopped as a whole.
 
+The address is printed only once the server answers an HTTP request (MLflow takes up to a
+minute or two to start on a busy machine; a link printed earlier led to "connection refused").
+The server's own output (uvicorn's access log, one line per request, and library warnings) goes
+to a log file beside the store, ``ui-<port>.log``, whose path is printed once. While it serves,
+``<store dir>/ui.json`` holds its address and this process's pid, so the links other commands
+print (``fedsweep runs``, figures' links to MLflow) use the port really served
+(:func:`fedsweep.tracking.store.served_ui`); it is removed when the UI stops.
+
 ``mlflow ui`` starts a server process that starts uvicorn with several web workers and a job
 consumer; some of MLflow's job processes open sessions of their own. Sending SIGTERM to the
 first process alone left the rest running and holding the port. So the server is started in
@@ -10,21 +18,31 @@ process group get SIGTERM, then SIGKILL after a grace period.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from fedsweep.cli.common import TrackingUriOption, UsageError, clean_errors
+from fedsweep.cli.common import EXIT_FAILED, TrackingUriOption, UsageError, clean_errors, fail
 from fedsweep.core.processes import alive, listens
 
 GRACE_S = 5.0
+#: how long to wait for the server to answer before giving up (``--start-timeout``)
+START_TIMEOUT_S = 300.0
+#: the server's health route (MLflow answers ``OK``) and how long one try may take
+HEALTH_PATH = "/health"
+PROBE_TIMEOUT_S = 2.0
+PROBE_EVERY_S = 0.25
 
 
 def _children_map() -> dict[int, list[int]]:
@@ -137,6 +155,76 @@ class _Stop(Exception):
         self.signum = signum
 
 
+def url_host(host: str) -> str:
+    """The host to put in a URL for a server bound to ``host``: loopback for a wildcard
+    address, an IPv6 address in brackets."""
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+def answers(url: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
+    """An HTTP GET of ``url`` gets a 2xx answer within ``timeout`` seconds (directly: an
+    ``http_proxy`` of the environment is not asked for the local server)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=timeout) as response:
+            return 200 <= response.status < 300
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def log_path(uri: str, port: int) -> Path:
+    """Where the server's output goes: ``ui-<port>.log`` in a local store's folder, else in
+    the temporary folder (a database or server store has no folder of its own here)."""
+    from fedsweep.tracking.store import store_folder
+
+    folder = store_folder(uri)
+    if folder is None or not folder.is_dir() or not os.access(folder, os.W_OK):
+        folder = Path(tempfile.gettempdir())
+    return folder / f"ui-{port}.log"
+
+
+def remember(uri: str, base: str) -> Path | None:
+    """Write ``<store dir>/ui.json`` (address, pid, store) atomically; None where the store
+    has no folder or it cannot be written (links then fall back to the default address)."""
+    from fedsweep.core.atomic import OutputWriteError, write_text
+    from fedsweep.tracking.store import ui_state_path
+
+    path = ui_state_path(uri)
+    if path is None:
+        return None
+    state = {"url": base, "pid": os.getpid(), "tracking_uri": uri, "started": time.time()}
+    try:
+        write_text(path, json.dumps(state, indent=2) + "\n")
+    except (OutputWriteError, OSError):
+        return None
+    return path
+
+
+def forget(path: Path | None) -> None:
+    """Remove ``ui.json`` if it is still this process's (a later ``fedsweep ui`` on the same
+    store may have replaced it)."""
+    if path is None:
+        return
+    try:
+        if json.loads(path.read_text(encoding="utf-8")).get("pid") == os.getpid():
+            path.unlink()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _last_line(path: Path) -> str:
+    """The log's last non-empty line (why the server stopped, usually), shortened."""
+    try:
+        lines = [x.strip() for x in path.read_text(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:200] if lines else ""
+
+
 def ui(
     port: Annotated[
         int, typer.Option(metavar="PORT", min=1, max=65535, help="Port to serve on.")
@@ -148,12 +236,21 @@ def ui(
         int | None,
         typer.Option(metavar="N", min=1, help="Web workers (default: MLflow's, 4)."),
     ] = None,
+    start_timeout: Annotated[
+        float,
+        typer.Option(
+            metavar="SECONDS",
+            min=1,
+            help="Give up (exit 1) if the server does not answer within this time.",
+        ),
+    ] = START_TIMEOUT_S,
     tracking_uri: TrackingUriOption = None,
 ) -> None:
     """Serve the MLflow web UI for the project's store (Ctrl-C stops it and all its workers).
 
-    Prints the experiment list's URL, http://HOST:PORT/#/experiments. SIGINT, SIGTERM and
-    SIGHUP stop the whole process tree (server, web workers, job consumer)."""
+    Prints the experiment list's URL, http://HOST:PORT/#/experiments, once the server answers;
+    the server's log goes to ui-PORT.log beside the store. SIGINT, SIGTERM and SIGHUP stop the
+    whole process tree (server, web workers, job consumer)."""
     from fedsweep.tracking.store import prepare_store, resolve_tracking_uri
 
     with clean_errors():
@@ -170,7 +267,7 @@ def ui(
             prepare_store(uri, create=False)  # reading: never creates a store
         except OSError as err:
             raise UsageError(f"cannot use the store {uri}: {err}") from None
-    from fedsweep.tracking.store import connect_uri
+    from fedsweep.tracking.store import connect_uri, ui_path
 
     env = None
     if connect_uri(uri) != uri:  # a password: through the environment, not the command line
@@ -180,24 +277,66 @@ def ui(
     cmd += ["--host", host, "--port", str(port)]
     if workers is not None:
         cmd += ["--workers", str(workers)]
-    shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
+    base = f"http://{url_host(host)}:{port}"
+    log = log_path(uri, port)
+    try:
+        out = open(log, "w", encoding="utf-8")  # noqa: SIM115 - closed once the server runs
+    except OSError as err:
+        fail(f"cannot write the UI's log {log}: {err.strerror or err}", EXIT_FAILED)
     typer.echo(f"MLflow UI for {uri}")
-    from fedsweep.tracking.store import ui_path
-
-    # the query opens the "Model training" view (MLflow 3.17 starts a new browser in GenAI's)
-    typer.echo(f"experiments: http://{shown}:{port}/{ui_path()}  (Ctrl-C to stop)")
+    typer.echo(f"starting the server (its log: {log}) ...")
 
     def on_signal(signum, _frame):
         raise _Stop(signum)
 
     handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {sig: signal.getsignal(sig) for sig in handled}
-    proc = subprocess.Popen(cmd, start_new_session=True, env=env)
     code = 0
+    failure = ""
+    remembered: Path | None = None
+    proc: subprocess.Popen | None = None
     try:
         for sig in handled:
             signal.signal(sig, on_signal)
-        code = proc.wait()
+        with out:
+            proc = subprocess.Popen(
+                cmd,
+                start_new_session=True,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + start_timeout
+        while not answers(base + HEALTH_PATH):
+            if proc.poll() is not None:
+                why = _last_line(log)
+                failure = (
+                    f"the MLflow server exited (code {proc.returncode}) before it answered"
+                    + (f": {why}" if why else "")
+                    + f"; its log: {log}"
+                )
+                break
+            if time.monotonic() > deadline:
+                failure = (
+                    f"the MLflow server did not answer on {base} within {start_timeout:g} s "
+                    f"(stopped; --start-timeout waits longer); its log: {log}"
+                )
+                break
+            time.sleep(PROBE_EVERY_S)
+        if not failure:
+            remembered = remember(uri, base)
+            # the query opens the "Model training" view (MLflow 3.17 starts a new browser in
+            # GenAI's); an experiment's link adds fedsweep's saved view (store.ui_path)
+            typer.echo(f"experiments: {base}/{ui_path()}  (Ctrl-C to stop)")
+            code = proc.wait()
+            if code not in (0, -signal.SIGTERM, -signal.SIGINT):
+                why = _last_line(log)
+                failure = (
+                    f"the MLflow server stopped (code {code})"
+                    + (f": {why}" if why else "")
+                    + f"; its log: {log}"
+                )
     except _Stop as stop:
         code = 128 + stop.signum
     except KeyboardInterrupt:
@@ -205,10 +344,14 @@ def ui(
     finally:
         for sig in handled:  # a second signal while stopping must not abort the clean-up
             signal.signal(sig, signal.SIG_IGN)
-        stop_tree(proc)
+        if proc is not None:
+            stop_tree(proc)
+        forget(remembered)
         for sig, old in previous.items():
             signal.signal(sig, old)
     if code in (128 + signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGHUP):
         typer.echo("MLflow UI stopped.")
-        code = 0
+        raise typer.Exit(0)
+    if failure:
+        fail(failure, EXIT_FAILED)
     raise typer.Exit(code)

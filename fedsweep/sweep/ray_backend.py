@@ -183,7 +183,7 @@ def remove_inside(path: Path, root: Path, *, missing_ok: bool = False) -> None:
 
 
 def trial_name(trial) -> str:
-    """Ray's name for a trial: the MLflow run name (``α=0.3 · Case 2 · seed 1``)."""
+    """Ray's name for a trial: the MLflow run name (``seed 1 · α=0.3 · Case 2``)."""
     return trial.config["trial"]["config"]["tracking"]["run_name"]
 
 

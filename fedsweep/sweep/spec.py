@@ -171,6 +171,8 @@ def _unknown_key(loc: tuple) -> str:
     if model is None:
         return "unknown key"
     allowed = [f.alias or name for name, f in model.model_fields.items()]
+    if model is SweepSpec and len(loc) == 1:  # a spec's own keys: extends.py takes add_curves
+        allowed.insert(allowed.index("curves") + 1, "add_curves")
     best = closest(str(loc[-1]), allowed)
     hint = f"; did you mean `{best}`?" if best else ""
     return f"unknown key{hint} (allowed: {', '.join(allowed)})"
@@ -445,3 +447,43 @@ def _build(spec: SweepSpec, source: str, layers, seed: int, substitute: dict[str
 
 def spec_paths(folder: str | Path = "sweeps") -> list[Path]:
     return sorted(Path(folder).glob("*.yaml"))
+
+
+def looks_like_path(name: str) -> bool:
+    """``sweeps/x.yaml``, ``x.yml``, ``./x``: a file path, not a figure id."""
+    return name.endswith((".yaml", ".yml")) or "/" in name or "\\" in name
+
+
+def find_spec(name: str | Path, sweeps_dir: str | Path = "sweeps") -> Path:
+    """The spec file a command's figure argument names: a figure id (``bherd-fig3a``, the
+    stem of ``<sweeps_dir>/<id>.yaml``) or a spec file's path. Every command that takes a figure
+    resolves it here, so ``sweep``, ``figures``, ``runs``, ``compare``, ``report`` and
+    ``robustness`` accept the same names; an unknown one is a :class:`SpecError` with the
+    nearest id or file name."""
+    from fedsweep.core.suggest import closest, did_you_mean
+
+    text = str(name)
+    path = Path(text)
+    folder = Path(sweeps_dir)
+    if path.is_file():
+        return path
+    ids = [p.stem for p in spec_paths(folder)] if folder.is_dir() else []
+    if not looks_like_path(text):
+        candidate = folder / f"{text}.yaml"
+        if candidate.is_file():
+            return candidate
+        allowed = ", ".join(ids) if ids else f"none ({folder} has no spec)"
+        raise SpecError(
+            f"unknown figure id {text!r}{did_you_mean(text, ids)}; allowed: {allowed} "
+            "(or give a spec file's path)"
+        )
+    parent = path.parent
+    near = closest(path.name, [p.name for p in parent.glob("*.y*ml")] if parent.is_dir() else [])
+    if near:
+        hint = f" (did you mean {str(parent / near)!r}?)"
+    elif path.stem in ids:
+        hint = f" (did you mean {str(folder / (path.stem + '.yaml'))!r}?)"
+    else:
+        figure = closest(path.stem, ids)
+        hint = f" (did you mean the figure {figure!r}?)" if figure else ""
+    raise SpecError(f"sweep spec not found: {text}{hint}")

@@ -447,7 +447,7 @@ class Trial:
 
     @property
     def run_name(self) -> str:
-        """The MLflow run name: ``α=0.3 · Case 2 · seed 1``."""
+        """The MLflow run name: ``seed 1 · α=0.3 · Case 2``."""
         return trial_run_name(self.curve, self.panel_label, self.seed)
 
     @property

@@ -1,7 +1,9 @@
 """Run names: what a person reads in MLflow's run list and chart legends.
 
-- A sweep trial is named from its spec's labels: ``curve · panel label(s) · seed n``, e.g.
-  ``α=0.3 · Case 2 · seed 1`` or ``BHerd-FedAvg · CNN, MNIST · Case 2 · seed 0``.
+- A sweep trial is named from its spec's labels: ``seed n · curve · panel label(s)``, e.g.
+  ``seed 1 · α=0.3 · Case 2`` or ``seed 0 · BHerd-FedAvg · CNN, MNIST · Case 2``. The seed and
+  the curve (what the figure varies) come first: the MLflow UI cuts long names at the column's
+  width, and the panel label is the part a figure's runs share most.
 - ``fedsweep run CONFIG`` takes ``--name``; without it, a run with no ``--set`` that changes its
   numbers keeps the config file's ``name``; otherwise the name says what the run is and what
   differs from the file: method, model, data set, partition, then every other override in a
@@ -115,5 +117,5 @@ def run_name(config: RunConfig, overrides: dict[str, Any] | None = None) -> str:
 
 
 def trial_run_name(curve: str, panel_label: str, seed: int) -> str:
-    """``α=0.3 · Case 2 · seed 1``; ``α=0.3 · seed 1`` for a spec without panels."""
-    return SEP.join(part for part in (curve, panel_label, f"seed {seed}") if part)
+    """``seed 1 · α=0.3 · Case 2``; ``seed 1 · α=0.3`` for a spec without panels."""
+    return SEP.join(part for part in (f"seed {seed}", curve, panel_label) if part)

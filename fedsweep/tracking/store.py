@@ -204,7 +204,8 @@ def store_missing(tracking_uri: str) -> bool:
 def missing_store_message(tracking_uri: str) -> str:
     return (
         f"no MLflow store at {sqlite_path(tracking_uri)} (reading commands do not create one): "
-        "check the path, run something first, or pass --tracking-uri / set MLFLOW_TRACKING_URI"
+        "make runs first (fedsweep sweep bherd-fig3a --profile smoke, or fedsweep run "
+        "CONFIG), or name the store with --tracking-uri / MLFLOW_TRACKING_URI"
     )
 
 
@@ -570,6 +571,32 @@ KIND_TRAINING = "custom_model_development"
 #: before the tag does; a ``workflowType`` query in the URL overrides the switch, so every URL
 #: fedsweep prints or links carries it (see :func:`ui_url`).
 TRAINING_VIEW_QUERY = "workflowType=machine_learning"
+#: MLflow 3.17's saved views of an experiment's runs page (its "Views" menu) are experiment tags
+#: ``mlflow.sharedViewState.<id>`` = ``{"name", "createdAt", "updatedAt", "state"}``, ``state``
+#: the JSON of the page's search facets and UI state; ``#/experiments/<id>/runs?
+#: viewStateShareKey=<id>`` opens one (``mlflow/server/js/build/static/js/3448.*.chunk.js``:
+#: the envelope; ``5439.*``: ``openView``; ``3878.*``: the loader). fedsweep gives every
+#: experiment it touches the view :data:`VIEW_STATE` and links to it (:func:`ui_path`).
+VIEW_TAG_PREFIX = "mlflow.sharedViewState."
+VIEW_ID = "fedsweep-trials"
+VIEW_TAG = VIEW_TAG_PREFIX + VIEW_ID
+VIEW_NAME = "fedsweep: every trial, charted"
+#: the envelope key that marks the view as fedsweep's: a view someone overwrote in the UI (which
+#: writes the envelope without it) is theirs, and fedsweep leaves it alone
+VIEW_OWNER_KEY = "fedsweep"
+VIEW_STATE = {
+    # MLflow nests child runs under their (collapsed) parent only when the list is sorted by
+    # start time (``nestChildren`` in ``3878.*``); sorted by trial id, a sweep's trials are one
+    # flat list (profile, panel, curve, seed), the sweep's parent run last
+    "orderByKey": "tags.`fedsweep.trial_id`",
+    "orderByAsc": True,
+    # the default table shows Source, Models and Dataset; the global test curves instead
+    "selectedColumns": ["metrics.`Global/test_acc`", "metrics.`Global/test_loss`"],
+    # the chart view draws every run, not the first 10 (MLflow's default)
+    "runsHiddenMode": "SHOW_ALL",
+}
+#: the view a link opens in: the chart view (``TABLE``: the runs table with the metric columns)
+VIEW_MODE_QUERY = "compareRunsMode=CHART"
 #: the description of an experiment that ``fedsweep run`` creates
 GENERIC_DESCRIPTION = (
     "fedsweep runs: one federated-learning run per MLflow run, named by what it runs; the tag "
@@ -577,22 +604,40 @@ GENERIC_DESCRIPTION = (
 )
 
 
-def ui_path(experiment_id: str | None = None, run_id: str | None = None) -> str:
-    """The MLflow UI route (``#/experiments/1/runs/abc?workflowType=machine_learning``) of the
-    experiment list, an experiment or a run, opening in the training-runs view."""
+def ui_path(
+    experiment_id: str | None = None, run_id: str | None = None, *, view: bool = True
+) -> str:
+    """The MLflow UI route of the experiment list (``#/experiments?workflowType=...``), a run
+    (``#/experiments/1/runs/abc?workflowType=...``) or an experiment, all in the training-runs
+    view. An experiment opens in fedsweep's saved view (:data:`VIEW_STATE`: every trial in one
+    flat list, charted, with the test metrics as columns; ``#/experiments/1/runs?
+    viewStateShareKey=fedsweep-trials&compareRunsMode=CHART&...``); ``view=False`` for an
+    experiment that does not have it (made by an older fedsweep, and not touched since):
+    MLflow would show an error, then the plain runs page."""
     path = "#/experiments"
-    if experiment_id is not None:
-        path += f"/{experiment_id}"
-        if run_id is not None:
-            path += f"/runs/{run_id}"
-    return f"{path}?{TRAINING_VIEW_QUERY}"
+    if experiment_id is None:
+        return f"{path}?{TRAINING_VIEW_QUERY}"
+    if run_id is not None:
+        return f"{path}/{experiment_id}/runs/{run_id}?{TRAINING_VIEW_QUERY}"
+    # the tab route: ``#/experiments/<id>`` redirects to it and drops the query
+    if not view:
+        return f"{path}/{experiment_id}/runs?{TRAINING_VIEW_QUERY}"
+    return f"{path}/{experiment_id}/runs?viewStateShareKey={VIEW_ID}&{VIEW_MODE_QUERY}&" + (
+        TRAINING_VIEW_QUERY
+    )
+
+
+#: a search link's order: by trial id, so the matching runs are one flat list (sorted by start
+#: time, MLflow's default, it nests them under their collapsed parent runs)
+SEARCH_ORDER_QUERY = f"orderByKey={quote(VIEW_STATE['orderByKey'], safe='')}&orderByAsc=true"
 
 
 def ui_search_path(experiment_ids, search_filter: str) -> str:
     """The UI route that shows the runs of ``experiment_ids`` matching ``search_filter`` (one
-    experiment's run list, or MLflow's compare-experiments view for several)."""
+    experiment's run list, or MLflow's compare-experiments view for several), flat."""
     ids = sorted({str(i) for i in experiment_ids})
-    query = f"searchFilter={quote(search_filter, safe='')}&{TRAINING_VIEW_QUERY}"
+    query = f"searchFilter={quote(search_filter, safe='')}&{SEARCH_ORDER_QUERY}&"
+    query += TRAINING_VIEW_QUERY
     if len(ids) == 1:  # the tab route: ``#/experiments/<id>`` redirects and drops the filter
         return f"#/experiments/{ids[0]}/runs?{query}"
     listed = quote(json.dumps(ids, separators=(",", ":")), safe="")
@@ -604,20 +649,112 @@ UI_URL_ENV = "FEDSWEEP_UI_URL"
 DEFAULT_UI_BASE = "http://127.0.0.1:5000"
 
 
+#: the file in a local store's folder where a running ``fedsweep ui`` keeps its address
+UI_STATE_FILE = "ui.json"
+
+
+def store_folder(tracking_uri: str) -> Path | None:
+    """The folder of a local store (a sqlite database's folder, a file store), else None."""
+    db = sqlite_path(tracking_uri)
+    if db is not None:
+        return db.parent
+    if tracking_uri.startswith("file:"):
+        from urllib.parse import unquote, urlparse
+
+        return Path(unquote(urlparse(tracking_uri).path))
+    return None
+
+
+def ui_state_path(tracking_uri: str) -> Path | None:
+    """``<store folder>/ui.json`` of a local store (None for a database or tracking server)."""
+    folder = store_folder(tracking_uri)
+    return folder / UI_STATE_FILE if folder is not None else None
+
+
+def served_ui(tracking_uri: str) -> str | None:
+    """The base URL at which a running ``fedsweep ui`` serves ``tracking_uri`` (its
+    ``ui.json``: ``{"url", "pid", "tracking_uri"}``, written once the server answers and removed
+    when it stops), else None: no file, another store's, or its process no longer runs."""
+    path = ui_state_path(tracking_uri)
+    if path is None:
+        return None
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(state, dict):
+        return None
+    url, pid = state.get("url"), state.get("pid")
+    if not isinstance(url, str) or not url or not isinstance(pid, int) or pid <= 0:
+        return None
+    if state.get("tracking_uri") != tracking_uri or not alive(pid):
+        return None
+    return url.rstrip("/")
+
+
 def ui_base(tracking_uri: str | None, explicit: str | None = None) -> str:
     """The base URL of the MLflow UI that shows ``tracking_uri``'s runs: ``explicit``
     (``--ui-url``), else the tracking server itself for an ``http(s)`` URI (it serves the UI),
-    else ``$FEDSWEEP_UI_URL``, else ``http://127.0.0.1:5000`` (``fedsweep ui``'s default)."""
+    else ``$FEDSWEEP_UI_URL``, else the address of a running ``fedsweep ui`` for this store
+    (:func:`served_ui`: the port it really serves), else ``http://127.0.0.1:5000``
+    (``fedsweep ui``'s default)."""
     if explicit:
         return explicit.rstrip("/")
     if tracking_uri and credentials.scheme(tracking_uri) in ("http", "https"):
         return credentials.redact(tracking_uri).rstrip("/")
-    return (os.environ.get(UI_URL_ENV) or DEFAULT_UI_BASE).rstrip("/")
+    if os.environ.get(UI_URL_ENV):
+        return os.environ[UI_URL_ENV].rstrip("/")
+    served = served_ui(tracking_uri) if tracking_uri else None
+    return served or DEFAULT_UI_BASE
 
 
-def ui_url(base: str, experiment_id: str | None = None, run_id: str | None = None) -> str:
+def ui_url(
+    base: str, experiment_id: str | None = None, run_id: str | None = None, *, view: bool = True
+) -> str:
     """``ui_path`` under a server's base URL, e.g. ``http://127.0.0.1:5000``."""
-    return f"{base.rstrip('/')}/{ui_path(experiment_id, run_id)}"
+    return f"{base.rstrip('/')}/{ui_path(experiment_id, run_id, view=view)}"
+
+
+#: the text of the link to fedsweep's saved view in an experiment's description
+VIEW_LINK_TEXT = "every trial, flat and charted"
+
+
+def experiment_note(description: str, experiment_id: str) -> str:
+    """``description`` with a link to the experiment's fedsweep view at the end of its first
+    line: the runs page shows the description's first line above the runs, so the view is one
+    click from the page the experiment list opens (relative, it works on any port)."""
+    first, newline, rest = description.partition("\n")
+    link = f"[{VIEW_LINK_TEXT}]({ui_path(experiment_id)})"
+    return f"{first} · {link}{newline}{rest}"
+
+
+def view_tag_value(current: str | None, now_ms: int | None = None) -> str | None:
+    """The value to give an experiment's ``VIEW_TAG``, or None to leave it: ``current`` is
+    missing or unreadable, or fedsweep's own view (``VIEW_OWNER_KEY``) with another name or
+    state (written by another fedsweep version); a view someone overwrote in the UI stays."""
+    import time
+
+    state = json.dumps(VIEW_STATE, separators=(",", ":"))
+    old = None
+    if current:
+        try:
+            old = json.loads(current)
+        except ValueError:
+            old = None
+    if isinstance(old, dict) and not old.get(VIEW_OWNER_KEY) and isinstance(old.get("state"), str):
+        return None  # someone's own view under this id
+    if isinstance(old, dict) and (old.get("name"), old.get("state")) == (VIEW_NAME, state):
+        return None
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    created = old.get("createdAt") if isinstance(old, dict) else None
+    envelope = {
+        "name": VIEW_NAME,
+        "createdAt": created if isinstance(created, int) else now,
+        "updatedAt": now,
+        "state": state,
+        VIEW_OWNER_KEY: 1,
+    }
+    return json.dumps(envelope, separators=(",", ":"))
 
 
 def ensure_experiment(
@@ -631,10 +768,12 @@ def ensure_experiment(
 ) -> str:
     """The experiment's id, creating it (with an absolute artifact location) if needed.
 
-    Every experiment fedsweep touches opens in MLflow's training-runs view (``KIND_TAG``) and
-    has a description: ``description`` (default: a generic one) is written when the experiment
-    has none, or always with ``overwrite`` (a sweep writes its spec's title). ``artifacts``:
-    the artifact root of a new experiment (:func:`artifact_root`).
+    Every experiment fedsweep touches opens in MLflow's training-runs view (``KIND_TAG``), has
+    fedsweep's saved view (``VIEW_TAG``, :func:`view_tag_value`) and a description:
+    ``description`` (default: a generic one) with a link to that view
+    (:func:`experiment_note`) is written when the experiment has none, or always with
+    ``overwrite`` (a sweep writes its spec's title). ``artifacts``: the artifact root of a new
+    experiment (:func:`artifact_root`).
     """
     exp = client.get_experiment_by_name(name)
     if exp is None:
@@ -650,7 +789,12 @@ def ensure_experiment(
     tags = exp.tags or {}
     if tags.get(KIND_TAG) != KIND_TRAINING:
         client.set_experiment_tag(exp.experiment_id, KIND_TAG, KIND_TRAINING)
-    text = description or GENERIC_DESCRIPTION
-    if tags.get(NOTE_TAG) != text and (overwrite or not tags.get(NOTE_TAG)):
+    view = view_tag_value(tags.get(VIEW_TAG))
+    if view is not None:
+        client.set_experiment_tag(exp.experiment_id, VIEW_TAG, view)
+    text = experiment_note(description or GENERIC_DESCRIPTION, exp.experiment_id)
+    # an older fedsweep wrote the same description without the link: give it the link
+    stale = tags.get(NOTE_TAG) in (None, "", description or GENERIC_DESCRIPTION)
+    if tags.get(NOTE_TAG) != text and (overwrite or stale):
         client.set_experiment_tag(exp.experiment_id, NOTE_TAG, text)
     return exp.experiment_id

@@ -212,3 +212,22 @@ def test_cpu_busy_sees_a_busy_thread():
         time.sleep(0.05)
     busy_s, all_s = cpu.between(start, end)
     assert 0.2 <= busy_s <= all_s
+
+
+def test_paper_cost_counts_a_resumed_run_without_its_pause():
+    """benchmarks/paper_cost.py: a run killed at round 3, resumed two hours later, costs its
+    working minutes, not the two hours it lay killed (issue 35's cost table)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "paper_cost.py"
+    spec = importlib.util.spec_from_file_location("paper_cost", path)
+    paper_cost = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(paper_cost)
+    rounds = [10.0, 20.0, 30.0, 7230.0, 7240.0, 7250.0]  # killed after 30 s, back at 7230 s
+    segments = paper_cost.active_segments(0.0, 7255.0, rounds)
+    assert segments == [(0.0, 30.0), (7230.0, 7255.0)]
+    assert paper_cost.busy_seconds(segments) == 55.0
+    assert paper_cost.active_segments(0.0, 40.0, [10.0, 20.0, 30.0]) == [(0.0, 40.0)]
+    # two runs overlapping in time: the busy wall time is their union
+    assert paper_cost.busy_seconds([(0.0, 30.0), (20.0, 50.0), (100.0, 110.0)]) == 60.0

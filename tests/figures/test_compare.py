@@ -219,4 +219,5 @@ def test_group_labels_say_what_differs():
     assert labels["a"].startswith("bherd-fedavg · α=0.3")
     assert labels["b"].startswith("bherd-fedavg · α=0.5")
     assert labels["c"] == "fedavg · Case 2"  # bherd.alpha is moot without the BHerd selector
+    assert group_labels({"a": base}, {"a": "seed 1 · α=0.3 · Case 2"}) == {"a": "α=0.3 · Case 2"}
     assert group_labels({"a": base}, {"a": "α=0.3 · Case 2 · seed 1"}) == {"a": "α=0.3 · Case 2"}

@@ -229,7 +229,7 @@ def test_fig4e_solid_rr_dashed_no_rr(built):
     curves = lines(fig)
     assert len(curves) == 12  # 6 curves x 2 metrics
     for t in curves:
-        assert t.line.dash == ("dash" if "no RR" in t.name else "solid")
+        assert t.line.dash == ("dash" if "no RR" in t.legendgroup else "solid")
     assert [a.text for a in fig.layout.annotations] == ["(a) Test loss", "(b) Test accuracy"]
 
 
@@ -679,6 +679,8 @@ def test_e2_oscillates_criterion():
 
     verdict, numbers = B.e2_oscillates(data([ZIGZAG] * 5, [SMOOTH] * 5))
     assert verdict == "supported" and "E=2 − E=1 loss rises effect 4" in numbers
+    # the size is shown, not decided: ZIGZAG rises 4 × 0.05 over a 0.4 decrease
+    assert "rises sum to E=2 50.0%, E=1 0.0% of the loss decrease" in numbers
     assert B.e2_oscillates(data([SMOOTH] * 5, [ZIGZAG] * 5))[0] == "contradicted"
     verdict, numbers = B.e2_oscillates(data([ZIGZAG, SMOOTH], [SMOOTH, ZIGZAG], seeds=2))
     assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers

@@ -928,7 +928,7 @@ def test_fig2_draws_the_chosen_curve_per_method(built):
     results, _ = built
     r = results["fedwalk-fig2"]
     lines = [t for t in r.figure.data if t.type == "scatter" and t.fill is None and t.name]
-    names = {t.name for t in lines if t.showlegend}
+    names = {t.name.split(" — identical to")[0] for t in lines if t.showlegend}  # no note
     assert names == {"FedAvg, η=1e-3 (n=2)", "SCAFFOLD, η=1e-2 (n=2)", "FedWalk, η=1e-2 (n=2)",
                      "SCAFFOLD+FedWalk, η=1e-2 (n=2)"}  # fmt: skip
     dashed = {t.legendgroup for t in lines if t.line.dash == "dash"}

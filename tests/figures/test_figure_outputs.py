@@ -150,7 +150,10 @@ def good(store, tmp_path, fake_browser):
     out = tmp_path / "figs"
     (r,) = build_figures(uri, "smoke", out, ["bherd-fig4e"], SWEEPS)
     names = {p.name for p in r.files}
-    assert names == {f"bherd-fig4e.{k}" for k in ("html", "png", "pdf", "svg")}, names
+    assert names == {f"bherd-fig4e.{k}" for k in ("html", "png", "pdf", "svg", "csv")} | {
+        "bherd-fig4e-parcoords.html",
+        "bherd-fig4e-runs.csv",
+    }, names
     assert (out / "bherd-fig4e.pdf").read_bytes().startswith(b"NEW pdf")
     return out
 

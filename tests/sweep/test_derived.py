@@ -295,7 +295,7 @@ def test_failed_source_leaves_its_derived_trials_for_a_later_run(ray_session, tm
     assert "2 not run (source run missing) of 6 trials" in report.line()
     missing = [line for line in lines if "has no finished run" in line]
     assert missing == [
-        "derived-src [smoke]: FedVeca · data.partition=case1 · seed 1 has no finished run "
+        "derived-src [smoke]: seed 1 · FedVeca · data.partition=case1 has no finished run "
         "(it failed): not running its derived FedAvg, Centralized SGD"
     ]
     _, _, parents, _ = sweep_runs(store, "derived-src")
@@ -331,7 +331,7 @@ def test_console_counts_both_stages_of_one_sweep_once():
         return [SimpleNamespace(trial_id=f"t{i}", status=s) for i, s in enumerate(states)]
 
     out = io.StringIO()
-    console = SweepConsole(1, "smoke", out, out, live=False, interval=3600)
+    console = SweepConsole(1, "smoke", out, out, live=False, interval=3600, width=200)
     console.begin_sweep(1, "fig")
     report = SweepReport("fig", "smoke", 7, scheduled=2)
     console.begin(report)
@@ -346,7 +346,10 @@ def test_console_counts_both_stages_of_one_sweep_once():
         console.trial_event("complete", trials(states), SimpleNamespace(trial_id=f"t{i}"))
         states[i] = "TERMINATED"
     assert console.counts == {"done": 5, "running": 0, "failed": 0}
-    assert console.status().startswith("5 done · 0 running · 0 failed · 2 skipped / 7 trials")
+    # the 2 derived trials whose source run is missing are "not run", as the summary says
+    assert console.status().startswith(
+        "7/7 trials · 5 done · 0 running · 0 failed · 0 skipped · 0 shared · 2 not run"
+    )
     assert console.status().endswith("ETA 0 s")
     report.finished = 5
     console.end_sweep(report, 12.0)

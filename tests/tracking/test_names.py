@@ -6,6 +6,7 @@ the sweep tests.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -18,14 +19,17 @@ from fedsweep.config.load import load_config
 from fedsweep.sweep import spec as spec_module
 from fedsweep.sweep.spec import SpecError, expand, load_spec, spec_paths
 from fedsweep.sweep.store_index import membership_filter, used_by_tag
-from fedsweep.tracking.naming import run_name
+from fedsweep.tracking.naming import run_name, trial_run_name
 from fedsweep.tracking.store import (
     GENERIC_DESCRIPTION,
     KIND_TAG,
     KIND_TRAINING,
     NOTE_TAG,
+    VIEW_NAME,
+    VIEW_TAG,
     ensure_experiment,
     get_client,
+    view_tag_value,
 )
 from tests.helpers import small_run, small_spec, smoke_sweep, sweep_runs, write_yaml
 
@@ -58,17 +62,28 @@ def test_config_hash_values_are_pinned():
 def test_trial_run_names_come_from_the_spec_labels():
     fig3a = {t.trial_id: t for t in expand(load_spec(ROOT / "sweeps/bherd-fig3a.yaml"), "smoke")}
     assert fig3a["bherd-fig3a|smoke|data.partition=case2|α=0.3|seed=0"].run_name == (
-        "α=0.3 · Case 2 · seed 0"
+        "seed 0 · α=0.3 · Case 2"
     )
     fig2a = {t.trial_id: t for t in expand(load_spec(ROOT / "sweeps/bherd-fig2a.yaml"), "smoke")}
     key = "bherd-fig2a|smoke|setting=cnn-mnist,data.partition=case2|BHerd-FedAvg|seed=0"
-    assert fig2a[key].run_name == "BHerd-FedAvg · CNN, MNIST · Case 2 · seed 0"
+    assert fig2a[key].run_name == "seed 0 · BHerd-FedAvg · CNN, MNIST · Case 2"
     for path in spec_paths(ROOT / "sweeps"):  # every shipped spec reads as labels, not keys
         trials = expand(load_spec(path), "quick")
         names = [t.run_name for t in trials]
         assert len(set(names)) == len(names), path
         for name in names:
             assert "|" not in name and "data.partition=" not in name and "setting=" not in name
+
+
+def test_trial_run_names_lead_with_the_seed_and_the_curve():
+    """MLflow's run list cuts a long name at the column's width: the seed and what the figure
+    varies come first, the panel label (shared by most of a figure's runs) last."""
+    assert trial_run_name("α=0.3", "Case 2", 1) == "seed 1 · α=0.3 · Case 2"
+    assert trial_run_name("BHerd-FedAvg", "CNN, MNIST · Case 2", 0) == (
+        "seed 0 · BHerd-FedAvg · CNN, MNIST · Case 2"
+    )
+    assert trial_run_name("α=0.3", "", 12) == "seed 12 · α=0.3"  # a spec without panels
+    assert trial_run_name("α=0.3", "Case 2", 1)[:20].startswith("seed 1 · α=0.3")
 
 
 def test_run_name_says_what_differs_from_the_config_file():
@@ -118,7 +133,7 @@ def test_cli_run_is_named_from_set_carries_the_config_hash_and_a_described_exper
     exp = client.get_experiment(run.info.experiment_id)
     assert exp.name == "names-test"
     assert exp.tags[KIND_TAG] == KIND_TRAINING == "custom_model_development"
-    assert exp.tags[NOTE_TAG] == GENERIC_DESCRIPTION
+    assert exp.tags[NOTE_TAG].startswith(GENERIC_DESCRIPTION)
     # global metrics also under Global/ (the UI's first chart section), per-client keys kept
     keys = set(run.data.metrics)
     assert {"test_acc", "Global/test_acc", "client/0/dist"} <= keys
@@ -142,11 +157,49 @@ def test_existing_experiments_get_the_kind_and_a_description_once(store):
     exp_id = client.create_experiment("old")
     assert ensure_experiment(client, "old", store) == exp_id
     tags = client.get_experiment(exp_id).tags
-    assert tags[KIND_TAG] == KIND_TRAINING and tags[NOTE_TAG] == GENERIC_DESCRIPTION
+    assert tags[KIND_TAG] == KIND_TRAINING and tags[NOTE_TAG].startswith(GENERIC_DESCRIPTION)
     ensure_experiment(client, "old", store, description="a sweep's title", overwrite=True)
-    assert client.get_experiment(exp_id).tags[NOTE_TAG] == "a sweep's title"
+    assert client.get_experiment(exp_id).tags[NOTE_TAG].startswith("a sweep's title · [")
     ensure_experiment(client, "old", store)  # a single run keeps the sweep's description
-    assert client.get_experiment(exp_id).tags[NOTE_TAG] == "a sweep's title"
+    assert client.get_experiment(exp_id).tags[NOTE_TAG].startswith("a sweep's title · [")
+
+
+def test_experiments_get_fedsweeps_saved_view_and_someones_own_view_stays(store):
+    """The view the experiment links open (MLflow 3.17's saved views: an experiment tag holding
+    ``{name, createdAt, updatedAt, state}``): flat trials sorted by trial id, the global test
+    metrics as columns, every run drawn; written once, and never over a view someone saved
+    under the same id in the UI."""
+    client = get_client(store)
+    exp_id = ensure_experiment(client, "viewed", store)
+    raw = client.get_experiment(exp_id).tags[VIEW_TAG]
+    envelope = json.loads(raw)
+    assert envelope["name"] == VIEW_NAME and isinstance(envelope["createdAt"], int)
+    state = json.loads(envelope["state"])
+    assert state["orderByKey"] == "tags.`fedsweep.trial_id`"  # not start time: no nesting
+    assert state["runsHiddenMode"] == "SHOW_ALL"
+    assert "metrics.`Global/test_acc`" in state["selectedColumns"]
+    # the description links to it: one click from the page the experiment list opens
+    note = client.get_experiment(exp_id).tags[NOTE_TAG]
+    assert note.startswith(GENERIC_DESCRIPTION + " · [every trial, flat and charted](")
+    assert f"](#/experiments/{exp_id}/runs?viewStateShareKey=fedsweep-trials&" in note
+    ensure_experiment(client, "viewed", store)
+    assert client.get_experiment(exp_id).tags[VIEW_TAG] == raw  # unchanged, not rewritten
+    # an older fedsweep's view is replaced (its creation time kept) ...
+    old = {**envelope, "state": "{}", "updatedAt": 1}
+    client.set_experiment_tag(exp_id, VIEW_TAG, json.dumps(old))
+    ensure_experiment(client, "viewed", store)
+    new = json.loads(client.get_experiment(exp_id).tags[VIEW_TAG])
+    assert new["state"] == envelope["state"] and new["createdAt"] == envelope["createdAt"]
+    # ... a view overwritten in the UI (an envelope without fedsweep's mark) is kept
+    theirs = json.dumps({"name": "mine", "createdAt": 1, "updatedAt": 2, "state": "{}"})
+    client.set_experiment_tag(exp_id, VIEW_TAG, theirs)
+    ensure_experiment(client, "viewed", store)
+    assert client.get_experiment(exp_id).tags[VIEW_TAG] == theirs
+    assert view_tag_value("not json") is not None  # a broken value is repaired
+    # an older fedsweep's description (the same text, no link) gets the link
+    client.set_experiment_tag(exp_id, NOTE_TAG, GENERIC_DESCRIPTION)
+    ensure_experiment(client, "viewed", store)
+    assert client.get_experiment(exp_id).tags[NOTE_TAG] == note
 
 
 # ------------------------------------------------------------------------------ extends
@@ -271,8 +324,8 @@ def test_sweep_names_reused_parent_membership_and_extends(ray_session, tmp_path,
     assert len(parents) == 1
     parent_id = parents[0].info.run_id
     assert sorted(r.info.run_name for r in children) == [
-        "α=0.5 · Case 2 · seed 1",
-        "α=1.0 · Case 2 · seed 1",
+        "seed 1 · α=0.5 · Case 2",
+        "seed 1 · α=1.0 · Case 2",
     ]
     assert all(r.data.tags[used_by_tag("names-fig")] == "smoke" for r in children)
 
@@ -286,7 +339,7 @@ def test_sweep_names_reused_parent_membership_and_extends(ray_session, tmp_path,
     report = smoke_sweep(ext, store, tmp_path)
     assert (report.total, report.skipped, report.scheduled, report.finished) == (3, 2, 1, 1)
     exp2, parents2, children2 = runs_of(client, "my-names")
-    assert [r.info.run_name for r in children2] == ["α=0.2 · Case 2 · seed 1"]
+    assert [r.info.run_name for r in children2] == ["seed 1 · α=0.2 · Case 2"]
     assert exp2.tags[NOTE_TAG].startswith("my extension")
     # the documented search lists every run the extension uses, the reused ones included
     filt = membership_filter("my-names", "smoke")
@@ -295,7 +348,7 @@ def test_sweep_names_reused_parent_membership_and_extends(ray_session, tmp_path,
         [e.experiment_id for e in client.search_experiments()], filter_string=filt
     )
     assert sorted(r.info.run_name for r in found) == sorted(
-        ["α=0.2 · Case 2 · seed 1", "α=0.5 · Case 2 · seed 1", "α=1.0 · Case 2 · seed 1"]
+        ["seed 1 · α=0.2 · Case 2", "seed 1 · α=0.5 · Case 2", "seed 1 · α=1.0 · Case 2"]
     )
     from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
@@ -359,9 +412,17 @@ def test_ui_links_open_the_training_runs_view_with_the_filter():
     assert ui_url("http://127.0.0.1:5000/") == (
         "http://127.0.0.1:5000/#/experiments?workflowType=machine_learning"
     )
+    # an experiment: fedsweep's saved view, in the chart view (the tab route keeps the query)
+    assert ui_path("3") == (
+        "#/experiments/3/runs?viewStateShareKey=fedsweep-trials&compareRunsMode=CHART"
+        "&workflowType=machine_learning"
+    )
+    assert ui_path("3", view=False) == "#/experiments/3/runs?workflowType=machine_learning"
     filt = membership_filter("bherd-fig4d", "smoke")
     one = ui_search_path(["1"], filt)
     assert one.startswith("#/experiments/1/runs?searchFilter=tags.%60fedsweep.used_by.bherd-fig4d")
+    # sorted by trial id, not start time: the matching runs flat, not under collapsed parents
+    assert "&orderByKey=tags.%60fedsweep.trial_id%60&orderByAsc=true&" in one
     two = ui_search_path(["2", "1", "2"], filt)
     assert two.startswith("#/compare-experiments/s?experiments=%5B%221%22%2C%222%22%5D&")
     assert two.endswith("&workflowType=machine_learning")

@@ -1,0 +1,199 @@
+"""``fedsweep ui``: the address is printed only once the server answers, the server's output goes
+to a log file (not the console), and the address it really serves is remembered in the store's
+``ui.json`` for the links other commands print (``ui_base``'s precedence)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from fedsweep.tracking.store import (
+    DEFAULT_UI_BASE,
+    UI_STATE_FILE,
+    UI_URL_ENV,
+    prepare_store,
+    served_ui,
+    ui_base,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+#: MLflow's server starts in seconds on an idle machine, in a minute or two on a busy one
+START_S = 180
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _remember(folder: Path, uri: str, url: str, pid: int) -> None:
+    (folder / UI_STATE_FILE).write_text(json.dumps({"url": url, "pid": pid, "tracking_uri": uri}))
+
+
+# ------------------------------------------------------------------ ui_base's precedence
+def test_ui_base_uses_the_address_of_a_live_fedsweep_ui_for_that_store(tmp_path, monkeypatch):
+    monkeypatch.delenv(UI_URL_ENV, raising=False)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert ui_base(uri) == DEFAULT_UI_BASE  # nothing remembered
+    _remember(tmp_path, uri, "http://127.0.0.1:5077/", os.getpid())  # a live process
+    assert served_ui(uri) == "http://127.0.0.1:5077"
+    assert ui_base(uri) == "http://127.0.0.1:5077"
+    _remember(tmp_path, uri, "http://127.0.0.1:5077", _dead_pid())  # its process has ended
+    assert served_ui(uri) is None and ui_base(uri) == DEFAULT_UI_BASE
+    other = f"sqlite:///{tmp_path / 'other.db'}"  # another store's file in the same folder
+    _remember(tmp_path, other, "http://127.0.0.1:5078", os.getpid())
+    assert ui_base(uri) == DEFAULT_UI_BASE and ui_base(other) == "http://127.0.0.1:5078"
+    (tmp_path / UI_STATE_FILE).write_text("{not json")  # a torn or foreign file: ignored
+    assert ui_base(uri) == DEFAULT_UI_BASE
+
+
+def test_ui_base_precedence(tmp_path, monkeypatch):
+    """--ui-url > an http(s) tracking server > $FEDSWEEP_UI_URL > a live `fedsweep ui` for the
+    store > http://127.0.0.1:5000."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    _remember(tmp_path, uri, "http://127.0.0.1:5077", os.getpid())
+    monkeypatch.setenv(UI_URL_ENV, "http://env:1/")
+    assert ui_base(uri, explicit="http://given:2/") == "http://given:2"
+    assert ui_base("https://mlflow.lab/") == "https://mlflow.lab"
+    assert ui_base(uri) == "http://env:1"
+    monkeypatch.delenv(UI_URL_ENV)
+    assert ui_base(uri) == "http://127.0.0.1:5077"
+    assert ui_base("postgresql://u@db/mlflow") == DEFAULT_UI_BASE  # no store folder: no file
+    assert ui_base(None) == DEFAULT_UI_BASE
+
+
+# ---------------------------------------------------------------------- the real server
+class _Lines:
+    """Collects a process's output lines in a thread (so a test can wait for one line)."""
+
+    def __init__(self, stream):
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, needle: str, proc, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = [x for x in self.lines if needle in x]
+            if found:
+                return found[0]
+            assert proc.poll() is None or any(needle in x for x in self.lines), "\n".join(
+                self.lines
+            )
+            time.sleep(0.05)
+        raise AssertionError(f"no {needle!r} line within {timeout} s:\n" + "\n".join(self.lines))
+
+    def join(self) -> None:
+        self._thread.join(timeout=10)
+
+
+def _ui(tmp_path: Path, port: int, *extra: str) -> subprocess.Popen:
+    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    prepare_store(uri)  # the UI reads a store, never makes one
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MLFLOW_DISABLE_TELEMETRY": "true"}
+    env.pop(UI_URL_ENV, None)
+    cmd = [sys.executable, "-m", "fedsweep", "ui", "--port", str(port), "--workers", "1"]
+    cmd += ["--tracking-uri", uri, *extra]
+    return subprocess.Popen(
+        cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def _servers_on(port: int) -> list[int]:
+    """Processes whose command line serves ``--port port`` (an ``mlflow`` server or worker)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                args = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"mlflow" in b" ".join(args) and str(port).encode() in args:
+                out.append(int(entry.name))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list processes")
+def test_the_address_is_printed_once_it_answers_and_the_log_stays_off_the_console(tmp_path):
+    port = _free_port()
+    proc = _ui(tmp_path, port)
+    out = _Lines(proc.stdout)
+    state = tmp_path / "store" / UI_STATE_FILE
+    try:
+        line = out.wait_for("experiments: http://", proc, START_S)
+        url = line.split("experiments: ", 1)[1].split()[0]
+        with urllib.request.urlopen(url, timeout=5) as response:  # at once: no retry
+            assert response.status == 200
+        assert url == f"http://127.0.0.1:{port}/#/experiments?workflowType=machine_learning"
+        # the store remembers the address (and this `fedsweep ui`'s pid) for other commands
+        remembered = json.loads(state.read_text())
+        assert remembered["url"] == f"http://127.0.0.1:{port}" and remembered["pid"] == proc.pid
+        uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+        assert ui_base(uri) == f"http://127.0.0.1:{port}"
+        printed = len(out.lines)
+        for path in ("/health", "/", "/ajax-api/2.0/mlflow/experiments/search?max_results=5"):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+                assert r.status == 200
+        time.sleep(1.0)
+        (logged,) = [x for x in out.lines if "its log: " in x]
+        log = Path(logged.split("its log: ", 1)[1].split(")")[0])
+        assert log == tmp_path / "store" / f"ui-{port}.log"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        out.join()
+    assert proc.returncode == 0, "\n".join(out.lines)
+    assert out.lines[printed:] == ["MLflow UI stopped."]  # no access log, no warnings
+    assert not any('"GET /' in x for x in out.lines)
+    text = log.read_text()
+    assert '"GET /health' in text and '"GET /ajax-api/2.0/mlflow/experiments/search' in text
+    assert not state.exists()  # forgotten when it stops
+    assert _servers_on(port) == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list processes")
+def test_a_server_that_does_not_answer_in_time_is_stopped_in_one_line(tmp_path):
+    port = _free_port()
+    proc = _ui(tmp_path, port, "--start-timeout", "1")  # MLflow's imports alone take longer
+    try:
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert proc.returncode == 1, out
+    log = tmp_path / "store" / f"ui-{port}.log"
+    (error,) = [x for x in out.splitlines() if "did not answer" in x]
+    assert "within 1 s" in error and str(log) in error
+    assert "experiments: http" not in out and "Traceback" not in out
+    assert not (tmp_path / "store" / UI_STATE_FILE).exists()
+    deadline = time.monotonic() + 10
+    while _servers_on(port) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _servers_on(port) == []

@@ -1,0 +1,74 @@
+"""The README's quick start, run as written on a fresh store (issue 37): a demo run, a change
+of one key, a smoke sweep of one figure named by its id, then ``fedsweep figures`` without
+``--profile``, which must find and draw the smoke runs. Only ``fedsweep ui`` (a server that
+runs until Ctrl-C) is left out: tests/cli/test_ui_ready.py starts it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+
+
+def quickstart() -> list[str]:
+    """The commands of the README's block marked ``<!-- quickstart ... -->``, comments dropped."""
+    found = re.search(r"<!-- quickstart[^>]*-->\s*```bash\n(.*?)```", README.read_text(), re.S)
+    assert found, "README.md: no bash block marked <!-- quickstart -->"
+    lines = [line.split("#", 1)[0].strip() for line in found.group(1).splitlines()]
+    return [line for line in lines if line]
+
+
+def test_the_quick_start_block_is_the_documented_path():
+    commands = quickstart()
+    assert [c.split()[1] for c in commands] == ["run", "run", "sweep", "figures", "ui"]
+    sweep = next(c for c in commands if c.startswith("fedsweep sweep"))
+    figures = next(c for c in commands if c.startswith("fedsweep figures"))
+    assert "--profile smoke" in sweep and "--profile" not in figures  # the newcomer's path
+
+
+@pytest.mark.slow
+def test_readme_quick_start_runs_as_written_on_a_fresh_store(tmp_path):
+    work = tmp_path / "clone"
+    work.mkdir()
+    for folder in ("configs", "sweeps"):
+        (work / folder).symlink_to(ROOT / folder)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80"}
+    for var in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS", "FEDSWEEP_DATA_DIR"):
+        env.pop(var, None)
+    outputs = {}
+    for command in quickstart():
+        if command.startswith("fedsweep ui"):
+            continue
+        done = subprocess.run(
+            ["bash", "-c", command], cwd=work, env=env, capture_output=True, text=True,
+            timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
+        assert "Traceback" not in done.stderr, done.stderr
+        outputs[command] = done.stdout
+    figures = next(out for cmd, out in outputs.items() if cmd.startswith("fedsweep figures"))
+    assert "profile: smoke" in figures, figures
+    assert "bherd-fig4e: 6 runs" in figures, figures
+    assert "missing" not in figures and "nothing drawn" not in figures, figures
+    out = work / "figures" / "smoke"
+    assert (out / "bherd-fig4e.html").stat().st_size > 10_000
+    index = (out / "index.html").read_text()
+    assert "bherd-fig4e" in index
+    entry = json.loads((out / "bherd-fig4e.json").read_text())  # the figure's index entry
+    assert (entry["profile"], entry["runs"], entry["expected_runs"]) == ("smoke", 6, 6), entry
+    # the sweep ran into the fresh store the other commands then read
+    assert (work / "mlruns" / "mlflow.db").is_file()
+    sweep = next(out for cmd, out in outputs.items() if cmd.startswith("fedsweep sweep"))
+    assert "6 run, 0 skipped" in " ".join(sweep.split()), sweep
+    # the end of the sweep: its results per curve, the next command; all within 80 columns
+    assert "bherd-fig4e [smoke]: 6 of 6 trials have a run" in sweep, sweep
+    assert "fedsweep figures --figure bherd-fig4e --profile smoke" in sweep, sweep
+    for text in outputs.values():
+        assert all(len(line) <= 80 for line in text.splitlines()), text
