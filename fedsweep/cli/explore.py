@@ -507,7 +507,11 @@ def compare(
         ),
     ] = None,
     out: Annotated[
-        Path, typer.Option(metavar="DIR", help="Output folder (NAME.html, NAME.png, NAME.csv).")
+        Path,
+        typer.Option(
+            metavar="DIR",
+            help="Output folder (NAME.html, NAME.png, NAME.csv, NAME-curves.csv).",
+        ),
     ] = Path("figures/compare"),
     name: Annotated[
         str, typer.Option(metavar="NAME", help="File name (without suffix) of the outputs.")
@@ -529,7 +533,8 @@ def compare(
 
     Choose runs by id, by --where filters or by --hash. Runs of one config that differ only in
     the seed form one group; its label says what differs between the groups (e.g. α=0.3 vs
-    α=0.5). Writes NAME.html (offline), NAME.png and NAME.csv to --out, and prints per group:
+    α=0.5). Writes NAME.html (offline), NAME.png, NAME.csv (the table) and NAME-curves.csv
+    (every plotted point) to --out, and prints per group:
     n seeds, final test accuracy (mean ± std), best test accuracy (round), final test loss,
     rounds. Only finished/diverged runs unless --include-running."""
     from dashboards.compare import (
@@ -667,7 +672,7 @@ def _group(client, runs_: list, metrics: list[str]):
 
 
 def _write(fig, table, out: Path, name: str, title: str, png: bool) -> None:
-    from dashboards.export import PngJob, write_html, write_pngs
+    from dashboards.export import PngJob, curves_csv, write_html, write_pngs
     from fedsweep.core import atomic
 
     # every file is written to a temporary name and renamed into place (fedsweep.core.atomic): a
@@ -675,6 +680,9 @@ def _write(fig, table, out: Path, name: str, title: str, png: bool) -> None:
     atomic.remove_stale_parts(out)
     html = write_html(fig, out / f"{name}.html", title)
     atomic.write_text(out / f"{name}.csv", table.to_csv(index=False))
+    curves = curves_csv(fig)  # every plotted curve, point by point (the summary is NAME.csv)
+    if curves:
+        atomic.write_text(out / f"{name}-curves.csv", curves)
     typer.echo(f"figure: {html.resolve()}")
     if png:
         with warnings.catch_warnings(record=True) as caught:

@@ -167,6 +167,8 @@ def test_compare_takes_a_figure(tmp_path):
                  "--tracking-uri", uri)  # fmt: skip
     assert res.exit_code == 0, res.output
     assert "1 config(s), 1 run(s)" in (tmp_path / "c" / "compare.html").read_text()
+    curves = (tmp_path / "c" / "compare-curves.csv").read_text().splitlines()
+    assert len(curves) == 1 + 2  # the header, then test_loss and test_acc at round 1
     one_line_exit_2(
         invoke("compare", "--figure", "bherd-fig4ab", "--tracking-uri", uri),
         "did you mean 'bherd-fig4abc'?",
