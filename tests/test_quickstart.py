@@ -70,5 +70,5 @@ def test_readme_quick_start_runs_as_written_on_a_fresh_store(tmp_path):
     # the end of the sweep: its results per curve, the next command; all within 80 columns
     assert "bherd-fig4e [smoke]: 6 of 6 trials have a run" in sweep, sweep
     assert "fedsweep figures --figure bherd-fig4e --profile smoke" in sweep, sweep
-    for text in outputs.values():
-        assert all(len(line) <= 80 for line in text.splitlines()), text
+    for text in outputs.values():  # a line naming the store's path is as long as the path
+        assert all(len(line) <= 80 for line in text.splitlines() if str(work) not in line), text

@@ -147,7 +147,7 @@ def figures(
         if res.error:
             kept = ", ".join(p.name for p in res.kept)
             files = f"nothing drawn; kept the previous build's {kept}" if kept else "nothing drawn"
-        typer.echo(f"{res.figure_id}: {res.run_count} runs -> {out}: {files}")
+        _echo_wrapped(f"{res.figure_id}: {res.run_count} runs -> {out}:", files)
         if res.error:
             failed += 1
             typer.secho(f"  error: {res.error}", fg=typer.colors.RED, err=True)
@@ -192,3 +192,19 @@ def _sweep_command(figure: str, profile: str, set_: list[str] | None, uri: str |
 
         parts += ["--tracking-uri", redact(uri)]
     return " ".join(parts)
+
+
+def _echo_wrapped(head: str, items: str) -> None:
+    """``head items`` on one line when it fits the terminal, else ``items`` wrapped below it."""
+    import shutil
+    import textwrap
+
+    width = shutil.get_terminal_size((80, 24)).columns
+    if len(head) + 1 + len(items) <= width:
+        typer.echo(f"{head} {items}")
+        return
+    typer.echo(head)
+    wrapped = textwrap.fill(
+        items, width, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False
+    )
+    typer.echo(wrapped)

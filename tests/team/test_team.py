@@ -217,7 +217,8 @@ def test_a_credentialed_sweep_on_two_nodes_survives_a_lost_node(team, tmp_path):
     assert "team-node [smoke]: 6 run, 0 skipped, 0 shared, 0 failed of 6 trials" in out, out
     assert "; Ray restarts it, from its newest checkpoint" in out, out
     assert "note: Ray node " in out and " was lost; its trials restart" in out, out
-    assert "restart" in out.split("team-node [smoke]: 6 run")[1].splitlines()[0], out
+    flat = " ".join(out.split())  # the console wraps its lines at the terminal's width
+    assert "(1 restart)" in flat.split("team-node [smoke]: 6 run")[1].split("fedsweep sweep")[0]
     runs = _runs_per_hash(team["env"], "0.002")
     assert len(runs) == 6 and set(runs.values()) == {1}, runs
     assert _duplicate_metric_rows(team["env"]) == 0
@@ -273,7 +274,8 @@ def test_two_working_directories_drive_one_server_at_once(team, tmp_path):
     for proc, out in zip((first, second, other), outs, strict=True):
         assert proc.returncode == 0, out
     joined = "\n".join(outs)
-    assert "waiting for PID" in outs[1] and "to end its sweep of team-pair [smoke]" in outs[1]
+    second = " ".join(outs[1].split())  # the console wraps its lines at the terminal's width
+    assert "waiting for PID" in second and "to end its sweep of team-pair [smoke]" in second
     assert "team-pair [smoke]: 0 run, 6 skipped" in outs[1], outs[1]
     runs = _runs_per_hash(env, "0.003")
     assert len(runs) == 6 and set(runs.values()) == {1}, (runs, joined)
