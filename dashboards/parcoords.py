@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboards.style import FONT
+from dashboards.style import FONT, title_layout
 
 #: (column, metric key, statistic) of the metric axes, in order
 METRICS = (
@@ -178,15 +178,7 @@ def parcoords_figure(table: pd.DataFrame, title: str, subtitle: str = "") -> go.
         width=max(900, 170 * len(dims) + 200),
         height=620,
         margin={"l": 90, "r": 110, "t": 170, "b": 40},
-        title={
-            "text": title,
-            "x": 0.01,
-            "xanchor": "left",
-            "y": 0.98,
-            "yanchor": "top",
-            "font": {"size": 20},
-            "subtitle": {"text": subtitle, "font": {"size": 14, "color": "#555"}},
-        },
+        title=title_layout(title, subtitle, size=20),
     )
     return fig
 

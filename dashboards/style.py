@@ -81,6 +81,19 @@ class CurveStyle:
     width: float = 2.0  # line width; the marker size follows it
 
 
+def title_layout(title: str, subtitle: str, size: int = 21) -> dict:
+    """A figure's title block: top left, with its subtitle in grey below it."""
+    return {
+        "text": title,
+        "x": 0.01,
+        "xanchor": "left",
+        "y": 0.98,
+        "yanchor": "top",
+        "font": {"size": size},
+        "subtitle": {"text": subtitle, "font": {"size": 14, "color": "#555"}},
+    }
+
+
 def metric_bounds(metric: str) -> tuple[float | None, float | None]:
     """The range a metric's band must stay in: losses and distances ≥ 0, accuracies in [0, 1]."""
     name = metric.split("/")[-1].lower()
@@ -290,15 +303,7 @@ def paper_layout(
         width=width,
         height=height,
         margin={"l": 80, "r": 30, "t": top, "b": 70},
-        title={
-            "text": title,
-            "x": 0.01,
-            "xanchor": "left",
-            "y": 0.98,
-            "yanchor": "top",
-            "font": {"size": 21},
-            "subtitle": {"text": subtitle, "font": {"size": 14, "color": "#555"}},
-        },
+        title=title_layout(title, subtitle, size=21),
         legend={
             "x": 1.01,
             "xanchor": "left",

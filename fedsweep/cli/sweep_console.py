@@ -71,12 +71,7 @@ _DURATION_SPACE = re.compile(r"(?<=\d) (?=(?:h|min|s)\b)|(?<=\bh) (?=\d)|(?<=\bm
 
 def short_duration(seconds: float) -> str:
     """``42s``, ``3m05s``, ``1h02m``: :func:`~fedsweep.sweep.report.duration` in fewer cells."""
-    s = round(max(0.0, seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return duration(seconds, short=True)
 
 
 @dataclass(frozen=True)

@@ -49,11 +49,12 @@ class SweepReport:
         return text + (f" [ran on {self.data_fallback}]" if self.data_fallback else "")
 
 
-def duration(seconds: float) -> str:
-    """``42 s``, ``3 min 05 s``, ``1 h 02 min``."""
+def duration(seconds: float, *, short: bool = False) -> str:
+    """``42 s``, ``3 min 05 s``, ``1 h 02 min``; ``short``: ``42s``, ``3m05s``, ``1h02m``."""
     s = round(max(0.0, seconds))
+    sep, h, m, sec = ("", "h", "m", "s") if short else (" ", "h", "min", "s")
     if s < 60:
-        return f"{s} s"
+        return f"{s}{sep}{sec}"
     if s < 3600:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+        return f"{s // 60}{sep}{m}{sep}{s % 60:02d}{sep}{sec}"
+    return f"{s // 3600}{sep}{h}{sep}{s % 3600 // 60:02d}{sep}{m}"
