@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from fedsweep.cli.common import reflow
 from fedsweep.cli.main import app
+from tests.cli.test_exit_codes import one_line_exit_2
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,15 +22,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def invoke(*args, columns: int = 200):
     return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": str(columns)})
-
-
-def one_line_exit_2(res, *needles: str) -> str:
-    out = " ".join(res.output.split())
-    assert res.exit_code == 2, res.output
-    assert "Traceback" not in res.output
-    for needle in needles:
-        assert needle in out, (needle, res.output)
-    return out
 
 
 @pytest.fixture(autouse=True)
