@@ -705,6 +705,20 @@ def test_best_batch_criterion():
     assert verdict == "supported", numbers
     assert "Case 3: final loss B=10 0.33" in numbers and "B=50 first by effect" in numbers
     assert B.best_batch(runs(BS, b_loss(B_LEVELS)))[0] == "contradicted"  # B=10 in Case 3
+    # the speed reading (loss AUC) is shown, never deciding: B=10 falls fastest but ends above
+    # B=50 (Case 2 of the paper profile); the final-loss verdict stays contradicted
+    fast = [
+        [0.30 - 0.02 * t + 0.001 * s for t in range(5)] + [0.22 + 0.001 * s] * 15 for s in range(5)
+    ]
+    slow = [
+        [0.60 - 0.04 * t + 0.001 * s for t in range(10)] + [0.20 + 0.001 * s] * 10 for s in range(5)
+    ]
+    crossing = {**b_loss(B_LEVELS), (None, "B=10", "test_loss"): fast}
+    crossing[(None, "B=50", "test_loss")] = slow
+    verdict, numbers = B.best_batch(runs(BS, crossing, panels=CASES[:1]))
+    assert verdict == "contradicted", numbers
+    assert "speed reading (loss AUC; shown, not deciding): Case 1 B=10 first by effect" in numbers
+    assert "→ would be supported" in numbers
     # two seeds: B=10 first on seed 0, B=50 on seed 1 (every Case)
     two = b_loss(B_LEVELS, seeds=2)
     two[(None, "B=50", "test_loss")] = [decay(0.32, 1)[0], decay(0.28, 1)[0]]
