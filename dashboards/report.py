@@ -152,6 +152,7 @@ def what_this_says(rows: list[dict[str, Any]], result: FigureResult) -> str:
                 item += f" ({_short_why(r)})"
             items.append(item)
         sentences.append(f"{lead[0].upper()}{lead[1:]} {_join(items)}.")
+    sentences += [_reading_sentence(r) for r in rows if _reading_sentence(r)]
     if any(r["verdict"] == "not-testable" and "scaled" in r["why"] for r in rows):
         sentences.append(
             "A claim not testable on a scaled regime says nothing for or against the paper: "
@@ -165,6 +166,27 @@ def what_this_says(rows: list[dict[str, Any]], result: FigureResult) -> str:
             "reconstruction as much as against the paper."
         )
     return " ".join(sentences)
+
+
+#: a criterion's second reading of its claim, shown beside the verdict in its numbers and not
+#: deciding: ``speed reading (loss AUC; shown, not deciding): Case 1 ... → would be supported``
+_SHOWN_READING = re.compile(r"(\w+ reading) \([^)]*shown, not deciding\): (.*)$")
+
+
+def _reading_sentence(row: dict[str, Any]) -> str:
+    """ "The verdict depends on how the claim is read" when a criterion shows a second reading
+    (not deciding) whose panels would give another verdict than the claim's; "" otherwise."""
+    m = _SHOWN_READING.search(row["numbers"] or "")
+    if m is None or row["verdict"] not in ("supported", "contradicted"):
+        return ""
+    would = sorted(set(re.findall(r"→ would be ([a-z-]+)", m.group(2))))
+    if not would or would == [row["verdict"]]:
+        return ""
+    how = f"{would[0]} in every panel" if len(would) == 1 else f"mixed ({', '.join(would)})"
+    return (
+        f"The verdict on “{row['claim']}” depends on how it is read: under the {m.group(1)} "
+        f"shown beside it (not deciding) it would be {how}."
+    )
 
 
 def _short_why(row: dict[str, Any]) -> str:

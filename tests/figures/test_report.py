@@ -147,6 +147,28 @@ def test_what_this_says_is_written_from_the_verdicts():
     assert "No runs" in what_this_says([], empty)
 
 
+def test_a_second_reading_that_would_change_the_verdict_is_said_in_plain_words():
+    from dashboards.report import what_this_says
+
+    numbers = (
+        "Case 1: B=10 first by effect -0.004 [-0.005, -0.003] (95% CI, 10 seeds) → contradicted; "
+        "speed reading (loss AUC; shown, not deciding): Case 1 B=10 first by effect 0.003 "
+        "[0.002, 0.004] (95% CI, 10 seeds) → would be {}"
+    )
+    rows = (evidence_row("Case 1", interval([-0.004, -0.003, -0.005], [0, 1, 2]), MEASURE),)
+
+    def says(would: str) -> str:
+        check = ClaimCheck("best B is 10", "contradicted", numbers.format(would), "", "", rows)
+        r = result("bherd-fig3c", [check])
+        return what_this_says(claim_rows([r]), r)
+
+    assert (
+        "The verdict on “best B is 10” depends on how it is read: under the speed reading "
+        "shown beside it (not deciding) it would be supported in every panel."
+    ) in says("supported")
+    assert "depends on how it is read" not in says("contradicted")  # the same verdict
+
+
 def test_html_report_beside_the_index(tmp_path):
     from dashboards.index import write_index
 
