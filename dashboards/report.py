@@ -152,7 +152,7 @@ def what_this_says(rows: list[dict[str, Any]], result: FigureResult) -> str:
                 item += f" ({_short_why(r)})"
             items.append(item)
         sentences.append(f"{lead[0].upper()}{lead[1:]} {_join(items)}.")
-    sentences += [_reading_sentence(r) for r in rows if _reading_sentence(r)]
+    sentences += [said for r in rows if (said := _reading_sentence(r))]
     if any(r["verdict"] == "not-testable" and "scaled" in r["why"] for r in rows):
         sentences.append(
             "A claim not testable on a scaled regime says nothing for or against the paper: "
