@@ -174,8 +174,9 @@ _SHOWN_READING = re.compile(r"(\w+ reading) \([^)]*shown, not deciding\): (.*)$"
 
 
 def _reading_sentence(row: dict[str, Any]) -> str:
-    """ "The verdict depends on how the claim is read" when a criterion shows a second reading
-    (not deciding) whose panels would give another verdict than the claim's; "" otherwise."""
+    """A sentence saying that the verdict depends on how the claim is read, when a criterion
+    shows a second reading (not deciding) whose panels would give another verdict than the
+    claim's; "" otherwise."""
     m = _SHOWN_READING.search(row["numbers"] or "")
     if m is None or row["verdict"] not in ("supported", "contradicted"):
         return ""
