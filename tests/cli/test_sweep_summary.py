@@ -57,7 +57,8 @@ def test_sweep_ends_with_a_metrics_table_per_figure_in_80_columns(
     monkeypatch.setenv("FEDSWEEP_STORE_DIR", str(tmp_path / "store"))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.chdir(tmp_path)
-    argv = ["sweep", "sum-a.yaml", "sum-b.yaml", "--profile", "smoke"]
+    # trials of 2 rounds: one Ray actor (a second one's start costs more than it saves)
+    argv = ["sweep", "sum-a.yaml", "sum-b.yaml", "--profile", "smoke", "--max-concurrent", "1"]
     res = CliRunner().invoke(app, argv, env={"COLUMNS": "80"})
     out = res.stdout
     assert res.exit_code == 0, (res.output[-3000:], res.exception)

@@ -638,7 +638,10 @@ def test_smoke_sweep_of_every_fedveca_spec_through_ray_tune_and_the_figures(
     monkeypatch.delenv("FEDSWEEP_DATA_DIR", raising=False)  # CIFAR-10 panels: skipped offline
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     specs = [str(SWEEPS / f"{f}.yaml") for f in FIGURES]
-    args = ["sweep", *specs, "--profile", "smoke", "--tracking-uri", uri]
+    # trials of a few rounds: one Ray actor per fit, reused by every trial; a second one's
+    # start costs more than it saves (this test, back to back: 211 s with two, 169 s with one,
+    # 2026-11-28)
+    args = ["sweep", *specs, "--profile", "smoke", "--tracking-uri", uri, "--max-concurrent", "1"]
     args += ["--data-dir", str(tmp_path / "data")]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output

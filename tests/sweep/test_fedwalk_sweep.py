@@ -49,7 +49,10 @@ def test_smoke_sweep_of_every_fedwalk_spec_through_ray_tune_and_the_figures(
     monkeypatch.setenv("FEDSWEEP_STORE_DIR", str(tmp_path / "store"))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     specs = [str(SWEEPS / f"{f}.yaml") for f in FIGURES]
-    args = ["sweep", *specs, "--profile", "smoke", "--tracking-uri", uri]
+    # trials of a few rounds: one Ray actor per fit, reused by every trial; a second one's
+    # start costs more than it saves (this test, back to back: 115 s with two, 98 s with one,
+    # 2026-11-28)
+    args = ["sweep", *specs, "--profile", "smoke", "--tracking-uri", uri, "--max-concurrent", "1"]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     client = get_client(uri)
