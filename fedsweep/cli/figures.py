@@ -195,7 +195,8 @@ def _sweep_command(figure: str, profile: str, set_: list[str] | None, uri: str |
 
 
 def _echo_wrapped(head: str, items: str) -> None:
-    """``head items`` on one line when it fits the terminal, else ``items`` wrapped below it."""
+    """``head items`` on one line when it fits the terminal, else ``items`` wrapped below it
+    (a file name is never split, even one longer than the line)."""
     import shutil
     import textwrap
 
@@ -205,6 +206,11 @@ def _echo_wrapped(head: str, items: str) -> None:
         return
     typer.echo(head)
     wrapped = textwrap.fill(
-        items, width, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False
+        items,
+        width,
+        initial_indent="  ",
+        subsequent_indent="  ",
+        break_long_words=False,
+        break_on_hyphens=False,
     )
     typer.echo(wrapped)

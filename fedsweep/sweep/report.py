@@ -52,9 +52,9 @@ class SweepReport:
 def duration(seconds: float, *, short: bool = False) -> str:
     """``42 s``, ``3 min 05 s``, ``1 h 02 min``; ``short``: ``42s``, ``3m05s``, ``1h02m``."""
     s = round(max(0.0, seconds))
-    sep, h, m, sec = ("", "h", "m", "s") if short else (" ", "h", "min", "s")
+    sep, m = ("", "m") if short else (" ", "min")
     if s < 60:
-        return f"{s}{sep}{sec}"
+        return f"{s}{sep}s"
     if s < 3600:
-        return f"{s // 60}{sep}{m}{sep}{s % 60:02d}{sep}{sec}"
-    return f"{s // 3600}{sep}{h}{sep}{s % 3600 // 60:02d}{sep}{m}"
+        return f"{s // 60}{sep}{m}{sep}{s % 60:02d}{sep}s"
+    return f"{s // 3600}{sep}h{sep}{s % 3600 // 60:02d}{sep}{m}"
