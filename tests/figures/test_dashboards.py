@@ -486,6 +486,13 @@ def test_bherd_gain_by_model_criterion():
     assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
     only_svm = [p for p in fig2b_panels() if p.values["model.name"] == "svm"]
     assert B.bherd_gain_by_model(fig2b_data(SVM_GAINS, CNN_GAINS, panels=only_svm))[0] == "n/a"
+    # the CNN panels are there but have no runs (a sweep run with --panel setting=svm-mnist)
+    verdict, numbers = B.bherd_gain_by_model(fig2b_data(SVM_GAINS, {}))
+    assert verdict == "n/a"
+    assert numbers == (
+        "FedNova: no CNN panel has runs of both curves; "
+        "SCAFFOLD: no CNN panel has runs of both curves"
+    )
 
 
 def test_gain_by_model_is_judged_once_and_not_on_a_scaled_regime():

@@ -222,6 +222,10 @@ def bherd_gain_by_model(data: ClaimData) -> Result:
     for name, more, less, measure in parts:
         base, herd = pairs[name]
         gains = {m: _seed_gains(data, base, herd, panels) for m, panels in models.items()}
+        empty = [m.upper() for m in ("svm", "cnn") if not gains[m]]
+        if empty:  # e.g. the CNN panels of a sweep run with --panel setting=svm-mnist
+            texts.append(f"{name}: no {' or '.join(empty)} panel has runs of both curves")
+            continue
         seeds = sorted(set(gains[more]) & set(gains[less]))
         if not seeds:
             texts.append(f"{name}: no seed with data on both models")
