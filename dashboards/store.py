@@ -285,7 +285,7 @@ def load_selected(client, run_id: str) -> dict[int, np.ndarray]:
         for path in folder.glob("selected_client*.npz"):
             match = pattern.search(path.name)
             if match:
-                with np.load(path) as npz:
+                with np.load(path, allow_pickle=False) as npz:
                     out[int(match.group(1))] = np.asarray(npz["data"]).astype(bool)
     return dict(sorted(out.items()))
 

@@ -58,6 +58,7 @@ def clean_errors() -> Iterator[None]:
     """Turn the known bad-input errors into one red message and exit code 2 (3 for data)."""
     from fedsweep.config.load import ConfigError
     from fedsweep.data.datasets import DatasetNotFoundError
+    from fedsweep.data.safe_files import UnsafeDataFileError
     from fedsweep.plugins import PluginError
     from fedsweep.sweep.locking import ResumeMismatchError, SweepBusyError
     from fedsweep.sweep.ray_backend import RayUnavailableError
@@ -73,6 +74,7 @@ def clean_errors() -> Iterator[None]:
         ResumeMismatchError,
         RayUnavailableError,
         PluginError,
+        UnsafeDataFileError,
     )
     try:
         yield

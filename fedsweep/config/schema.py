@@ -69,13 +69,36 @@ class TrackingConfig(Section):
     experiment: str = "fedsweep"
     run_name: str | None = None
     log_records: bool = Field(True, description="Per-client per-round arrays (BHerd indices).")
-    tags: dict[str, str] = Field(default_factory=dict)
+    tags: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra MLflow tags of the run; the fedsweep.* and mlflow.* namespaces are "
+        "fedsweep's and MLflow's own (reuse keys, parent runs) and cannot be set here.",
+    )
     blowup_factor: float | None = Field(
         1000.0,
         gt=1,
         description="Tag a finished run fedsweep.loss_blowup when its test loss rose above this "
         "factor x its first value (finite divergence); null: never. Not in the config hash.",
     )
+
+    @field_validator("tags")
+    @classmethod
+    def _own_tags_only(cls, value: dict[str, str]) -> dict[str, str]:
+        """A config's tags never set fedsweep's or MLflow's own: a ``fedsweep.config_hash`` set
+        here made a sweep adopt the run as another config's trial (issue 48)."""
+        for key in value:
+            if key.strip().lower().startswith(RESERVED_TAG_PREFIXES):
+                raise ValueError(
+                    f"tag {key!r} is in a reserved namespace (fedsweep.*, mlflow.*: set by "
+                    "fedsweep and MLflow themselves); allowed: any other name, e.g. "
+                    f"'{key.split('.', 1)[-1]}'"
+                )
+        return value
+
+
+#: tag namespaces a config cannot set: fedsweep's own (``fedsweep.config_hash`` is the reuse
+#: key of every sweep) and MLflow's (``mlflow.parentRunId``, ``mlflow.runName``, ...)
+RESERVED_TAG_PREFIXES = ("fedsweep.", "mlflow.")
 
 
 #: keys renamed when the server step became its own component: (section, old key) -> the base

@@ -262,28 +262,54 @@ _CIFAR_FILES = {
     "cifar100": ("cifar-100-python", ("train",), ("test",), "fine_labels"),
 }
 CIFAR_SIZE = {"train": 50000, "test": 10000}
+_CIFAR_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100"}
+#: the published MD5 of every batch read here (torchvision's ``CIFAR10``/``CIFAR100`` tables,
+#: from the sets' home page): a file that differs is refused before it is unpickled
+CIFAR_MD5 = {
+    "cifar10": {
+        "data_batch_1": "c99cafc152244af753f735de768cd75f",
+        "data_batch_2": "d4bba439e000b95fd0a9bffe97cbabec",
+        "data_batch_3": "54ebc095f3ab1f0389bbae665268c751",
+        "data_batch_4": "634d18415352ddfa80567beed471001a",
+        "data_batch_5": "482c414d41f54cd18b22e5b47cb7c3cb",
+        "test_batch": "40351d587109b95175f43aff81a1287e",
+    },
+    "cifar100": {
+        "train": "16019d7e3df5f24257cddd939b257f8d",
+        "test": "f0ef6b0ae62326f3e7ffdfab6717acfc",
+    },
+}
 
 
 def _read_cifar_files(name: str, root: Path):
     """``(train images, train labels, test images, test labels)`` read straight from the
     extracted CIFAR batches torchvision would read (the same pickles: images ``[n, 3, 32, 32]``
     uint8 as they are stored, which torchvision turns HWC and ``_images`` back), or None when
-    one is missing, unreadable or not the set's shape: then torchvision opens (or downloads and
-    verifies) them. Reading them here skips importing torchvision (about 1.7 s per process).
-    torchvision's md5 check of the files is skipped too; a truncated or resized batch fails
-    the shape check."""
+    one is missing or not the set's shape: then torchvision opens (or downloads and verifies)
+    them. Reading them here skips importing torchvision (about 1.7 s per process).
+
+    The folder is user input: every batch is checked against its published MD5 before it is
+    opened, and read with the restricted unpickler (:mod:`fedsweep.data.safe_files`); a file
+    that fails either raises :class:`~fedsweep.data.safe_files.UnsafeDataFileError` (exit 2),
+    never a fallback to torchvision's unrestricted reader."""
     import pickle
+
+    from fedsweep.data.safe_files import check_md5, load_pickle
 
     if name not in _CIFAR_FILES:
         return None
     folder, train_files, test_files, label_key = _CIFAR_FILES[name]
+    paths = [root / folder / file for file in (*train_files, *test_files)]
+    if not all(path.is_file() for path in paths):
+        return None
+    for path in paths:
+        check_md5(path, CIFAR_MD5[name][path.name], f"{_CIFAR_NAMES[name]}'s {path.name}")
     out = []
     try:
         for split, files in (("train", train_files), ("test", test_files)):
             images, labels = [], []
             for file in files:
-                with open(root / folder / file, "rb") as f:
-                    batch = pickle.load(f, encoding="latin1")
+                batch = load_pickle(root / folder / file)
                 images.append(np.asarray(batch["data"], dtype=np.uint8))
                 labels.extend(batch[label_key])
             x = np.concatenate(images)

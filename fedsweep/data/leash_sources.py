@@ -29,7 +29,6 @@ import json
 import logging
 import math
 import os
-import pickle
 import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +39,7 @@ import numpy as np
 import torch
 
 from fedsweep.data.datasets import DatasetNotFoundError, _default_cache_dir, preprocess_images
+from fedsweep.data.safe_files import load_pickle
 
 log = logging.getLogger(__name__)
 
@@ -275,14 +275,15 @@ def imagenet32_map(root: Path) -> Path | None:
 def read_imagenet32_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """One batch file -> (uint8 ``[n, 3, s, s]``, int64 1-based labels ``[n]``).
 
-    Pickles can run code when loaded: read only batch files from a source you trust (the same
-    holds for torchvision's CIFAR loader)."""
+    The folder is user input and the batches are pickles: they are read with the restricted
+    unpickler (:func:`fedsweep.data.safe_files.load_pickle`: dicts, lists, strings, numbers,
+    numpy arrays; anything else raises ``UnsafeDataFileError``, nothing runs), ``.npz`` files
+    without pickled objects (``allow_pickle=False``)."""
     if path.suffix == ".npz":
-        with np.load(path) as entry:
+        with np.load(path, allow_pickle=False) as entry:
             data, labels = entry["data"], entry["labels"]
     else:
-        with open(path, "rb") as f:
-            entry = pickle.load(f, encoding="latin1")  # latin1: also reads Python 2 pickles
+        entry = load_pickle(path)  # latin1: also reads Python 2 pickles
         data, labels = entry["data"], entry["labels"]
     data = np.asarray(data, dtype=np.uint8)
     values = data.reshape(data.shape[0], -1).shape[1]

@@ -9,21 +9,23 @@ from pathlib import Path
 
 from fedsweep.sweep.data_check import DataPlan
 from fedsweep.sweep.spec import SweepSpec, Trial
-from fedsweep.tracking.direct import done_runs_by_hash, load_runs
+from fedsweep.tracking.direct import load_runs
+from fedsweep.tracking.provenance import verified_done_runs
 from fedsweep.tracking.store import ui_path, ui_search_path
 
 
 # ---------------------------------------------------------------- finished runs by hash
 def finished_hashes(client, hashes: set[str]) -> set[str]:
     """Config hashes (among ``hashes``) that already have a finished or diverged run (a sweep
-    trial or a single ``fedsweep run``: both carry the ``fedsweep.config_hash`` tag)."""
-    return set(done_runs_by_hash(client, hashes))
+    trial or a single ``fedsweep run``: both carry the ``fedsweep.config_hash`` tag) whose
+    logged config hashes to that tag (``tracking.provenance``: a forged tag is not reused)."""
+    return set(verified_done_runs(client, hashes))
 
 
 def finished_runs(client, hashes: set[str]) -> dict:
     """For each config hash (among ``hashes``) with a finished or diverged run, that run (the
     latest started, as the figures pick it)."""
-    ids = done_runs_by_hash(client, hashes)
+    ids = verified_done_runs(client, hashes)
     runs = load_runs(client, (run_id for run_id, _ in ids.values()))
     return {h: runs[run_id] for h, (run_id, _) in ids.items() if run_id in runs}
 

@@ -31,7 +31,8 @@ from fedsweep.engine.client_state import externalize, internalize
 from fedsweep.engine.observers import Observer
 from fedsweep.tracking import retries
 from fedsweep.tracking.claims import claim_name, describe, hold, holder_tags
-from fedsweep.tracking.direct import DONE_STATUSES, done_runs_by_hash
+from fedsweep.tracking.direct import DONE_STATUSES
+from fedsweep.tracking.provenance import verified_done_runs
 from fedsweep.tracking.records import RecordSpool
 from fedsweep.tracking.store import get_client
 from fedsweep.tracking.tracked_run import SPOOL_KEY, TrackedRun
@@ -142,7 +143,7 @@ def fl_trial(params: dict, secrets: dict | None = None) -> None:
         config.tracking.uri, claim_name("trial", config_hash), tags, wait=True, on_wait=waiting
     ):
         client = get_client(config.tracking.uri)
-        done = done_runs_by_hash(client, [config_hash]).get(config_hash)
+        done = verified_done_runs(client, [config_hash]).get(config_hash)
         if done is not None:
             # done since this sweep was planned: by another sweep (maybe while this trial
             # waited for its claim; REUSED_KEY), or by this one's earlier attempt whose end

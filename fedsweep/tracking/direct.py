@@ -145,16 +145,21 @@ def done_runs_by_hash(client, hashes: Iterable[str]) -> dict[str, tuple[str, int
     in an active experiment of the store, ``(run_id, start_time_ms)`` of its latest started one
     (the larger run id on an equal start). Runs and experiments deleted in the UI do not count,
     as in ``search_runs``' default view."""
+    return {h: runs[0] for h, runs in done_run_candidates(client, hashes).items()}
+
+
+def done_run_candidates(client, hashes: Iterable[str]) -> dict[str, list[tuple[str, int]]]:
+    """For each of ``hashes`` with done runs, every one as ``(run_id, start_time_ms)``, the
+    latest started first (the larger run id first on an equal start): what
+    :func:`done_runs_by_hash` picks from, and what ``tracking.provenance`` checks in turn."""
     wanted = sorted(set(hashes))
     if not wanted:
         return {}
     store = sql_store(client)
     found = _done_sql(store, wanted) if store is not None else _done_client(client, wanted)
-    out: dict[str, tuple[str, int]] = {}
-    for h, run_id, start in found:
-        old = out.get(h)
-        if old is None or (start, run_id) > (old[1], old[0]):
-            out[h] = (run_id, start)
+    out: dict[str, list[tuple[str, int]]] = {}
+    for h, run_id, start in sorted(found, key=lambda r: (r[2], r[1]), reverse=True):
+        out.setdefault(h, []).append((run_id, start))
     return out
 
 

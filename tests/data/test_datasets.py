@@ -300,6 +300,10 @@ def test_cifar100_files_read_directly(tmp_path: Path, monkeypatch) -> None:
         with open(folder / split, "wb") as f:
             pickle.dump({"data": data, "fine_labels": fine, "coarse_labels": coarse}, f)
         stored[split] = (data, fine)
+    # made here, so not the published files: their MD5 stands in for the published one
+    from fedsweep.data.safe_files import md5_of
+
+    monkeypatch.setitem(D.CIFAR_MD5, "cifar100", {s: md5_of(folder / s) for s in stored})
     x, y, xt, yt = D._read_cifar_files("cifar100", tmp_path)
     assert x.shape == (6, 3, 32, 32) and x.dtype == torch.uint8 and y.dtype == torch.int64
     assert torch.equal(x[:, 1].reshape(6, -1), torch.from_numpy(stored["train"][0][:, 1024:2048]))
@@ -308,7 +312,10 @@ def test_cifar100_files_read_directly(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(D, "CIFAR_SIZE", {"train": 5, "test": 2})
     assert D._read_cifar_files("cifar100", tmp_path) is None
     (folder / "test").write_bytes(b"not a pickle")
+    monkeypatch.setitem(D.CIFAR_MD5["cifar100"], "test", md5_of(folder / "test"))
     monkeypatch.setattr(D, "CIFAR_SIZE", {"train": 6, "test": 2})
+    assert D._read_cifar_files("cifar100", tmp_path) is None
+    (folder / "test").unlink()  # a missing batch: torchvision's download path takes over
     assert D._read_cifar_files("cifar100", tmp_path) is None
 
 

@@ -1,0 +1,104 @@
+"""A found run is what its hash tag says it is, or it is not reused.
+
+Sweeps reuse a finished run whose ``fedsweep.config_hash`` tag equals a trial's hash
+(``tracking.direct.done_runs_by_hash``). A tag is only a claim: a config could set it through
+``tracking.tags`` (refused since issue 48, but older runs and other writers of a shared store
+exist), and a run adopted under a wrong hash puts its curve into another figure's verdicts.
+So before a run is adopted its logged config (``config.yaml``, written once when the run was
+created, ``tracking.run_logger``) is read back, validated, and hashed the way the trial was: the
+tag must be that config's hash or its legacy hash (``config.hashing.legacy_config_hash``). A run
+that fails is skipped with one warning naming it; an older run of the same hash that passes is
+taken instead, else the trial runs.
+
+Verdicts are kept per process by run id (a finished run's config does not change), so a sweep
+reads each adopted run's config once however often it looks it up.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from fedsweep.tracking.direct import done_run_candidates
+
+#: the artifact every tracked run logs its resolved config to
+CONFIG_ARTIFACT = "config.yaml"
+
+#: run id -> "" when its logged config hashes to its tag, else why not
+_CHECKED: dict[str, str] = {}
+_WARNED: set[str] = set()
+
+
+def _warn(text: str) -> None:
+    print(f"warning: {text}", file=sys.stderr, flush=True)
+
+
+def _local_folder(artifact_uri: str) -> Path | None:
+    """The local folder of a ``file:`` (or plain path) artifact URI, else None."""
+    parts = urlsplit(artifact_uri)
+    if parts.scheme == "file":
+        return Path(unquote(parts.path))
+    if parts.scheme == "" and artifact_uri.startswith("/"):
+        return Path(artifact_uri)
+    return None
+
+
+def logged_config_text(client, run_id: str) -> str:
+    """The run's ``config.yaml`` (OSError / MLflow's exception when it has none)."""
+    folder = _local_folder(client.get_run(run_id).info.artifact_uri or "")
+    if folder is not None:
+        return (folder / CONFIG_ARTIFACT).read_text()
+    with tempfile.TemporaryDirectory() as tmp:
+        return Path(client.download_artifacts(run_id, CONFIG_ARTIFACT, tmp)).read_text()
+
+
+def hash_problem(client, run_id: str, tag: str) -> str:
+    """ "" when run ``run_id``'s logged config hashes to ``tag`` (its hash or legacy hash), else
+    a short reason."""
+    import yaml
+    from pydantic import ValidationError
+
+    from fedsweep.config.hashing import config_hash, legacy_config_hash
+    from fedsweep.config.schema import RunConfig
+
+    try:
+        tree = yaml.safe_load(logged_config_text(client, run_id))
+    except Exception as err:  # noqa: BLE001 - no artifact, unreachable store, bad YAML
+        return f"its logged config cannot be read ({type(err).__name__})"
+    try:
+        config = RunConfig.model_validate(tree)
+    except (ValidationError, TypeError, ValueError) as err:
+        first = (str(err).splitlines() or [""])[0]
+        return f"its logged config is not a valid config ({first[:120]})"
+    found = config_hash(config)
+    if tag not in (found, legacy_config_hash(config)):
+        return f"its logged config hashes to {found}"
+    return ""
+
+
+def verified_done_runs(
+    client, hashes: Iterable[str], warn: Callable[[str], None] | None = None
+) -> dict[str, tuple[str, int]]:
+    """``done_runs_by_hash`` with every run checked (:func:`hash_problem`): for each hash, its
+    latest started done run whose logged config hashes to the tag. A run that fails is named
+    in one warning (``warn``, default stderr; once per run and process) and skipped."""
+    say = warn or _warn
+    out: dict[str, tuple[str, int]] = {}
+    for h, candidates in done_run_candidates(client, hashes).items():
+        for run_id, start in candidates:
+            if run_id not in _CHECKED:
+                _CHECKED[run_id] = hash_problem(client, run_id, h)
+            problem = _CHECKED[run_id]
+            if not problem:
+                out[h] = (run_id, start)
+                break
+            if run_id not in _WARNED:
+                _WARNED.add(run_id)
+                say(
+                    f"run {run_id} is tagged fedsweep.config_hash={h}, but {problem}: not "
+                    "reused (a forged or corrupted tag)"
+                )
+    return out
