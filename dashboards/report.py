@@ -217,10 +217,22 @@ def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def md(text: str) -> str:
+    """A spec's or a run's words (titles, notes, claims, curve labels in the numbers) as plain
+    text in the Markdown report: nothing in them becomes HTML (a ``<`` that would open a tag,
+    ``<script>`` or an autolink, is written ``&lt;``), a link (``](`` is escaped) or a new
+    block (line breaks become spaces). Comparisons such as "< 0.05" stay as they are."""
+    text = " ".join(str(text).replace("\x00", " ").splitlines())
+    return _TAG_START.sub("&lt;", text).replace("](", "]\\(")
+
+
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+
+
 def cell(text: str) -> str:
     """``text`` safe inside a Markdown table cell (a claim such as "||w_k − w_{k−1}|| shrinks"
-    would otherwise split the row)."""
-    return str(text).replace("|", "\\|")
+    would otherwise split the row), as plain text (:func:`md`)."""
+    return md(text).replace("|", "\\|")
 
 
 def _num(x: float | None) -> str:
@@ -257,22 +269,22 @@ def markdown(paper: str, rows: list[dict[str, Any]], results: list[FigureResult]
         mine = [row for row in rows if row["figure"] == r.figure_id]
         lines += [
             "",
-            f"## {r.figure_id}: {r.title}",
+            f"## {r.figure_id}: {md(r.title)}",
             "",
             f"- **Ran**: {r.runs} of {r.expected_runs} runs, seeds {r.seeds or 'none'}; "
-            f"{_clean(r.profile_note) or 'no profile note'}",
+            f"{md(_clean(r.profile_note)) or 'no profile note'}",
             f"- **Figure**: {_figure_links(r, meta['profile'])}",
         ]
         regimes = sorted({part for row in mine for part in row["regime"].split("; ")})
         if regimes:
-            lines.append(f"- **Regime**: {'; '.join(regimes)}")
+            lines.append(f"- **Regime**: {md('; '.join(regimes))}")
         if mine:
             lines += _claim_lines(mine, r)
         else:
             lines += [
                 "- No claims.",
                 "",
-                f"**What this says about the paper.** {what_this_says([], r)}",
+                f"**What this says about the paper.** {md(what_this_says([], r))}",
             ]
         for extra in r.report_tables:
             lines += ["", extra]
@@ -292,13 +304,13 @@ def _claim_lines(mine: list[dict[str, Any]], r: FigureResult) -> list[str]:
             f"| {cell(row['claim'])} | **{row['verdict']}** | {_effect(row)} | "
             f"{cell(row['holds_when'] or '–')} | {row['seeds']} | {cell(row['regime'])} |"
         )
-    lines += ["", f"**What this says about the paper.** {what_this_says(mine, r)}", ""]
+    lines += ["", f"**What this says about the paper.** {md(what_this_says(mine, r))}", ""]
     for row in mine:
-        why = f" ({row['why']})" if row["why"] else ""
-        lines.append(f"- *{row['claim']}*{why}")
+        why = f" ({md(row['why'])})" if row["why"] else ""
+        lines.append(f"- *{md(row['claim'])}*{why}")
         if row["paper_words"]:
-            lines.append(f"  - The paper: {row['paper_words']}")
-        lines.append(f"  - Numbers: {row['numbers']}")
+            lines.append(f"  - The paper: {md(row['paper_words'])}")
+        lines.append(f"  - Numbers: {md(row['numbers'])}")
     return lines
 
 

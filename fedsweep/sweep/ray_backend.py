@@ -325,13 +325,28 @@ def fit_trials(
     from ray import tune
 
     from fedsweep.sweep.trial import fl_trial
-    from fedsweep.sweep.tune_events import TrialEvents, listening
     from fedsweep.tracking.credentials import secret_env
 
-    secrets = {**secret_env(), **(env or {})}
-    # tracking credentials reach trials on other nodes through Ray's object store, never
-    # through a trial's config (which Ray writes to disk): fedsweep.tracking.credentials
-    function = tune.with_parameters(fl_trial, secrets=secrets) if secrets else fl_trial
+    with secrets_kept_from_ray() as held:
+        secrets = {**secret_env(), **held, **(env or {})}
+        # credentials reach trials on other nodes through Ray's object store, never through a
+        # trial's config (which Ray writes to disk) nor its runtime_env (which Ray logs):
+        # fedsweep.tracking.credentials, secrets_kept_from_ray
+        function = tune.with_parameters(fl_trial, secrets=secrets) if secrets else fl_trial
+        return _fit(
+            function, payloads, spec, storage, tune_name, state_path, state, restore,
+            max_concurrent, verbose, report, listener, echo,
+        )  # fmt: skip
+
+
+def _fit(
+    function, payloads, spec, storage, tune_name, state_path, state, restore, max_concurrent,
+    verbose, report, listener, echo,
+):  # fmt: skip
+    from ray import tune
+
+    from fedsweep.sweep.tune_events import TrialEvents, listening
+
     trainable = tune.with_resources(
         function, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
     )
@@ -364,6 +379,54 @@ def fit_trials(
         listener.begin(report)
     with listening(_Notes(listener, echo, report)):
         return tuner.fit()
+
+
+#: credentials Ray Tune copies from the driver's environment into every trial actor's
+#: ``runtime_env`` (Ray 2.60: ``ray.tune.execution.class_cache.ENV_VARS_TO_PROPAGATE``), which
+#: Ray's runtime-env agent then writes, in clear, into ``<session>/logs/runtime_env_agent.log``
+CLOUD_SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SECURITY_TOKEN",
+                 "AWS_SESSION_TOKEN")  # fmt: skip
+_SECRET_WORDS = ("SECRET", "TOKEN", "PASSWORD", "ACCESS_KEY", "CREDENTIAL")
+
+
+def _is_secret(name: str) -> bool:
+    return name in CLOUD_SECRETS or any(word in name.upper() for word in _SECRET_WORDS)
+
+
+@contextlib.contextmanager
+def secrets_kept_from_ray():
+    """For one fit: keep Ray Tune from putting the driver's credentials into its trial actors'
+    ``runtime_env`` (logged in clear by Ray's runtime-env agent); yields them (name -> value,
+    those set) for the caller to hand to the trials through Ray's object store
+    (``tune.with_parameters``; ``trial.fl_trial`` sets them in the worker's environment).
+
+    Ray's own list of variables to propagate loses its secret names for the fit and gets them
+    back after; were it not the set Ray 2.60 has, the variables leave the driver's environment
+    for the fit instead (and come back after it)."""
+    try:
+        from ray.tune.execution import class_cache
+
+        propagated = class_cache.ENV_VARS_TO_PROPAGATE
+    except (ImportError, AttributeError):
+        propagated = None
+    names = set(CLOUD_SECRETS)
+    if isinstance(propagated, set):
+        names |= {n for n in propagated if _is_secret(n)}
+    held = {n: os.environ[n] for n in sorted(names) if os.environ.get(n)}
+    if isinstance(propagated, set):
+        removed = propagated & names
+        propagated -= removed
+        try:
+            yield held
+        finally:
+            propagated |= removed
+        return
+    for name in held:
+        os.environ.pop(name, None)
+    try:
+        yield held
+    finally:
+        os.environ.update(held)
 
 
 class _Notes:
