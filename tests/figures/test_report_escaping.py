@@ -22,7 +22,7 @@ def test_spec_words_are_plain_text_in_the_markdown_report(tmp_path):
         "supported",
         f"label {EVIL}: p < 0.05; [link](javascript:alert(1))",
         "",
-        f"the paper says <img src=x onerror=alert(1)>",
+        "the paper says <img src=x onerror=alert(1)>",
         rows,
         "paper",
     )
