@@ -160,6 +160,7 @@ def _claimed_trial(payload: dict, config: RunConfig) -> None:
     from ray import tune
 
     state_dir = Path(payload["state_dir"]) if payload.get("state_dir") else None
+    config_hash = payload["tags"]["fedsweep.config_hash"]
     remote = None
     if state_dir is not None and payload.get("state_remote"):
         # checkpoints on an object store: this node's folder starts as the store's copy
@@ -170,12 +171,12 @@ def _claimed_trial(payload: dict, config: RunConfig) -> None:
     notes: list[str] = []
     try:
         state, saved_run = (
-            restore_newest(state_dir, warn=notes.append) if state_dir else (None, None)
+            restore_newest(state_dir, warn=notes.append, config_hash=config_hash)
+            if state_dir
+            else (None, None)
         )
         # (a run of this config that already ended was found by fl_trial, under the claim)
-        run_id = unfinished_sibling(
-            config.tracking.uri, payload["parent_run_id"], payload["tags"]["fedsweep.config_hash"]
-        )
+        run_id = unfinished_sibling(config.tracking.uri, payload["parent_run_id"], config_hash)
         if state is not None and not RecordSpool(state_dir / RECORDS_DIR).fits(
             state.get(SPOOL_KEY)
         ):
@@ -215,6 +216,7 @@ def _claimed_trial(payload: dict, config: RunConfig) -> None:
         reporter = TuneReporter(
             tracked, payload["checkpoint_every"], fail_at, payload["trial_id"], state_dir
         )
+        reporter.config_hash = config_hash
         reporter.fail_with = payload.get("fail_with")
         reporter.remote = remote
         with retries.watching(reporter.notes.append):  # to the driver with the next report
@@ -255,6 +257,8 @@ class TuneReporter(Observer):
         self.fail_with: str | None = None  # "enospc": the injected failure is a full disk
         #: the checkpoints' mirror on an object store (``remote_state.RemoteFolder``), or None
         self.remote = None
+        #: the trial's config hash, written into every checkpoint (issue 53)
+        self.config_hash: str | None = None
         self._last_report = time.monotonic()
         #: lines for the driver's console (``retries.watching``), sent with the next report
         self.notes: list[str] = []
@@ -277,7 +281,9 @@ class TuneReporter(Observer):
             # every round up to the checkpoint is in the store before the checkpoint exists (a
             # restored trial does not log the rounds the store has again)
             self.tracked.flush()
-            save_checkpoint(self.state_dir, self.tracked.state_dict(), self.tracked.run_id, t)
+            save_checkpoint(
+                self.state_dir, self.tracked.state_dict(), self.tracked.run_id, t, self.config_hash
+            )
             if self.remote is not None:  # the object store's copy, before Tune hears of it
                 self.remote.push(self.state_dir)
             tune.report(report)
@@ -297,11 +303,24 @@ def checkpoint_name(round_: int) -> str:
     return f"checkpoint_{round_:06d}"
 
 
-def save_checkpoint(state_dir: str | Path, state: dict, run_id: str | None, round_: int) -> Path:
+#: key of the trial's config hash in a checkpoint's state file (and in its ``meta.json``): a
+#: checkpoint of another trial (a copied or swapped file) is never resumed (issue 53)
+OWNER_KEY = "fedsweep_config_hash"
+
+
+def save_checkpoint(
+    state_dir: str | Path,
+    state: dict,
+    run_id: str | None,
+    round_: int,
+    config_hash: str | None = None,
+) -> Path:
     """Write ``state`` (an ``FLRun.state_dict``) as ``state_dir/checkpoint_<round>``: built in a
     temporary folder and renamed into place (a reader sees a whole checkpoint or none), per-client
     tensors in their own files (``client_state``, each written once per change); then prune.
-    A full file system raises :class:`StoreFullError` naming the folder."""
+    The trial's ``config_hash`` goes into the state file and ``meta.json`` with the round, so a
+    restore can tell a checkpoint of another trial (:func:`restore_newest`). A full file system
+    raises :class:`StoreFullError` naming the folder."""
     state_dir = Path(state_dir)
     final = state_dir / checkpoint_name(round_)
     tmp = state_dir / f".tmp-{final.name}-{os.getpid()}"
@@ -309,10 +328,14 @@ def save_checkpoint(state_dir: str | Path, state: dict, run_id: str | None, roun
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         state, files = externalize(state, state_dir / CLIENT_STATE_DIR)
+        meta = {"mlflow_run_id": run_id, "round": round_}
+        if config_hash is not None:
+            state = {**state, OWNER_KEY: config_hash}
+            meta["config_hash"] = config_hash
         with open(tmp / STATE_FILE, "wb") as handle:  # a file object: ENOSPC stays an OSError
             torch.save(state, handle)
         (tmp / CLIENT_FILES).write_text(json.dumps(sorted(files)))
-        (tmp / META_FILE).write_text(json.dumps({"mlflow_run_id": run_id, "round": round_}))
+        (tmp / META_FILE).write_text(json.dumps(meta))
         if final.exists():  # this round again (a retry from an older checkpoint): replace it
             old = state_dir / f".old-{final.name}-{os.getpid()}"
             os.replace(final, old)
@@ -360,11 +383,49 @@ class CorruptCheckpoint(ValueError):
     unreadable, or it is not an FL state)."""
 
 
-def _load_checkpoint(folder: Path) -> dict:
+class ForeignCheckpoint(CorruptCheckpoint):
+    """A checkpoint that loads but belongs to another trial: its state file or ``meta.json``
+    names another config hash, or its state is of another round than its folder."""
+
+
+def _meta(folder: Path) -> dict:
+    try:
+        meta = json.loads((folder / META_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _folder_round(folder: Path) -> int | None:
+    digits = folder.name.rpartition("_")[2]
+    return int(digits) if digits.isdigit() else None
+
+
+def _check_owner(state: dict, folder: Path, config_hash: str | None) -> None:
+    """Raise :class:`ForeignCheckpoint` unless the checkpoint in ``folder`` is this trial's:
+    the config hash in its state file and in its ``meta.json`` (when written, i.e. since issue
+    53) is ``config_hash``, and the state's round is the folder's and ``meta.json``'s."""
+    meta = _meta(folder)
+    owners = {h for h in (state.pop(OWNER_KEY, None), meta.get("config_hash")) if h is not None}
+    if config_hash is not None and owners - {config_hash}:
+        other = ", ".join(sorted(owners - {config_hash}))
+        raise ForeignCheckpoint(
+            f"it belongs to another trial: config hash {other}, this trial's is {config_hash}"
+        )
+    rounds = {r for r in (_folder_round(folder), meta.get("round")) if r is not None}
+    if rounds - {int(state["round"])}:
+        raise ForeignCheckpoint(
+            f"its state is of round {int(state['round'])}, its folder and meta.json say "
+            f"{', '.join(map(str, sorted(rounds)))}: it belongs to another checkpoint"
+        )
+
+
+def _load_checkpoint(folder: Path, config_hash: str | None = None) -> dict:
     try:
         state = load_state(folder / STATE_FILE)
         if not isinstance(state, dict) or "round" not in state or "w" not in state:
             raise CorruptCheckpoint("not an FL state: no round or model")
+        _check_owner(state, folder, config_hash)
         return internalize(state, folder.parent / CLIENT_STATE_DIR)
     except CorruptCheckpoint:
         raise
@@ -408,20 +469,26 @@ def restore_folder(folder: str | Path, warn=None) -> tuple[dict | None, str | No
     return state, run_id
 
 
-def restore_newest(state_dir: str | Path, warn=None) -> tuple[dict | None, str | None]:
+def restore_newest(
+    state_dir: str | Path, warn=None, config_hash: str | None = None
+) -> tuple[dict | None, str | None]:
     """The newest state of the trial folder ``state_dir`` that loads and the MLflow run id its
     checkpoint names; without a state that loads, ``None`` and the newest checkpoint's run id;
-    ``(None, None)`` without a checkpoint. A state that does not load is set aside
-    (:func:`set_aside`) and ``warn(text)`` told, once per file."""
+    ``(None, None)`` without a checkpoint. A state that does not load, or that belongs to
+    another trial than ``config_hash`` (:func:`_check_owner`), is set aside (:func:`set_aside`)
+    and ``warn(text)`` told, once per file."""
     folders = sorted(Path(state_dir).glob(CHECKPOINT_GLOB), reverse=True)
-    state, folder = _newest_loading(folders, warn)
+    state, folder = _newest_loading(folders, warn, config_hash)
     if folder is not None:
         return state, _meta_run(folder)
     return None, next((r for r in map(_meta_run, folders) if r is not None), None)
 
 
-def _newest_loading(folders: list[Path], warn) -> tuple[dict | None, Path | None]:
-    """The state of the first of ``folders`` whose state loads, and that folder."""
+def _newest_loading(
+    folders: list[Path], warn, config_hash: str | None = None
+) -> tuple[dict | None, Path | None]:
+    """The state of the first of ``folders`` whose state loads (and is ``config_hash``'s
+    trial's), and that folder."""
     for folder in folders:
         path = folder / STATE_FILE
         if not path.is_file():
@@ -429,12 +496,15 @@ def _newest_loading(folders: list[Path], warn) -> tuple[dict | None, Path | None
         try:
             if _meta_run(folder) is None:
                 raise CorruptCheckpoint(f"its {META_FILE} is unreadable")
-            return _load_checkpoint(folder), folder
+            return _load_checkpoint(folder, config_hash), folder
         except CorruptCheckpoint as err:
             target = set_aside(path)
             if warn is not None:
+                what = (
+                    "is not this trial's" if isinstance(err, ForeignCheckpoint) else "does not load"
+                )
                 warn(
-                    f"checkpoint {path} does not load ({err}); set aside as {target.name}, "
+                    f"checkpoint {path} {what} ({err}); set aside as {target.name}, "
                     "continuing from the previous good checkpoint, or round 0 without one"
                 )
     return None, None
