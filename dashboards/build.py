@@ -41,7 +41,15 @@ from dashboards.registry import BUILDERS, CRITERIA, METRIC_KEYS
 from dashboards.store import RunIndex
 from dashboards.style import BANDS, mark_coinciding
 from fedsweep.core import atomic
-from fedsweep.sweep.spec import PROFILES, SpecError, SweepSpec, expand, load_spec, spec_paths
+from fedsweep.sweep.spec import (
+    PROFILES,
+    SpecError,
+    SweepSpec,
+    expand,
+    load_spec,
+    shadow_warning,
+    spec_paths,
+)
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
@@ -78,6 +86,7 @@ def load_specs(sweeps_dir: str | Path, wanted: list[str] | None) -> dict[str, Sw
             spec = load_spec(folder / f"{fid}.yaml")  # asked for: a broken one is an error
             if spec.figure != fid:
                 break  # a file named after another id: look at every spec
+            shadow_warning(folder / f"{fid}.yaml", fid, f"--figure {fid}")
             specs[fid] = spec
         else:
             return specs

@@ -57,3 +57,20 @@ for _claim in CRITERIA:  # the keys are looked up normalized
 def check_claims(texts: list[str], data: ClaimData | None) -> list[ClaimCheck]:
     """:func:`dashboards.claims.check_claims` with every paper's criteria (``CRITERIA``)."""
     return claims.check_claims(texts, data, CRITERIA)
+
+
+def claim_problem(texts: list[str]) -> str:
+    """What is wrong with a spec's ``claims`` (one line), "" if nothing: each must be a claim
+    some paper's criteria judge (``CRITERIA``); any other text would read "n/a" in every
+    figure, after the whole sweep ran."""
+    from fedsweep.core.suggest import did_you_mean
+
+    known = sorted(CRITERIA)
+    for i, text in enumerate(texts):
+        if normalize(text) not in CRITERIA:
+            return (
+                f"claims[{i}]: {text!r} is not a claim fedsweep can judge"
+                f"{did_you_mean(normalize(text), known)}; allowed: the {len(known)} claims of "
+                "docs/figures.md (e.g. 'alpha=1.0 matches FedAvg'), or `claims: []` for none"
+            )
+    return ""

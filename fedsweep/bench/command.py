@@ -18,6 +18,7 @@ import torch
 
 from fedsweep.bench.divfl import bench_divfl, divfl_child
 from fedsweep.bench.local_step import MAX_PAIRS, PAIR_SECONDS, bench_model
+from fedsweep.bench.refusals import bench_refusals
 from fedsweep.bench.resnet import bench_resnet_step
 from fedsweep.bench.store_overheads import print_store_overheads
 from fedsweep.bench.sweep_overhead import bench_sweep
@@ -42,6 +43,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--no-resnet", action="store_true", help="skip the ResNet-18 step")
     parser.add_argument("--no-sweep", action="store_true", help="skip the sweep overhead")
+    parser.add_argument(
+        "--no-refusals", action="store_true", help="skip the time to refuse bad inputs"
+    )
     parser.add_argument(
         "--divfl-clients",
         type=int,
@@ -191,5 +195,17 @@ def main(argv: list[str] | None = None) -> None:
             )
         summary["sweep"] = {k: round(v, 3) if isinstance(v, float) else v for k, v in sw.items()}
         summary["sweep_overhead"] = round(sw["overhead"], 4)
+    if not args.no_refusals:
+        rows = bench_refusals(args.repeats)
+        print(
+            f"\n# time to refuse a bad input (a whole command, fresh Python, median of "
+            f"{max(1, args.repeats)}; exit code, stderr lines)"
+        )
+        print("| command | s | exit | lines |")
+        print("|---|---:|---:|---:|")
+        for row in rows:
+            codes = ",".join(map(str, row["exit_codes"]))
+            print(f"| {row['command']} | {row['median_s']:.2f} | {codes} | {row['stderr_lines']} |")
+        summary["refusals"] = {r["command"]: round(r["median_s"], 3) for r in rows}
     if args.json:
         print(json.dumps(summary, sort_keys=True))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import re
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,35 +54,45 @@ def fail(message: str, code: int = EXIT_USAGE) -> None:
     raise typer.Exit(code)
 
 
+#: the bad-input errors (module, class) that :func:`clean_errors` turns into one line, exit 2
+_USAGE_ERRORS = (
+    ("fedsweep.config.load", "ConfigError"),
+    ("fedsweep.sweep.spec_model", "SpecError"),
+    ("fedsweep.tracking.store", "TrackingUriError"),
+    ("fedsweep.sweep.locking", "SweepBusyError"),
+    ("fedsweep.sweep.locking", "ResumeMismatchError"),
+    ("fedsweep.sweep.ray_backend", "RayUnavailableError"),
+    ("fedsweep.plugins", "PluginError"),
+    ("fedsweep.data.safe_files", "UnsafeDataFileError"),
+)
+
+
+def _loaded(pairs) -> tuple[type, ...]:
+    """The classes of ``pairs`` whose modules are imported: an exception can only be of a class
+    already imported, so the check imports nothing (importing them all up front cost every
+    command torch's import, 1.2 s, before its first check)."""
+    out = []
+    for module, name in pairs:
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type):
+            out.append(cls)
+    return tuple(out)
+
+
 @contextmanager
 def clean_errors() -> Iterator[None]:
-    """Turn the known bad-input errors into one red message and exit code 2 (3 for data)."""
-    from fedsweep.config.load import ConfigError
-    from fedsweep.data.datasets import DatasetNotFoundError
-    from fedsweep.data.safe_files import UnsafeDataFileError
-    from fedsweep.plugins import PluginError
-    from fedsweep.sweep.locking import ResumeMismatchError, SweepBusyError
-    from fedsweep.sweep.ray_backend import RayUnavailableError
-    from fedsweep.sweep.spec import SpecError
-    from fedsweep.tracking.store import TrackingUriError
-
-    known = (
-        UsageError,
-        ConfigError,
-        SpecError,
-        TrackingUriError,
-        SweepBusyError,
-        ResumeMismatchError,
-        RayUnavailableError,
-        PluginError,
-        UnsafeDataFileError,
-    )
+    """Turn the known bad-input errors into one red message and exit code 2 (3 for data, 1
+    when Ray's local node does not come up)."""
     try:
         yield
-    except known as err:
-        fail(str(err), EXIT_USAGE)
-    except DatasetNotFoundError as err:
-        fail(str(err), EXIT_DATA)
+    except Exception as err:
+        if isinstance(err, (UsageError, *_loaded(_USAGE_ERRORS))):
+            fail(str(err), EXIT_USAGE)
+        if isinstance(err, _loaded([("fedsweep.data.datasets", "DatasetNotFoundError")])):
+            fail(str(err), EXIT_DATA)
+        if isinstance(err, _loaded([("fedsweep.sweep.ray_backend", "RayStartError")])):
+            fail(str(err), EXIT_FAILED)  # nothing wrong with the input: Ray did not come up
+        raise
 
 
 def _fold_long_words() -> None:
@@ -118,6 +129,31 @@ def complete_figure(incomplete: str) -> list[str]:
     if not folder.is_dir():
         return []
     return sorted(p.stem for p in folder.glob("*.yaml") if p.stem.startswith(incomplete))
+
+
+def ui_hint(tracking_uri: str | None, store_option: str = "") -> str:
+    """The command line that shows the runs in MLflow's UI: for a tracking server (team mode,
+    ``http(s)://``) its own UI at its real address, which ``fedsweep ui`` cannot serve, else
+    ``fedsweep ui`` (with ``store_option``, e.g. `` --tracking-uri URI``)."""
+    from fedsweep.tracking.credentials import redact, scheme
+    from fedsweep.tracking.store import resolve_tracking_uri
+
+    uri = resolve_tracking_uri(tracking_uri)
+    if scheme(uri) in ("http", "https"):
+        return f"open {redact(uri).rstrip('/')}/#/experiments  (the tracking server's MLflow UI)"
+    return f"fedsweep ui{store_option}"
+
+
+def check_figure_names(names: list[str] | None, sweeps_dir: Path) -> None:
+    """Refuse a figure argument that names no spec (:class:`UsageError`, the nearest id or
+    file) before a command's heavy imports: a typo costs the Python start, not torch's, Ray's,
+    MLflow's and plotly's imports (``fedsweep.sweep.names``)."""
+    from fedsweep.sweep.names import name_problem
+
+    for name in names or []:
+        problem = name_problem(name, sweeps_dir)
+        if problem:
+            raise UsageError(problem)
 
 
 def figure_names(names: list[str] | None, sweeps_dir: Path) -> tuple[list[str], list[Path]]:

@@ -388,6 +388,11 @@ def figure_id(name: str) -> str:
     from fedsweep.cli.common import figure_names
     from fedsweep.sweep.spec import load_spec
 
+    if not name.strip():  # not "every figure": a filter that filters nothing is a mistake
+        raise UsageError(
+            f"--figure {name!r}: an empty name names no figure (allowed: a figure id, e.g. "
+            "bherd-fig3a, or a spec file's path; leave --figure out for every run)"
+        )
     ids, files = figure_names([name], Path("sweeps"))
     return ids[0] if ids else load_spec(files[0]).figure
 
@@ -440,7 +445,8 @@ def runs(
         if status:
             wheres.append(f"fedsweep.status={status}")
         filters, by_hash = parse_filters(wheres, config_hash)
-        figure = figure_id(figure) if figure else None  # a bad name fails before the store
+        # a bad name ('' included) fails before the store
+        figure = figure_id(figure) if figure is not None else None
         uri, client = open_store(tracking_uri)
         exps = experiment_ids(client, experiment)
         if figure:
@@ -551,7 +557,7 @@ def compare(
         from fedsweep.plugins import load_plugins
 
         load_plugins(plugin)  # parts the runs' configs name (a tau rule of your own)
-        if not (ids or where or config_hash or figure):
+        if not (ids or where or config_hash or figure is not None):
             raise UsageError(
                 "choose runs to compare: RUN_ID..., --figure ID, --where KEY=VALUE (e.g. "
                 "--figure bherd-fig3a --where bherd.alpha=0.3) or --hash HASH"
@@ -559,7 +565,8 @@ def compare(
         if not re.fullmatch(r"[\w.\-]+", name):
             raise UsageError(f"--name {name!r}: use letters, digits, '.', '-' and '_'")
         filters, by_hash = parse_filters(where, config_hash)
-        figure = figure_id(figure) if figure else None  # a bad name fails before the store
+        # a bad name ('' included) fails before the store
+        figure = figure_id(figure) if figure is not None else None
         uri, client = open_store(tracking_uri)
         exps = experiment_ids(client, experiment)
         chosen = [_get_run(client, rid) for rid in ids]

@@ -15,6 +15,7 @@ from fedsweep.cli.common import (
     SetOption,
     TrackingUriOption,
     UsageError,
+    check_figure_names,
     clean_errors,
     complete_figure,
     fail,
@@ -105,6 +106,7 @@ def figures(
     could not be written, 2 for bad input (an unknown --metric included) or a store that does
     not exist (this command never creates one)."""
     with clean_errors():
+        check_figure_names(figure, sweeps_dir)  # a typo: before the heavy imports
         from dashboards import FigureOptions, FigureSelectionError, build_figures
         from dashboards.build import FigureBuildWarning
         from fedsweep.config.load import parse_overrides
@@ -142,6 +144,7 @@ def figures(
         except OutputWriteError as err:  # a full disk, a file-size limit: the old files stay
             fail(str(err), EXIT_FAILED)
     failed = 0
+    busy = sweeping_now(uri, [r.figure_id for r in results if r.missing > 0], profile)
     for res in results:
         files = ", ".join(p.name for p in res.files) or "no files"
         if res.error:
@@ -151,6 +154,14 @@ def figures(
         if res.error:
             failed += 1
             typer.secho(f"  error: {res.error}", fg=typer.colors.RED, err=True)
+        elif res.figure_id in busy:  # runs missing because a sweep of it runs right now
+            typer.echo(
+                f"  {res.missing} of {res.expected_runs} runs missing at --profile {profile}: "
+                f"{res.figure_id} [{profile}] is being swept into this store now, by "
+                f"{busy[res.figure_id]}; wait for it with "
+                f"{_sweep_command(res.figure_id, profile, set_, tracking_uri)} --wait (it "
+                "returns when that sweep ends, reusing its runs), then draw again"
+            )
         elif res.missing > 0:  # a partial (or empty) figure: say what is missing and how to run it
             typer.echo(
                 f"  {res.missing} of {res.expected_runs} runs missing at --profile {profile}; "
@@ -158,12 +169,30 @@ def figures(
             )
     typer.echo(f"index: {(out / 'index.html').resolve()}")
     if results and not failed and all(r.run_count == 0 for r in results):
+        why = " yet (being swept now: see above)" if busy else ""
         typer.echo(
-            f"nothing drawn: the store {uri} has no runs of these figures at --profile {profile}"
+            f"nothing drawn: the store {uri} has no runs of these figures at --profile "
+            f"{profile}{why}"
         )
     if failed:  # the others are drawn; the exit status says not all of them
         typer.secho(f"{failed} figure(s) failed (see above)", fg=typer.colors.RED, err=True)
         raise typer.Exit(EXIT_FAILED)
+
+
+def sweeping_now(uri: str, figures: list[str], profile: str) -> dict[str, str]:
+    """The figures among ``figures`` whose sweep at ``profile`` holds its driver claim in the
+    store now (``sweep.locking.store_driver_claim``), with who runs it (``PID 123 on host
+    (since ...)``). Reading only; a store that cannot say is taken as having none."""
+    if not figures:
+        return {}
+    from fedsweep.tracking.claims import Claims, claim_name, describe
+
+    try:
+        claims = Claims(uri)
+        holders = {f: claims.holder(claim_name("driver", f"{f}.{profile}")) for f in figures}
+    except Exception:  # noqa: BLE001 - a hint, never a reason to fail the figures
+        return {}
+    return {f: describe(h) for f, h in holders.items() if h}
 
 
 def store_profile(uri: str, ids: list[str], spec_files: list[Path]) -> str:

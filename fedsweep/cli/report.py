@@ -16,6 +16,7 @@ from fedsweep.cli.common import (
     ReadProfileOption,
     TrackingUriOption,
     UsageError,
+    check_figure_names,
     clean_errors,
     complete_figure,
     fail,
@@ -26,11 +27,11 @@ from fedsweep.cli.common import (
 def report(
     profile: ReadProfileOption = None,
     out: Annotated[
-        Path,
+        str,
         typer.Option(
             metavar="DIR", help="Where the reports go: <paper>.md, claims-<profile>.json."
         ),
-    ] = Path("docs/reproduction"),
+    ] = "docs/reproduction",
     figure: Annotated[
         list[str] | None,
         typer.Option(
@@ -57,6 +58,7 @@ def report(
     claims-<profile>.json. Reads the store only (never runs anything). Exit status 1 when a
     figure could not be built, 2 for bad input or a store that does not exist."""
     with clean_errors():
+        check_figure_names(figure, sweeps_dir)  # a typo: before the heavy imports
         from dashboards import FigureSelectionError, build_figures
         from dashboards.build import FigureBuildWarning
         from dashboards.registry import REPORT_SECTIONS
@@ -65,6 +67,7 @@ def report(
         from fedsweep.plugins import load_plugins
         from fedsweep.tracking.store import resolve_tracking_uri
 
+        out_dir = report_folder(out)  # before the store is read: nothing left behind
         load_plugins(plugin)
         uri = resolve_tracking_uri(tracking_uri)
         figure, files = figure_names(figure, sweeps_dir)
@@ -112,7 +115,7 @@ def report(
 
                     for add_section in REPORT_SECTIONS.values():
                         add_section(results, rebuild, uri, profile, sweeps_dir)
-            files, rows = write_report(results, out, build_meta(profile, sweeps_dir.resolve()))
+            files, rows = write_report(results, out_dir, build_meta(profile, sweeps_dir.resolve()))
         except FigureSelectionError as err:
             raise UsageError(str(err)) from None
         except OutputWriteError as err:
@@ -126,3 +129,17 @@ def report(
     if failed:
         typer.secho(f"{len(failed)} figure(s) failed: {', '.join(failed)}", fg="red", err=True)
         raise typer.Exit(EXIT_FAILED)
+
+
+def report_folder(out: str) -> Path:
+    """``--out`` as a folder the reports can be written to, checked without creating it
+    (:func:`fedsweep.core.atomic.folder_problem`). The option is a plain string because a
+    ``Path`` turns ``--out ''`` into ``.``, which wrote the reports into the current folder."""
+    from fedsweep.core.atomic import FOLDER_ALLOWED, folder_problem
+
+    if not out.strip():
+        raise UsageError(f"--out {out!r}: empty ({FOLDER_ALLOWED}, e.g. docs/reproduction)")
+    problem = folder_problem(out, "--out")
+    if problem:
+        raise UsageError(problem)
+    return Path(out)

@@ -26,6 +26,7 @@ from fedsweep.cli.common import (
     ProfileOption,
     TrackingUriOption,
     UsageError,
+    check_figure_names,
     clean_errors,
     fail,
 )
@@ -42,12 +43,13 @@ def robustness(
         ),
     ],
     axis: Annotated[
-        str,
+        list[str],
         typer.Option(
             "--axis",
             metavar="KEY=V1,V2,...",
             help="The config key to vary and its values, each a --set value (YAML), "
-            f"{AXIS_EXAMPLE}. One axis.",
+            f"{AXIS_EXAMPLE}: a key the figure's trials read that changes their runs (not "
+            "one its panels or curves set). One axis: given twice, refused.",
         ),
     ],
     profile: ProfileOption = "quick",
@@ -87,6 +89,8 @@ def robustness(
     the value the profile runs as configured. `fedsweep report` embeds the maps found in
     <report dir>/robustness/. Exit status 1 when a trial or the figure failed (the map is
     still written), 2 for bad input."""
+    with clean_errors():
+        check_figure_names([figure], sweeps_dir)  # a typo: before the heavy imports
     from fedsweep.plugins import load_plugins
     from fedsweep.sweep.spec import check_panel_filter, find_spec, load_spec, parse_panel_filter
     from fedsweep.tracking.store import check_tracking_uri, resolve_tracking_uri
@@ -102,12 +106,14 @@ def robustness(
         panels = parse_panel_filter(panel) or None
         if panels:
             check_panel_filter(spec, profile, panels, str(spec_path))
-        key, values = parse_axis(axis)
+        check_claims(spec, spec_path)
+        key, values = parse_axis(one_axis(axis))
         check_axis_key(spec, profile, key)
 
         from dashboards.robustness import configured_columns
 
         configured = configured_columns(spec, profile, key, values, panels)
+        check_axis_changes(spec, profile, key, values, panels)
         uri = resolve_tracking_uri(tracking_uri)
         if plan:
             _print_plans(
@@ -218,21 +224,95 @@ def parse_axis(text: str) -> tuple[str, list[Any]]:
     return key, values
 
 
+def one_axis(axes: list[str]) -> str:
+    """The one ``--axis`` given: a second one would silently replace the first (a map has one
+    axis; a product of two is a map per value of the other, each its own command)."""
+    if len(axes) > 1:
+        raise UsageError(
+            f"--axis given {len(axes)} times ({'; '.join(axes)}): a verdict map has one axis "
+            "(allowed: one --axis KEY=V1,V2,...; for a second key, one map per value of it, "
+            "each of a spec of your own that sets it in base: (extends: FIGURE))"
+        )
+    return axes[0]
+
+
+def check_claims(spec, spec_path: Path) -> None:
+    """A map is the figure's claims x the axis values: a spec without claims (or with one no
+    criterion judges) has nothing to map, and would run its sweeps for nothing."""
+    from dashboards.registry import claim_problem
+
+    if not spec.claims:
+        raise UsageError(
+            f"{spec_path}: {spec.figure} has no claims: a verdict map judges a figure's claims "
+            "along the axis, so there is nothing to map (allowed: a figure with claims:; "
+            "fedsweep sweep --set KEY=VALUE runs it at other values)"
+        )
+    problem = claim_problem(spec.claims)
+    if problem:
+        raise UsageError(f"{spec_path}: {problem}")
+
+
+def check_axis_changes(spec, profile: str, key: str, values, panels) -> None:
+    """Each axis value must give other runs than the others: a key no run's numbers depend
+    on (``seed``, set per trial by the figure's seeds; ``name``, ``tracking.*`` and the other
+    keys left out of the config hash) or two values that are one (``0.1`` and ``1e-1``) would
+    map the same runs under several headings."""
+    from fedsweep.config.hashing import HASH_EXCLUDED
+    from fedsweep.sweep.spec import expand
+
+    if key == "seed":
+        raise UsageError(
+            f"--axis seed: the seeds of {spec.figure} set each trial's seed (a verdict is over "
+            "them), so the values change no run; vary another key (the seeds: the spec's "
+            f"seeds or profiles.{profile}.seeds)"
+        )
+    excluded = next((k for k in HASH_EXCLUDED if key == k or key.startswith(k + ".")), None)
+    if excluded is not None:
+        raise UsageError(
+            f"--axis {key}: {excluded} cannot change a run's numbers (keys left out of the "
+            f"config hash: {', '.join(HASH_EXCLUDED)}); vary a key that does"
+        )
+    seen: dict[tuple, str] = {}
+    for value in values:
+        trials = expand(spec, profile, extra={key: value.value}, panels=panels)
+        hashes = tuple(sorted(t.config_hash for t in trials))
+        if hashes in seen:
+            raise UsageError(
+                f"--axis {key}={seen[hashes]},{value.text}: the two values give the same runs "
+                f"(the same config hashes): {key} does not change the runs of {spec.figure} "
+                "there; give values that differ, or vary a key its trials read"
+            )
+        seen[hashes] = value.text
+
+
 def check_axis_key(spec, profile: str, key: str) -> None:
     """Refuse a key the figure itself varies: one its curves set (its comparison: one value for
-    every curve would erase it) or a plain panel axis (choose panels with ``--panel``)."""
+    every curve would erase it) or a panel axis sets (choose panels with ``--panel``)."""
+    from fedsweep.sweep.spec import key_setters, overlaps
+
     if key in spec.panels:
         raise UsageError(
             f"--axis {key}: a panel axis of {spec.figure} (its panels compare its values); "
             f"choose panels with --panel {key}=..., vary another key"
         )
+    axes, _ = key_setters(spec, profile, key)
+    if axes:
+        raise UsageError(
+            f"--axis {key}: the panels of {spec.figure}'s axis {axes[0]} set it (its panels "
+            f"compare them); choose panels with --panel {axes[0]}=..., vary another key"
+        )
     prof = spec.profiles[profile]
     setters = [
         c.label
         for c in spec.curve_list()
-        if key in c.set
-        or (c.derive is not None and key in c.derive.set)
-        or key in prof.curve_set.get(c.label, {})
+        if any(
+            overlaps(key, k)
+            for k in (
+                *c.set,
+                *(c.derive.set if c.derive is not None else ()),
+                *prof.curve_set.get(c.label, {}),
+            )
+        )
     ]
     if setters:
         raise UsageError(
@@ -266,6 +346,7 @@ def _print_plans(spec_path, profile, key, values, configured, panels, data_dir, 
 
     to_run = reused = derived = total = unestimated = 0
     wall = 0.0
+    stuck = ""
     for value, star in zip(values, configured, strict=True):
         plan = plan_sweep(
             spec_path,
@@ -286,12 +367,15 @@ def _print_plans(spec_path, profile, key, values, configured, panels, data_dir, 
         total += len(plan.trials)
         unestimated += plan.unestimated
         wall += plan.wall_s
+        stuck = stuck or plan.never_starts
     line = (
         f"total: {total} trials over {len(values)} values of {key}: {to_run} to run, "
         f"{reused} reused"
         + (f", {derived} derived (they run after their sources)" if derived else "")
     )
-    if to_run > unestimated:
+    if stuck:
+        line += "; no trial can ever start here (see above)"
+    elif to_run > unestimated:
         line += f"; ≈ {duration(wall)} of wall time where measured"
     if unestimated:
         line += f"; {unestimated} trials without a measured run to estimate from"

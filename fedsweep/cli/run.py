@@ -176,9 +176,12 @@ def next_steps(run_id: str, tracking_uri: str | None) -> list[str]:
         from fedsweep.tracking.credentials import redact
 
         store = f" --tracking-uri {redact(tracking_uri)}"
+    from fedsweep.cli.common import ui_hint
+
+    ui = ui_hint(tracking_uri, store)
     return [
         f"next: fedsweep compare {run_id}{store}  (its curves)",
-        f"      fedsweep ui{store}  (every run in the MLflow UI)",
+        f"      {ui}" + ("" if ui.startswith("open ") else "  (every run in the MLflow UI)"),
     ]
 
 

@@ -20,11 +20,17 @@ from fedsweep.cli.common import (
     SetOption,
     TrackingUriOption,
     UsageError,
+    check_figure_names,
     clean_errors,
     complete_figure,
     fail,
     on_sigterm,
 )
+
+#: the most trials one spec may have at the profile without ``--yes`` (the shipped figures have
+#: at most 360): building and checking a trial takes about a millisecond, every profile of a
+#: spec is checked when it loads, and each trial is a run of minutes or more
+MAX_TRIALS = 2000
 
 
 def sweep(
@@ -121,6 +127,14 @@ def sweep(
     json_out: Annotated[
         bool, typer.Option("--json", help="With --plan: one JSON object per trial.")
     ] = False,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes",
+            help=f"Go ahead with a spec of more than {MAX_TRIALS:,} trials at the profile "
+            "(refused without it: checking them alone takes minutes).",
+        ),
+    ] = False,
 ) -> None:
     """Run sweep specs as Ray Tune trials (grid x seeds), each trial an MLflow child run.
 
@@ -133,6 +147,8 @@ def sweep(
 
     Ctrl-C or SIGTERM stops the trials (checkpoints kept), marks the parent and unfinished runs
     KILLED and exits 130 (143 for SIGTERM); --resume continues from the checkpoints."""
+    with clean_errors():
+        check_figure_names(names, sweeps_dir)  # a typo: before the heavy imports (torch)
     from fedsweep.config.load import parse_overrides
     from fedsweep.plugins import load_plugins
     from fedsweep.sweep.spec import (
@@ -141,6 +157,7 @@ def sweep(
         find_spec,
         load_spec,
         parse_panel_filter,
+        read_spec,
         spec_paths,
     )
 
@@ -159,6 +176,7 @@ def sweep(
                 "--panel: name the spec(s) it applies to (panel axes differ between figures)"
             )
         specs: list[Path] = [find_spec(name, sweeps_dir) for name in names or []]
+        check_named_once(names or [], specs)
         if profile is None:
             if not specs and not plan:  # every spec for hours, by accident: ask for it by name
                 raise UsageError(
@@ -169,16 +187,23 @@ def sweep(
             profile = "quick"
         if specs:
             for path in specs:  # validate every named spec before anything runs
-                loaded = load_spec(path)
+                spec = read_spec(path)  # its trials counted before they are built
                 if panels:
-                    check_panel_filter(loaded, profile, panels, str(path))
+                    check_panel_filter(spec, profile, panels, str(path))
+                check_size(spec, path, profile, panels, yes)
+                loaded = load_spec(path)
+                check_claims(loaded, path)
                 figures.append(loaded.figure)
+            check_figures_once(specs, figures)
         else:
             for path in spec_paths(sweeps_dir):
                 try:
-                    figures.append(load_spec(path).figure)
+                    check_size(read_spec(path), path, profile, None, yes)
+                    loaded = load_spec(path)
+                    check_claims(loaded, path)
+                    figures.append(loaded.figure)
                     specs.append(path)
-                except SpecError as err:
+                except (SpecError, UsageError) as err:
                     reason = str(err).splitlines()[-1].strip()
                     typer.echo(f"skipping {path}: this code cannot run it yet ({reason})")
             if not specs:
@@ -187,9 +212,18 @@ def sweep(
             raise UsageError("--json: only with --plan (it prints the plan as JSON)")
         if plan:
             _print_plans(
-                specs, profile, overrides, data_dir, tracking_uri, max_concurrent, json_out, panels
+                specs,
+                profile,
+                overrides,
+                data_dir,
+                tracking_uri,
+                max_concurrent,
+                json_out,
+                panels,
+                address,
             )
             return
+        _check_before_ray(tracking_uri, storage)
     run_args = dict(
         storage_dir=storage,
         artifact_root=artifact_root,
@@ -215,9 +249,14 @@ def sweep(
             + [f"--panel {p}" for p in panel or []]
             + ["--resume"]
         )
+        kept = (
+            ""
+            if "checkpoints are kept" in detail
+            else f"; their checkpoints are kept in {checkpoints_at(storage, tracking_uri)}"
+        )
         typer.echo(
             f"interrupted ({how}): {detail}the sweep's parent run and its unfinished trials are "
-            f"marked KILLED. Continue with: {again} (and the same --set options)",
+            f"marked KILLED{kept}. Continue with: {again} (and the same --set options)",
             err=True,
         )
         raise typer.Exit(128 + (signal.SIGTERM if terminated else signal.SIGINT)) from None
@@ -230,6 +269,93 @@ def sweep(
         typer.secho(f"sweep failed: {full}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from None
     raise typer.Exit(1 if failed else 0)
+
+
+def checkpoints_at(storage: str | None, tracking_uri: str | None) -> str:
+    """Where a sweep keeps its trials' checkpoints: ``--storage`` (a folder, or an object store
+    such as ``s3://bucket/prefix``, its credentials masked), else ``<store dir>/ray_results``
+    (``tracking.store.ray_results_dir``)."""
+    from fedsweep.tracking.credentials import redact
+    from fedsweep.tracking.store import ray_results_dir, resolve_tracking_uri
+
+    if storage:
+        return redact(str(storage))
+    try:
+        return str(ray_results_dir(resolve_tracking_uri(tracking_uri)))
+    except Exception:  # noqa: BLE001 - a hint on the way out
+        return "the store's ray_results folder"
+
+
+def check_named_once(names: list[str], specs: list[Path]) -> None:
+    """``fedsweep sweep F F`` (or F and its spec file): each spec once, else :class:`UsageError`
+    naming the repeats (it would be planned, and run, twice)."""
+    seen: dict[Path, str] = {}
+    for name, path in zip(names, specs, strict=True):
+        first = seen.get(path.resolve())
+        if first is not None:
+            same = (
+                f"{name!r} is given twice ({path})"
+                if first == name
+                else f"{first!r} and {name!r} are the same spec ({path})"
+            )
+            raise UsageError(f"FIGURE: {same}; name each figure once")
+        seen[path.resolve()] = name
+
+
+def check_figures_once(specs: list[Path], figures: list[str]) -> None:
+    """Two spec files of one figure id would sweep into one MLflow experiment: refused."""
+    for i, figure in enumerate(figures):
+        if figure in figures[:i]:
+            first = specs[figures.index(figure)]
+            raise UsageError(
+                f"FIGURE: {first} and {specs[i]} are both figure {figure!r} (one MLflow "
+                "experiment); sweep one of them, or give the other its own figure id"
+            )
+
+
+def check_size(spec, path: Path, profile: str, panels, yes: bool) -> None:
+    """A spec of more than :data:`MAX_TRIALS` trials at ``profile`` is refused without
+    ``--yes``; with it, or where the spec's other profiles are that large (loading checks
+    them all), the count is said before the trials are built, which takes a while."""
+    from fedsweep.sweep.spec import PROFILES, trial_count
+
+    count = trial_count(spec, profile, panels)
+    if count > MAX_TRIALS and not yes:
+        raise UsageError(
+            f"{path}: {spec.figure} has {count:,} trials at --profile {profile} (panels x "
+            f"curves x seeds), more than {MAX_TRIALS:,}: building and checking them alone takes "
+            f"minutes, running them far longer. Add --yes to go ahead, or make the grid smaller "
+            f"(profiles.{profile}.grid or .curves, fewer seeds, --panel)"
+        )
+    total = sum(trial_count(spec, p) for p in PROFILES)
+    if total > MAX_TRIALS:
+        typer.echo(
+            f"{spec.figure}: {count:,} trials at --profile {profile} ({total:,} in its "
+            f"{len(PROFILES)} profiles); checking them before anything starts takes a while",
+            err=True,
+        )
+
+
+def check_claims(spec, path: Path) -> None:
+    """Every claim of the spec is one fedsweep can judge (``dashboards.registry.CRITERIA``):
+    an unknown text would sweep for hours and then read "n/a" in every figure."""
+    from dashboards.registry import claim_problem
+
+    problem = claim_problem(spec.claims)
+    if problem:
+        raise UsageError(f"{path}: {problem}")
+
+
+def _check_before_ray(tracking_uri: str | None, storage: str | None) -> None:
+    """The store's URI parses and ``--storage`` can hold checkpoints (a remote one answers
+    within its probe's time), before Ray's log file is opened under the storage: a bad value
+    is one line, with nothing left behind (``run_sweep`` checks both again for its other
+    callers)."""
+    from fedsweep.sweep.ray_backend import check_storage
+    from fedsweep.tracking.store import resolve_tracking_uri
+
+    resolve_tracking_uri(tracking_uri)
+    check_storage(storage)
 
 
 def _disk_full(err: BaseException, tracking_uri: str | None):
@@ -246,7 +372,15 @@ def _disk_full(err: BaseException, tracking_uri: str | None):
 
 
 def _print_plans(
-    specs, profile, overrides, data_dir, tracking_uri, max_concurrent, as_json, panels=None
+    specs,
+    profile,
+    overrides,
+    data_dir,
+    tracking_uri,
+    max_concurrent,
+    as_json,
+    panels=None,
+    address=None,
 ):
     """``--plan``: each spec's trials and what the sweep would do with them (no Ray, no
     writes; ``fedsweep.sweep.plan``)."""
@@ -265,6 +399,7 @@ def _print_plans(
             overrides=overrides,
             max_concurrent=max_concurrent,
             panels=panels or None,
+            address=address,
         )
         plans.append(plan)
         if as_json:
@@ -293,11 +428,13 @@ def _print_plans(
         to_run = sum(p.count(RUN) for p in plans)
         reused = sum(p.count("reuse") for p in plans)
         derived = sum(p.count("derived") for p in plans)
-        wall = sum(p.wall_s for p in plans)
+        wall = sum(p.wall_s for p in plans if not p.never_starts)
+        stuck = sum(bool(p.never_starts) for p in plans)
         typer.echo(
             f"total: {sum(len(p.trials) for p in plans)} trials in {len(plans)} sweeps: "
             f"{to_run} to run, {reused} reused, {derived} derived; ≈ {duration(wall)} of "
             "wall time where measured (the sweeps run one after the other)"
+            + (f"; {stuck} of the sweeps can never start here (see above)" if stuck else "")
         )
 
 
@@ -320,7 +457,7 @@ def _run_all(specs, figures, profile: str, verbose: bool, run_args: dict) -> boo
     from fedsweep.cli.sweep_console import SweepConsole, ray_output_to
     from fedsweep.sweep.ray_backend import shutdown_ray
     from fedsweep.sweep.runner import run_sweep
-    from fedsweep.tracking.store import default_store_dir
+    from fedsweep.tracking.store import default_store_dir, ray_results_dir, resolve_tracking_uri
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     name = figures[0] if len(specs) == 1 else "sweep"
@@ -328,7 +465,12 @@ def _run_all(specs, figures, profile: str, verbose: bool, run_args: dict) -> boo
 
     storage = run_args.get("storage_dir")
     results = Path(storage) if storage and not is_remote(storage) else None
-    results = results or default_store_dir() / "ray_results"  # the log stays on this machine
+    # the log stays on this machine, beside the sweeps' Ray state (<store dir>/ray_results)
+    results = results or ray_results_dir(resolve_tracking_uri(run_args.get("tracking_uri")))
+    try:
+        (results / "logs").mkdir(parents=True, exist_ok=True)
+    except OSError:  # a store folder that cannot be made: run_sweep refuses the URI (exit 2)
+        results = default_store_dir() / "ray_results"
     log_path = results / "logs" / f"{name}-{profile}-{stamp}.log"
     ray_was_up = "ray" in sys.modules and sys.modules["ray"].is_initialized()
     capture = nullcontext((sys.stdout, sys.stderr)) if verbose else ray_output_to(log_path)
@@ -399,6 +541,7 @@ def _command_plan(console, specs, profile: str, run_args: dict) -> list:
                 overrides=run_args.get("overrides"),
                 max_concurrent=run_args.get("max_concurrent"),
                 panels=run_args.get("panels"),
+                address=run_args.get("address"),
             )
         except Exception:  # noqa: BLE001 - the sweep itself names what is wrong
             planned.append(None)
@@ -458,7 +601,9 @@ def next_commands(specs, figures, profile: str, tracking_uri: str | None) -> lis
         default = Path("sweeps") / f"{figure}.yaml"
         same = default.is_file() and default.resolve() == Path(path).resolve()
         names.append(f"--figure {figure if same else path}")
+    from fedsweep.cli.common import ui_hint
+
     return [
         f"fedsweep figures {' '.join(names)} --profile {profile}{store}",
-        f"fedsweep ui{store}",
+        ui_hint(tracking_uri, store),
     ]

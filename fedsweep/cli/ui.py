@@ -216,6 +216,27 @@ def forget(path: Path | None) -> None:
         pass
 
 
+def default_workers() -> int:
+    """The web workers of a server started without ``--workers``: one per two cores this
+    process may use, 1 to 4. MLflow's own default, 4, each importing MLflow at once, never
+    answered within the start timeout on a loaded 2-core machine, where 1 came up."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(4, cores // 2))
+
+
+def not_answered(base: str, timeout: float, workers: int, log: Path) -> str:
+    """The line for a server that did not answer in time: what to change, ``--workers`` first
+    (fewer workers start sooner on a busy machine), then ``--start-timeout``."""
+    fewer = "--workers 1 starts sooner on a busy machine, " if workers > 1 else ""
+    return (
+        f"the MLflow server did not answer on {base} within {timeout:g} s with --workers "
+        f"{workers} (stopped; {fewer}--start-timeout waits longer); its log: {log}"
+    )
+
+
 def _last_line(path: Path) -> str:
     """The log's last non-empty line (why the server stopped, usually), shortened."""
     try:
@@ -234,7 +255,13 @@ def ui(
     ] = "127.0.0.1",
     workers: Annotated[
         int | None,
-        typer.Option(metavar="N", min=1, help="Web workers (default: MLflow's, 4)."),
+        typer.Option(
+            metavar="N",
+            min=1,
+            help="Web workers (default: one per two cores of this machine, 1 to 4; 1 on a "
+            "2-core machine). Fewer start sooner on a busy machine.",
+            show_default=False,
+        ),
     ] = None,
     start_timeout: Annotated[
         float,
@@ -255,6 +282,14 @@ def ui(
 
     with clean_errors():
         uri = resolve_tracking_uri(tracking_uri)
+        from fedsweep.tracking.credentials import redact, scheme
+
+        if scheme(uri) in ("http", "https"):  # a tracking server serves its own UI
+            raise UsageError(
+                f"the store {redact(uri)} is a tracking server: it serves its own MLflow UI, "
+                f"open {redact(uri).rstrip('/')}/#/experiments (fedsweep ui serves a database "
+                "or a local store)"
+            )
         problem = bind_problem(host, port) or (
             f"port {port} on {host} is already in use (another `fedsweep ui`?); stop it or "
             "choose another with --port"
@@ -272,11 +307,10 @@ def ui(
     env = None
     if connect_uri(uri) != uri:  # a password: through the environment, not the command line
         env = {**os.environ, "MLFLOW_BACKEND_STORE_URI": connect_uri(uri)}
+    workers = workers or default_workers()
     cmd = [sys.executable, "-m", "mlflow", "ui"]
     cmd += ["--backend-store-uri", uri] if env is None else []
-    cmd += ["--host", host, "--port", str(port)]
-    if workers is not None:
-        cmd += ["--workers", str(workers)]
+    cmd += ["--host", host, "--port", str(port), "--workers", str(workers)]
     base = f"http://{url_host(host)}:{port}"
     log = log_path(uri, port)
     try:
@@ -318,10 +352,7 @@ def ui(
                 )
                 break
             if time.monotonic() > deadline:
-                failure = (
-                    f"the MLflow server did not answer on {base} within {start_timeout:g} s "
-                    f"(stopped; --start-timeout waits longer); its log: {log}"
-                )
+                failure = not_answered(base, start_timeout, workers, log)
                 break
             time.sleep(PROBE_EVERY_S)
         if not failure:

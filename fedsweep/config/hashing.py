@@ -11,6 +11,10 @@ two hashes. Until 2026-11-25 every section entered it; a config that set a secti
 (a sweep's shared ``base:``, e.g. Fig. 3a's FedAvg (RR) curve under a ``bherd:`` base) was hashed
 with it, and :func:`legacy_config_hash` still computes that hash, so those finished runs are found
 (a sweep ``Trial.legacy_hash``; figures and ``sweep --plan`` look under both).
+
+A setting of a used section that the section's own choice does not read
+(:data:`UNREAD_SETTINGS`: ``data.quantity_skew_exponent`` without ``data.quantity_skew:
+powerlaw``) cannot change a run either, and leaves the hash the same way.
 """
 
 from __future__ import annotations
@@ -27,13 +31,45 @@ from fedsweep.config.schema import RENAMED, RunConfig
 HASH_EXCLUDED = ("name", "threads", "device", "tracking", "data.root", "data.download")
 
 
+#: settings read only when another key of their section has one of some values: dotted key ->
+#: (that key, the values it is read with). Set otherwise, they cannot change a run: ``run`` and
+#: ``validate`` refuse them, the hash and a sweep's trials leave them out (:func:`drop_unused`).
+UNREAD_SETTINGS = {"data.quantity_skew_exponent": ("data.quantity_skew", ("powerlaw",))}
+
+
+def setting_value(config: BaseModel, key: str):
+    """The value of dotted ``key`` in ``config`` (``data.quantity_skew``)."""
+    for part in key.split("."):
+        config = getattr(config, part)
+    return config
+
+
+def unread_settings(config: RunConfig) -> list[str]:
+    """The keys of :data:`UNREAD_SETTINGS` that ``config`` sets away from their default although
+    its choice does not read them (``data.quantity_skew_exponent: 0.5`` with
+    ``data.quantity_skew: none``)."""
+    out = []
+    for key, (choice, readers) in UNREAD_SETTINGS.items():
+        section, name = key.rsplit(".", 1)
+        changed = setting_value(config, section).model_dump(exclude_defaults=True)
+        if setting_value(config, choice) not in readers and name in changed:
+            out.append(key)
+    return out
+
+
 def config_hash(config: RunConfig) -> str:
     """Stable hash of everything in a config that can change its numbers: the values that differ
     from the schema defaults (so adding a field whose default keeps the old behaviour orphans no
-    finished run) in the general sections and the sections of the components in use."""
+    finished run) in the general sections and the sections of the components in use, less the
+    settings their section's choices do not read (:func:`unread_settings`)."""
     tree = config.model_dump(mode="json", exclude_defaults=True)
     for section in unused_sections(config):
         tree.pop(section, None)
+    for key in unread_settings(config):
+        section, name = key.rsplit(".", 1)
+        tree.get(section, {}).pop(name, None)
+        if tree.get(section) == {}:
+            tree.pop(section)
     return _digest(config, tree)
 
 
@@ -55,12 +91,20 @@ def unused_sections(config: RunConfig) -> list[str]:
 
 
 def drop_unused(config: RunConfig) -> RunConfig:
-    """``config`` with every section it does not use back at its defaults (a sweep's shared
-    ``base:`` sets sections some curves do not use: those curves run and log without them)."""
+    """``config`` with every section it does not use, and every setting it does not read
+    (:func:`unread_settings`), back at its defaults (a sweep's shared ``base:`` sets sections
+    some curves do not use: those curves run and log without them)."""
     unused = unused_sections(config)
-    if not unused:
+    unread = unread_settings(config)
+    if not unused and not unread:
         return config
-    return config.model_copy(update={name: type(getattr(config, name))() for name in unused})
+    update = {name: type(getattr(config, name))() for name in unused}
+    for key in unread:
+        section, name = key.rsplit(".", 1)
+        owner = update.get(section, getattr(config, section))
+        default = type(owner).model_fields[name].default
+        update[section] = owner.model_copy(update={name: default})
+    return config.model_copy(update=update)
 
 
 def _digest(config: RunConfig, tree: dict) -> str:

@@ -8,7 +8,7 @@ from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from fedsweep.config.hashing import drop_unused, unused_sections
+from fedsweep.config.hashing import UNREAD_SETTINGS, drop_unused, unread_settings, unused_sections
 from fedsweep.config.schema import (
     RunConfig,
     expand_blocks,
@@ -197,6 +197,7 @@ def build_config(
     problems = feasibility_errors(config, files=files)
     if unused == "refuse":
         problems += unused_problems(config, base, overrides or {})
+        problems += unread_problems(config, base, overrides or {})
     if problems:
         raise ConfigError("\n".join([f"invalid config ({source}):", *problems]))
     return drop_unused(config) if unused == "refuse" else config
@@ -255,6 +256,32 @@ def unused_problems(config: RunConfig, tree: dict[str, Any], overrides: dict[str
                 f"(read only by {choices}; here {current}): it cannot change the run. Remove "
                 f"it, or choose a component that reads it"
             )
+    return out
+
+
+def unread_problems(config: RunConfig, tree: dict[str, Any], overrides: dict[str, Any]) -> list:
+    """One line per setting that ``config``'s choice in its section does not read
+    (``fedsweep.config.hashing.unread_settings``: ``data.quantity_skew_exponent`` without
+    ``data.quantity_skew: powerlaw``), given by an override or in the file ``tree`` when the
+    file's own choice does not read it either (as :func:`unused_problems` does for sections)."""
+    out = []
+    for key in unread_settings(config):
+        choice, readers = UNREAD_SETTINGS[key]
+        section, name = key.rsplit(".", 1)
+        block = tree.get(section)
+        block = block if isinstance(block, dict) else {}
+        default = type(getattr(config, section)).model_fields[choice.rsplit(".", 1)[1]].default
+        own = block.get(choice.rsplit(".", 1)[1], default)
+        given = key in overrides or section in overrides or (name in block and own not in readers)
+        if not given:
+            continue
+        value = getattr(getattr(config, section), name)
+        current = getattr(getattr(config, section), choice.rsplit(".", 1)[1])
+        out.append(
+            f"  field `{key}`: got {value!r}, but {choice} is {current!r}: it is read only with "
+            f"{choice} {' or '.join(readers)}, so it cannot change the run. Remove it, or set "
+            f"{choice}={readers[0]}"
+        )
     return out
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -137,3 +138,31 @@ def remove_stale_parts(folder: str | Path) -> list[Path]:
         except OSError:
             pass
     return removed
+
+
+#: what an output folder option accepts (:func:`folder_problem`)
+FOLDER_ALLOWED = "allowed: a folder that exists or can be created, and can be written"
+
+
+def folder_problem(path: str | Path, option: str) -> str | None:
+    """Why ``path`` cannot be an output folder, in one line naming ``option`` (``--out``), or
+    None. Nothing is created: the folder it is, or the nearest existing one it would be created
+    in, is tried with a temporary folder removed at once, so a command can check its output
+    before it reads a store or starts Ray and leave nothing behind when another check fails.
+    Trying beats ``os.access``: root passes that everywhere, yet cannot write under ``/proc``,
+    ``/sys`` or on a read-only mount."""
+    path = Path(path)
+    if os.path.islink(path) and not os.path.exists(path):
+        return f"{option} {path}: a link to nothing, not a folder ({FOLDER_ALLOWED})"
+    base = path
+    while not os.path.exists(base) and base != base.parent:  # os.path: False on EACCES too
+        base = base.parent
+    if not os.path.isdir(base):
+        where = "is a file" if base == path else f"is inside the file {base}"
+        return f"{option} {path}: {where}, not a folder ({FOLDER_ALLOWED})"
+    try:
+        probe = tempfile.mkdtemp(prefix=".fedsweep-probe-", dir=base)
+    except OSError as err:
+        return f"{option} {path}: cannot write in {base} ({err.strerror or err}; {FOLDER_ALLOWED})"
+    os.rmdir(probe)
+    return None

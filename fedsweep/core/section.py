@@ -71,6 +71,34 @@ class NoBoolNumbers(BaseModel):
                 raise ValueError(f"a boolean is not {kind} (allowed: a list of {noun}s)")
         return value
 
+    @field_validator("*", mode="after")
+    @classmethod
+    def _fits_int64(cls, value: Any, info: ValidationInfo) -> Any:
+        """An integer beyond 64 bits (``rounds: 99999999999999999999``) passes pydantic's
+        ``int`` but not numpy, torch or MLflow: refused here, not mid-run."""
+        if info.field_name is None:
+            return value
+        items = value if isinstance(value, list | tuple) else (value,)
+        for item in items:
+            if _beyond_int64(item):
+                bounds = numeric_bounds(cls.model_fields[info.field_name])
+                joined = f"{bounds} and" if bounds else ""
+                what = f"{item} does" if item is not value else "does"
+                raise ValueError(
+                    f"{what} not fit a 64-bit integer (allowed: an integer{joined} <= {INT64[1]})"
+                )
+        return value
+
+
+#: the range of a 64-bit signed integer (numpy's and torch's int64, MLflow's integers)
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def _beyond_int64(value: Any) -> bool:
+    return (
+        isinstance(value, int) and not isinstance(value, bool) and not INT64[0] <= value <= INT64[1]
+    )
+
 
 class Section(NoBoolNumbers):
     # allow_inf_nan=False: `.inf`, `1e400` (overflows to inf) and `.nan` are refused everywhere

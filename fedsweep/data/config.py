@@ -7,7 +7,11 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from fedsweep.core.section import Section
-from fedsweep.data.partitions import POWERLAW_EXPONENT, QUANTITY_SKEW_PARTITIONS
+from fedsweep.data.partitions import (
+    MIN_POWERLAW_EXPONENT,
+    POWERLAW_EXPONENT,
+    QUANTITY_SKEW_PARTITIONS,
+)
 
 
 class DataConfig(Section):
@@ -28,10 +32,11 @@ class DataConfig(Section):
     )
     quantity_skew_exponent: float = Field(
         POWERLAW_EXPONENT,
-        gt=0,
+        ge=MIN_POWERLAW_EXPONENT,
         description="Exponent a of the powerlaw sizes: the N quantiles of Pareto(a), "
         "P(x > s) = s^-a (rank-size n_(r) ~ (r - 1/2)^(-1/a); 1: Zipf's law); smaller a, more "
-        "skew (§9.5).",
+        f"skew, down to {MIN_POWERLAW_EXPONENT} (one client holds all but one sample per other "
+        "client); read only with quantity_skew powerlaw (§9.5).",
     )
     train_subset: int | None = Field(
         None, ge=1, description="Use only the first n training samples (file order)."

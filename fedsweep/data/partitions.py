@@ -35,6 +35,11 @@ QUANTITY_SKEWS = ("none", "powerlaw")
 QUANTITY_SKEW_PARTITIONS = ("iid",)
 #: the default tail exponent ``a`` of the power-law client sizes (Zipf's law, section 9.5)
 POWERLAW_EXPONENT = 1.0
+#: the smallest exponent ``a`` a config may set: the largest weight, ``(2N)^(1/a)``, stays a
+#: finite float for every ``N`` up to 60,000 clients (below about 0.016 it overflows, and the
+#: sizes with it, to negative numbers); at 0.05 one client already holds all but one sample
+#: per other client, so a smaller ``a`` could not give more skew anyway
+MIN_POWERLAW_EXPONENT = 0.05
 #: every client's minimum number of samples under a quantity skew
 QUANTITY_MIN_SIZE = 1
 
@@ -343,8 +348,15 @@ def powerlaw_sizes(
         )
     gen = _as_rng(rng, "powerlaw")
     ranks = np.arange(1, n_clients + 1, dtype=np.float64)
-    weights = ((ranks - 0.5) / n_clients) ** (-1.0 / float(exponent))  # descending
-    share = weights / weights.sum() * free
+    with np.errstate(over="ignore"):  # a tiny exponent: inf, refused below (not negative sizes)
+        weights = ((ranks - 0.5) / n_clients) ** (-1.0 / float(exponent))  # descending
+        weight_sum = weights.sum()
+    if not np.isfinite(weight_sum):
+        raise ValueError(
+            f"powerlaw exponent {exponent!r} is too small for {n_clients} clients: the sizes' "
+            f"weights overflow (allowed: >= {MIN_POWERLAW_EXPONENT})"
+        )
+    share = weights / weight_sum * free
     sizes = np.floor(share).astype(np.int64)
     left = free - int(sizes.sum())
     order = np.argsort(-(share - sizes), kind="stable")

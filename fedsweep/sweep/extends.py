@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import difflib
 import re
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,68 @@ SWEEPS_DIRS = (Path("sweeps"), Path(__file__).resolve().parents[2] / "sweeps")
 SPEC_SUFFIXES = (".yaml", ".yml")
 #: top-level keys that make a YAML file a sweep spec (a run config has none of them)
 SPEC_MARKERS = ("figure", "extends", "add_curves", "base", "panels", "curves", "profiles")
+
+
+#: the warnings printed so far (each once per process: a command loads a spec several times)
+_WARNED: set[str] = set()
+#: the specs being checked as claimants of a figure id (a claimant that extends its way back
+#: here is not loaded again)
+_CHECKING: set[Path] = set()
+
+
+def _warn(text: str) -> None:
+    """One ``warning:`` line on stderr, once per process."""
+    if text not in _WARNED:
+        _WARNED.add(text)
+        print(f"warning: {text}", file=sys.stderr, flush=True)
+
+
+def shadow_warning(found: Path, ref: str, where: str) -> None:
+    """Warn in one line when ``found``, the spec figure id ``ref`` resolved to for ``where``
+    (``extends`` in a spec, a command's FIGURE), is not fedsweep's shipped spec of that id but
+    a different file of the same id: a local copy that shadows the shipped figure. A copy with
+    the same bytes shadows nothing and says nothing."""
+    shipped = SWEEPS_DIRS[-1] / f"{ref}.yaml"
+    try:
+        if not shipped.is_file() or shipped.resolve() == Path(found).resolve():
+            return
+        if _figure_of(shipped) != ref or shipped.read_bytes() == Path(found).read_bytes():
+            return
+    except OSError:
+        return
+    _warn(
+        f"{where}: figure id {ref!r} is {found}, not the shipped {shipped}: the local spec "
+        "shadows it (give the shipped spec's path to use it, or give yours its own id)"
+    )
+
+
+#: loads a spec file, raising ``SpecError`` (``fedsweep.sweep.spec.load_spec``, which imports
+#: this module and so hands itself in: :func:`spec_tree`'s ``load``)
+Loader = Callable[[Path], object]
+
+
+def _load_problem(candidate: Path, load: Loader | None) -> str:
+    """Why ``candidate`` does not load as a spec (first line of its error), "" when it does;
+    without ``load``, only its own keys are checked (not its trials)."""
+    target = candidate.resolve()
+    if target in _CHECKING:
+        return "it extends its way back to the spec being resolved"
+    _CHECKING.add(target)
+    try:
+        if load is not None:
+            load(candidate)
+        else:
+            SweepSpec.model_validate(spec_tree(target, ()))
+    except ValidationError as err:
+        return f"invalid sweep spec {candidate}: {err.errors()[0]['msg']}"
+    except SpecError as err:
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        return " ".join(lines[:2]) if lines[0].endswith(":") else lines[0]
+    except RecursionError:
+        return "nested too deeply to be a sweep spec"
+    finally:
+        _CHECKING.discard(target)
+    return ""
 
 
 def sweep_spec_keys(tree: Any) -> list[str]:
@@ -92,11 +156,15 @@ def _claims(candidate: Path, ref: str) -> bool:
     return re.search(line, text, flags=re.MULTILINE) is not None
 
 
-def _spec_of_figure(ref: str, folder: Path, path: Path, folders: list[Path]) -> Path | None:
+def _spec_of_figure(
+    ref: str, folder: Path, path: Path, folders: list[Path], load: Loader | None = None
+) -> Path | None:
     """The one spec of ``folder`` whose figure id is ``ref``, None when there is none. Files
     that cannot be read as YAML are skipped, unless one is that spec (:func:`_claims`): then its
-    error is raised; two specs with the figure id are an error naming both. Only ``<ref>.yaml``
-    and files whose text contains ``ref`` are read, and none that resolves outside ``folders``."""
+    error is raised; two specs with the figure id are an error naming both. Where several files
+    claim the id and exactly one loads as a spec, the broken ones (invalid YAML or an invalid
+    spec: a work-in-progress copy) are skipped with one warning each. Only ``<ref>.yaml`` and
+    files whose text contains ``ref`` are read, and none that resolves outside ``folders``."""
     me = path.resolve()
     found: dict[Path, Path] = {}  # resolved -> as listed
     broken: list[tuple[Path, str]] = []
@@ -122,6 +190,20 @@ def _spec_of_figure(ref: str, folder: Path, path: Path, folders: list[Path]) -> 
             continue
         if isinstance(tree, dict) and tree.get("figure") == ref:
             found[target] = candidate
+    if len(found) + len(broken) > 1:  # one may be a broken copy: only specs that load count
+        for target, candidate in list(found.items()):
+            problem = _load_problem(candidate, load)
+            if problem:
+                del found[target]
+                broken.append((candidate, problem))
+        if len(found) == 1:
+            (chosen,) = found.values()
+            for candidate, problem in broken:
+                _warn(
+                    f"{path}: extends {ref!r}: skipped {candidate}, which sets figure {ref!r} "
+                    f"but is not a valid spec ({problem}); using {chosen}"
+                )
+            return next(iter(found))
     claimants = [*found.values(), *(c for c, _ in broken)]
     if len(claimants) > 1:
         names = ", ".join(str(c) for c in sorted(claimants))
@@ -139,12 +221,14 @@ def _spec_of_figure(ref: str, folder: Path, path: Path, folders: list[Path]) -> 
     return next(iter(found), None)
 
 
-def resolve_extends(ref: Any, path: Path) -> Path:
+def resolve_extends(ref: Any, path: Path, load: Loader | None = None) -> Path:
     """The spec file ``extends: ref`` in ``path`` names: a path relative to ``path``'s folder
     (``*.yaml``/``*.yml`` or containing ``/``) that resolves (symlinks and ``..`` included)
     inside that folder or a ``sweeps/`` folder, else a figure id of exactly one spec in
     ``path``'s folder or, when it has none, in ``sweeps/`` (the working directory's, then
-    fedsweep's own). Anything else is a :class:`SpecError` saying what is allowed."""
+    fedsweep's own). Anything else is a :class:`SpecError` saying what is allowed. ``load``
+    tells a broken copy among several files of one figure id from the spec
+    (:func:`_spec_of_figure`)."""
     path = Path(path)
     here = path.resolve().parent
     folders = _spec_folders(here)
@@ -172,8 +256,9 @@ def resolve_extends(ref: Any, path: Path) -> Path:
             f"{allowed}"
         )
     for folder in folders:
-        found = _spec_of_figure(ref, folder, path, folders)
+        found = _spec_of_figure(ref, folder, path, folders, load)
         if found is not None:
+            shadow_warning(found, ref, f"{path}: extends")
             return found
     known: dict[str, Path] = {}
     for folder in folders:
@@ -216,11 +301,14 @@ def _curve_dicts(curves: Any, where: str) -> list[dict[str, Any]]:
 
 
 def spec_tree(
-    path: Path, chain: tuple[Path, ...], levels: list[tuple[Path, dict[str, Any]]] | None = None
+    path: Path,
+    chain: tuple[Path, ...],
+    levels: list[tuple[Path, dict[str, Any]]] | None = None,
+    load: Loader | None = None,
 ) -> dict[str, Any]:
     """The spec's YAML with its ``extends`` chain resolved (rules: the module docstring).
     ``levels`` gets (file, its tree resolved so far) for each spec of the chain, the first
-    (the one that extends nothing) first."""
+    (the one that extends nothing) first; ``load``: see :func:`resolve_extends`."""
     tree = _read_tree(path)
     ref = tree.pop("extends", None)
     added = tree.pop("add_curves", None)
@@ -230,11 +318,11 @@ def spec_tree(
         if levels is not None:
             levels.append((path, tree))
         return tree
-    parent_path = resolve_extends(ref, path)
+    parent_path = resolve_extends(ref, path, load)
     if parent_path in (*chain, path):
         cycle = " -> ".join(str(p) for p in (*chain, path, parent_path))
         raise SpecError(f"{path}: key `extends`: circular extension ({cycle})")
-    parent = spec_tree(parent_path, (*chain, path), levels)
+    parent = spec_tree(parent_path, (*chain, path), levels, load)
     for key in ("figure", "title"):
         if not tree.get(key):
             raise SpecError(

@@ -32,21 +32,27 @@ class SweepBusyError(RuntimeError):
 @contextlib.contextmanager
 def driver_lock(path: Path, figure: str, profile: str, uri: str, wait: bool, echo):
     """Hold ``path`` (an exclusive ``flock``, released by the OS even on ``kill -9``) while
-    driving a sweep; the file says who holds it. A second driver of the same sweep and store
-    raises :class:`SweepBusyError` naming the running one, or with ``wait`` blocks until it
-    ends. Without ``fcntl`` (Windows) there is no lock."""
+    driving a sweep; the file says who holds it, and is removed when the sweep ends. A second
+    driver of the same sweep and store raises :class:`SweepBusyError` naming the running one,
+    or with ``wait`` blocks until it ends. Without ``fcntl`` (Windows) there is no lock.
+
+    Removing the file on release races a driver that opened it before: that driver then holds
+    a lock on a removed file while a third one creates a new file. So a driver that gets the
+    lock checks that ``path`` is still the file it locked, and opens it afresh when not."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover
         yield
         return
-    with open(path, "a+") as handle:
+    while True:
+        handle = open(path, "a+")  # noqa: SIM115 - closed below, or kept while held
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.seek(0)
             holder = _holder_text(handle.read())
             if not wait:
+                handle.close()
                 raise SweepBusyError(
                     f"{figure} [{profile}] is already being swept into {uri} by {holder}; "
                     "a second driver would run the same trials again and remove the first "
@@ -55,6 +61,10 @@ def driver_lock(path: Path, figure: str, profile: str, uri: str, wait: bool, ech
                 ) from None
             echo(f"waiting for {holder} to end its sweep of {figure} [{profile}]")
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        if _same_file(handle, path):
+            break
+        handle.close()  # the holder removed it meanwhile: lock the file at ``path`` now
+    with handle:
         handle.seek(0)
         handle.truncate()
         info = {
@@ -68,10 +78,17 @@ def driver_lock(path: Path, figure: str, profile: str, uri: str, wait: bool, ech
         try:
             yield
         finally:
-            handle.seek(0)
-            handle.truncate()
-            handle.flush()
+            with contextlib.suppress(OSError):
+                path.unlink()  # while still held: nobody locks a file that is gone
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _same_file(handle, path: Path) -> bool:
+    try:
+        mine, now = os.fstat(handle.fileno()), os.stat(path)
+    except OSError:
+        return False
+    return (mine.st_dev, mine.st_ino) == (now.st_dev, now.st_ino)
 
 
 @contextlib.contextmanager
@@ -88,7 +105,12 @@ def store_driver_claim(uri: str, figure: str, profile: str, wait: bool, echo):
     tags = holder_tags(figure=figure, profile=profile)
     try:
         with hold(
-            uri, claim_name("driver", f"{figure}.{profile}"), tags, wait=wait, on_wait=waiting
+            uri,
+            claim_name("driver", f"{figure}.{profile}"),
+            tags,
+            wait=wait,
+            on_wait=waiting,
+            say=echo,
         ):
             yield
     except ClaimBusy as err:

@@ -19,7 +19,10 @@ quick profile's CNN rounds on 3,000 images, scaled to the paper's 60,000), with 
 it ("scaled from the quick profile"); evaluation and fixed costs do not scale, so such an
 estimate is rough. Trials without either have no estimate. The
 sweep's wall time is the trials' sum over the trials that run at once (the CPUs here divided by
-a trial's ``resources.cpu``, or ``--max-concurrent``). Reading the store never creates it.
+a trial's ``resources.cpu``, or ``--max-concurrent``). A trial that asks for more CPUs (or GPUs)
+than this machine has can never start on the local Ray: the plan says so instead of a wall
+time (``SweepPlan.never_starts``; with ``--address`` the cluster decides, as the sweep checks).
+Reading the store never creates it.
 """
 
 from __future__ import annotations
@@ -69,6 +72,8 @@ class SweepPlan:
     workers: int = 1
     data_note: str = ""
     measured_runs: int = 0  # finished runs of the figure the estimates come from
+    #: why no trial can start on this machine's Ray (:func:`never_starts`), "" where they can
+    never_starts: str = ""
 
     def count(self, status: str) -> int:
         return sum(t.status == status for t in self.trials)
@@ -103,16 +108,19 @@ def plan_sweep(
     max_concurrent: int | None = None,
     check_data: bool = True,
     panels: dict[str, list[str]] | None = None,
+    address: str | None = None,
 ) -> SweepPlan:
     """The plan of one spec under ``profile`` against the store (see the module docstring).
     ``check_data``: look for the data sets as the sweep would (fallbacks, skipped panels);
-    ``panels``: only these panels (``--panel``)."""
+    ``panels``: only these panels (``--panel``); ``address``: a Ray cluster the sweep attaches
+    to (its nodes, not this machine, decide whether a trial can start)."""
     spec = load_spec(spec_path)
     data_root = resolve_data_root(data_dir)
     extra = {"data.root": str(data_root), **(overrides or {})}
     trials = expand(spec, profile, extra=extra, panels=panels)
     uri = resolve_tracking_uri(tracking_uri)
     plan = SweepPlan(spec.figure, profile, workers=_workers(spec, max_concurrent))
+    plan.never_starts = "" if address else never_starts(spec)
     skipped: set = set()
     substitute: dict[str, str] = {}
     if check_data:
@@ -174,6 +182,31 @@ def _workers(spec: SweepSpec, max_concurrent: int | None) -> int:
     cpus = os.cpu_count() or 1
     workers = max(1, math.floor(cpus / max(spec.resources.cpu, 1e-9)))
     return min(workers, max_concurrent) if max_concurrent else workers
+
+
+def never_starts(spec: SweepSpec) -> str:
+    """Why a local Ray can never start a trial of ``spec`` (its ``resources`` ask for more CPUs
+    or GPUs than this machine has; the sweep itself would stop at
+    ``ray_backend.check_resources``), "" when it can."""
+    cpu, gpu = spec.resources.cpu, spec.resources.gpu
+    cpus = os.cpu_count() or 1
+    gpus = _local_gpus() if gpu > 0 else 0
+    if cpu <= cpus and gpu <= gpus:
+        return ""
+    return (
+        f"each trial asks for resources cpu={cpu:g}, gpu={gpu:g}, but this machine has {cpus} "
+        f"CPUs and {gpus} GPUs: no trial can ever start here (lower resources in the spec, or "
+        "sweep on a cluster that has them: --address)"
+    )
+
+
+def _local_gpus() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except Exception:  # noqa: BLE001 - no usable CUDA: no GPU
+        return 0
 
 
 def _resolve_derived(spec, profile, trials, runs, client, extra, substitute) -> list[Trial]:
@@ -316,6 +349,8 @@ def summary_line(plan: SweepPlan) -> str:
         if plan.count(status):
             parts.append(f"{plan.count(status)} {word}")
     line = f"{plan.figure} [{plan.profile}]: {len(plan.trials)} trials: {', '.join(parts)}"
+    if plan.to_run and plan.never_starts:
+        return f"{line}; {plan.never_starts}"
     if plan.to_run:
         known = len(plan.to_run) - plan.unestimated
         if known:

@@ -98,18 +98,36 @@ def check_resources(spec: SweepSpec, spec_path: Path) -> None:
     )
 
 
+#: the remote storages that answered the probe in this process (a command sweeping several
+#: specs to one storage probes it once)
+_PROBED: set[str] = set()
+
+
 def check_storage(storage: str | Path | None) -> None:
-    """Check a ``--storage``: a folder (local, or on a cluster a shared mount such as NFS), or
-    an object store URI that pyarrow opens (``s3://bucket/prefix``, an S3-compatible server
-    with ``?endpoint_override=HOST:PORT&scheme=http``, ``gs://``), probed with one small
-    object now, before Ray starts (:mod:`fedsweep.sweep.remote_state`)."""
+    """Check a ``--storage``: a folder (local, or on a cluster a shared mount such as NFS) that
+    exists or can be created, and can be written (tried, nothing created:
+    :func:`fedsweep.core.atomic.folder_problem`), or an object store URI that pyarrow opens
+    (``s3://bucket/prefix``, an S3-compatible server with
+    ``?endpoint_override=HOST:PORT&scheme=http``, ``gs://``), probed with one small object
+    within ``remote_state.PROBE_TIMEOUT_S`` seconds; now, before Ray starts
+    (:mod:`fedsweep.sweep.remote_state`)."""
+    from fedsweep.core.atomic import folder_problem
     from fedsweep.sweep.remote_state import RemoteStorageError, check_remote, is_remote
 
-    if is_remote(storage):
-        try:
-            check_remote(str(storage))
-        except RemoteStorageError as err:
-            raise SpecError(str(err)) from None
+    if not storage:
+        return
+    if not is_remote(storage):
+        problem = folder_problem(str(storage).removeprefix("file://"), "--storage")
+        if problem:
+            raise SpecError(f"{problem}; or an object store, e.g. s3://bucket/prefix")
+        return
+    if str(storage) in _PROBED:
+        return
+    try:
+        check_remote(str(storage))
+    except RemoteStorageError as err:
+        raise SpecError(str(err)) from None
+    _PROBED.add(str(storage))
 
 
 #: file systems that every node of a cluster can share (``/proc/mounts``' types)
@@ -282,10 +300,69 @@ def _connect(ray, address: str | None, kwargs: dict) -> None:
     else:
         # "local": a private Ray of this process, never a cluster found through RAY_ADDRESS or
         # /tmp/ray/ray_current_cluster (plain ray.init() would join one: --address is the way)
-        ray.init(address="local", **kwargs)
+        _start_local(ray, kwargs)
         from fedsweep.sweep import ray_watchdog
 
         ray_watchdog.start()  # a kill -9 of this driver leaves no Ray process behind
+
+
+class RayStartError(RuntimeError):
+    """Ray's local node did not come up, twice (a loaded machine); the message is one line
+    saying what to do. Exit code 1: nothing is wrong with the input."""
+
+
+#: seconds between a failed start of Ray's local node and the second try; Ray's own wait for
+#: its raylet is a fixed 30 s (``ray._private.node``), its wait for the GCS port is
+#: ``RAY_gcs_server_port_wait_time_s`` (raised to :data:`RAY_RETRY_GCS_WAIT_S` for the retry)
+RAY_RETRY_PAUSE_S = 5.0
+RAY_RETRY_GCS_WAIT_S = "120"
+
+
+def _start_local(ray, kwargs: dict, echo=None) -> None:
+    """``ray.init(address="local")``, once more after a pause (with a longer wait for Ray's
+    GCS) when the node does not come up, e.g. its raylet missing Ray's fixed 30 s on a loaded
+    2-core machine; the second failure is :class:`RayStartError` (one line), not Ray's
+    traceback. What the first attempt started is stopped before the second."""
+    import sys
+    import time
+
+    try:
+        ray.init(address="local", **kwargs)
+        return
+    except Exception as err:  # noqa: BLE001 - Ray raises a bare Exception for this timeout
+        first = first_line(err, 200)
+    with contextlib.suppress(Exception):
+        ray.shutdown()
+    say = echo or (lambda text: print(text, file=sys.stderr, flush=True))
+    say(f"note: Ray's local node did not come up ({first}); trying once more")
+    time.sleep(RAY_RETRY_PAUSE_S)
+    added = "RAY_gcs_server_port_wait_time_s" not in os.environ
+    if added:
+        os.environ["RAY_gcs_server_port_wait_time_s"] = RAY_RETRY_GCS_WAIT_S
+    try:
+        ray.init(address="local", **kwargs)
+    except Exception as err:  # noqa: BLE001
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        raise RayStartError(
+            f"Ray's local node did not come up, twice ({first_line(err, 160)}); the machine is "
+            f"probably loaded ({_load_text()}): wait for it to calm down and run the command "
+            "again, or start Ray yourself (ray start --head --num-cpus N) and pass "
+            "--address auto"
+        ) from None
+    finally:
+        if added:
+            os.environ.pop("RAY_gcs_server_port_wait_time_s", None)
+
+
+def _load_text() -> str:
+    try:
+        one, five, _ = os.getloadavg()
+    except OSError:
+        return "load unknown"
+    return (
+        f"load average {one:.1f} over the last minute, {five:.1f} over five, {os.cpu_count()} CPUs"
+    )
 
 
 def shutdown_ray() -> None:

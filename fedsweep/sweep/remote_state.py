@@ -75,9 +75,48 @@ def open_fs(uri: str):
         raise RemoteStorageError(f"--storage {uri}: cannot open it ({first})") from None
 
 
-def check_remote(uri: str) -> None:
-    """Open ``uri`` and write, read and delete one small object under it: a storage that
-    cannot hold checkpoints fails before Ray starts."""
+#: seconds the probe of a ``--storage`` URI may take: pyarrow retries an endpoint that does
+#: not answer for minutes (``gs://`` without a network hung past 120 s; an S3 endpoint that
+#: accepts connections but never replies, 100 s)
+PROBE_TIMEOUT_S = 15.0
+
+
+def check_remote(uri: str, timeout: float | None = None) -> None:
+    """Probe ``uri`` (:func:`probe_remote`) within ``timeout`` seconds (default
+    :data:`PROBE_TIMEOUT_S`), whatever its scheme: a storage that cannot hold checkpoints, or
+    does not answer, fails before Ray starts.
+
+    The probe runs in a child process, killed when the time is up: a thread would be left
+    waiting in pyarrow, and pyarrow's S3 clean-up at exit waits for it (the command then hung
+    on its way out). The URI goes through the child's stdin, never its command line (it may
+    hold a password); the child inherits the environment (the object store's credentials)."""
+    import subprocess
+    import sys
+
+    timeout = PROBE_TIMEOUT_S if timeout is None else timeout
+    root = str(Path(__file__).resolve().parents[2])  # fedsweep's own, installed or not
+    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
+    cmd = [sys.executable, "-m", "fedsweep.sweep.remote_state"]
+    try:
+        child = subprocess.run(
+            cmd, input=uri, capture_output=True, text=True, timeout=timeout, env=env
+        )
+    except subprocess.TimeoutExpired:  # run() has killed it
+        raise RemoteStorageError(
+            f"--storage {uri}: did not answer within {timeout:g} s (no network, a wrong "
+            "endpoint or a firewall?); check the URI and that this machine reaches it"
+        ) from None
+    if child.returncode == 0:
+        return
+    lines = (child.stdout or child.stderr).strip().splitlines()
+    why = lines[-1] if lines else f"the probe exited with code {child.returncode}"
+    raise RemoteStorageError(why if why.startswith("--storage ") else f"--storage {uri}: {why}")
+
+
+def probe_remote(uri: str) -> None:
+    """Open ``uri`` and write, read and delete one small object under it; raises
+    :class:`RemoteStorageError` (:func:`check_remote` runs this in a child process)."""
     fs, path = open_fs(uri)
     probe = f"{path.rstrip('/')}/.fedsweep-probe-{os.getpid()}"
     try:
@@ -182,3 +221,13 @@ class RemoteFolder:
 
         if self.fs.get_file_info(self.path).type != pafs.FileType.NotFound:
             self.fs.delete_dir(self.path)
+
+
+if __name__ == "__main__":  # check_remote's child: the URI on stdin, one line on failure
+    import sys
+
+    try:
+        probe_remote(sys.stdin.read())
+    except RemoteStorageError as err:
+        print(err)
+        sys.exit(1)

@@ -85,12 +85,13 @@ from fedsweep.sweep.store_index import (
     trial_runs,
 )
 from fedsweep.tracking import retries
+from fedsweep.tracking.artifact_probe import artifact_env
 from fedsweep.tracking.store import artifact_root as store_artifact_root
 from fedsweep.tracking.store import (
     check_tracking_uri,
-    default_store_dir,
     ensure_experiment,
     get_client,
+    ray_results_dir,
     resolve_tracking_uri,
 )
 
@@ -145,6 +146,13 @@ def run_sweep(
     if max_concurrent is not None and max_concurrent < 1:
         raise SpecError(f"max_concurrent: got {max_concurrent} (allowed: 1 or more, or None)")
     check_storage(storage_dir)
+    if artifact_root:  # an object store: one file written and deleted now, not after training
+        from fedsweep.tracking.artifact_probe import ArtifactRootError, check_artifact_root
+
+        try:
+            check_artifact_root(artifact_root)
+        except ArtifactRootError as err:
+            raise SpecError(str(err)) from None
     plan = check_data(trials, spec, profile, data_root)
     data_note = plan.note
     if data_note:
@@ -189,7 +197,7 @@ def run_sweep(
     storage = (
         Path(str(storage_dir).removeprefix("file://")).resolve()
         if storage_dir and not remote
-        else default_store_dir() / "ray_results"
+        else ray_results_dir(uri)
     )
     storage.mkdir(parents=True, exist_ok=True)
     tune_name = ray_experiment_name(spec.figure, profile, uri, spec_path)
@@ -463,7 +471,9 @@ def _run_stage(
             report,
             drive.listener,
             echo,
-            env=storage_env() if drive.remote else None,
+            # an object storage's and the artifact store's (endpoint, region) variables,
+            # handed over with the credentials (Ray's object store, never a runtime_env)
+            env={**(storage_env() if drive.remote else {}), **artifact_env()} or None,
         )
         full = []  # the trials that failed on a full file system: one line for all of them
         for res in results:

@@ -27,7 +27,10 @@ symlinks and ``..`` included, to a ``.yaml``/``.yml`` file inside the extending 
 a ``sweeps/`` folder (the working directory's, fedsweep's own); a figure id must be claimed by
 exactly one spec of the first of those folders that has one (two: an error naming both). Looking
 for a figure id skips files that cannot be read as YAML, unless one is named ``<id>.yaml`` or
-sets ``figure: <id>``: then its error is the answer. An extended spec that is invalid on its own
+sets ``figure: <id>``: then its error is the answer, unless exactly one other file of the folder
+is a valid spec of that id (the broken one is then skipped with one warning). A local spec of a
+shipped figure id whose text differs from the shipped spec's shadows it, with a one-line warning
+(``extends`` and ``find_spec`` alike). An extended spec that is invalid on its own
 is named in the error (``... (extended by ...)``), not its extension.
 
 Merge rules: mappings (``base``, ``panels``, ``panel_labels``, ``profiles`` and everything in
@@ -112,9 +115,11 @@ from pydantic import BaseModel, ValidationError
 
 from fedsweep.config.hashing import (  # noqa: F401  (HASH_EXCLUDED, legacy_config_hash re-exported)
     HASH_EXCLUDED,
+    UNREAD_SETTINGS,
     config_hash,
     drop_unused,
     legacy_config_hash,
+    setting_value,
 )
 from fedsweep.config.load import ConfigError, build_config, set_dotted
 from fedsweep.config.schema import DataConfig
@@ -130,9 +135,11 @@ from fedsweep.sweep.extends import (  # noqa: F401  (re-exported)
     SPEC_MARKERS,
     SWEEPS_DIRS,
     resolve_extends,
+    shadow_warning,
     spec_tree,
     sweep_spec_keys,
 )
+from fedsweep.sweep.names import looks_like_path, name_problem, spec_paths  # noqa: F401  (re-exported)
 from fedsweep.sweep.spec_model import (  # noqa: F401  (the spec's types, re-exported)
     PROFILES,
     PanelCell,
@@ -210,7 +217,7 @@ def load_spec(path: str | Path) -> SweepSpec:
     if not path.is_file():
         raise SpecError(f"sweep spec not found: {path}")
     levels: list[tuple[Path, dict[str, Any]]] = []
-    tree = spec_tree(path.resolve(), (), levels)
+    tree = spec_tree(path.resolve(), (), levels, load_spec)
     try:
         return _checked_spec(tree, path, str(path))
     except SpecError:
@@ -219,17 +226,26 @@ def load_spec(path: str | Path) -> SweepSpec:
         raise
 
 
+def read_spec(path: str | Path) -> SweepSpec:
+    """The spec of ``path`` (its ``extends`` chain resolved) without building its trials:
+    :func:`load_spec` builds and checks every trial of every profile, minutes for a grid of
+    thousands of curves, so a command counts them first (:func:`trial_count`). An invalid spec
+    raises :func:`load_spec`'s error."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"sweep spec not found: {path}")
+    tree = spec_tree(path.resolve(), (), load=load_spec)
+    try:
+        spec = _spec_model(tree, str(path))
+    except SpecError:
+        return load_spec(path)  # its error names the extended spec when that one is invalid
+    spec._path = path  # type: ignore[attr-defined]
+    return spec
+
+
 def _checked_spec(tree: dict[str, Any], path: Path, source: str) -> SweepSpec:
     """``tree`` as a spec, every key of every profile checked; errors name ``source``."""
-    try:
-        spec = SweepSpec.model_validate(tree)
-    except ValidationError as err:
-        lines = [f"invalid sweep spec {source}:"]
-        for e in _curve_errors(err.errors(), tree.get("curves")):
-            key = ".".join(str(p) for p in _shown_loc(e["loc"]))
-            msg = _unknown_key(e["loc"]) if e["type"] == "extra_forbidden" else e["msg"]
-            lines.append(f"  key `{key}`: {msg}" if key else f"  {msg}")
-        raise SpecError("\n".join(lines)) from None
+    spec = _spec_model(tree, source)
     spec._path = path  # type: ignore[attr-defined]
     for profile in PROFILES:  # validates every key of every profile against the run schema
         expand(spec, profile, source=source)
@@ -238,6 +254,24 @@ def _checked_spec(tree: dict[str, Any], path: Path, source: str) -> SweepSpec:
             expand(spec, "smoke", source=source, extra=reading.set)
         except SpecError as err:
             raise SpecError(f"{source}: readings[{i}] ({reading.label!r}): {err}") from None
+    return spec
+
+
+def _spec_model(tree: dict[str, Any], source: str) -> SweepSpec:
+    """``tree`` as a :class:`SweepSpec` (its trials not built); errors name ``source``."""
+    try:
+        spec = SweepSpec.model_validate(tree)
+    except ValidationError as err:
+        lines = [f"invalid sweep spec {source}:"]
+        for e in _curve_errors(err.errors(), tree.get("curves")):
+            key = ".".join(str(p) for p in _shown_loc(e["loc"]))
+            msg = (
+                _unknown_key(e["loc"])
+                if e["type"] == "extra_forbidden"
+                else e["msg"].removeprefix("Value error, ")
+            )
+            lines.append(f"  key `{key}`: {msg}" if key else f"  {msg}")
+        raise SpecError("\n".join(lines)) from None
     return spec
 
 
@@ -276,11 +310,10 @@ def expand(
     trials = []
     if panels:
         check_panel_filter(spec, profile, panels, source)
+    check_fixed_keys(spec, profile, extra or {}, source)
     for cell in spec.panel_cells(profile, only=panels):
         panel_set: dict[str, Any] = {}
-        cell_seeds = seeds
-        for key, value in reversed(cell.pairs):  # the first axis' panel_seeds win
-            cell_seeds = prof.panel_seeds.get(f"{key}={value}", cell_seeds)
+        cell_seeds = _cell_seeds(prof, cell, seeds)
         for key, value in cell.pairs:
             panel_set.update(prof.panel_set.get(f"{key}={value}", {}))
         for curve in spec.profile_curves(profile):
@@ -323,6 +356,76 @@ def expand(
                 )
     _check_extra_used(source, extra or {}, trials)
     return trials
+
+
+def _cell_seeds(prof: ProfileSpec, cell: PanelCell, seeds: list[int]) -> list[int]:
+    """The seeds a panel cell runs: its ``panel_seeds`` (the first axis' win), else ``seeds``."""
+    for key, value in reversed(cell.pairs):
+        seeds = prof.panel_seeds.get(f"{key}={value}", seeds)
+    return seeds
+
+
+def trial_count(spec: SweepSpec, profile: str, panels: dict[str, list[str]] | None = None) -> int:
+    """How many trials ``expand(spec, profile, panels=panels)`` gives, without building one:
+    a grid of thousands of curves takes minutes to expand, so a command says the count (and
+    asks before going on, ``fedsweep sweep --yes``) first."""
+    prof = spec.profiles[profile]
+    seeds = prof.seeds if prof.seeds is not None else spec.seeds
+    curves = len(spec.profile_curves(profile))
+    cells = spec.panel_cells(profile, only=panels)
+    return sum(curves * len(_cell_seeds(prof, cell, seeds)) for cell in cells)
+
+
+def overlaps(a: str, b: str) -> bool:
+    """``data.partition`` and ``data.partition`` or ``data``: one key sets the other. A
+    component's setting written under its slot (``server_optimizer.lr``, the chosen
+    component's ``fedopt.lr``) does not set the slot's choice (``server_optimizer``)."""
+    from fedsweep.core.registry import SLOTS
+
+    if a == b:
+        return True
+    short, long = sorted((a, b), key=len)
+    return long.startswith(short + ".") and short not in SLOTS
+
+
+def key_setters(spec: SweepSpec, profile: str, key: str) -> tuple[list[str], list[str]]:
+    """What of ``spec`` (under ``profile``) sets ``key`` (or a key inside it, or the section
+    holding it) per panel or per curve: ``(panel axes, curve labels)``. These are the
+    settings the figure compares: one value for all of them erases the comparison."""
+    axes = [
+        axis
+        for axis, values in spec.panels.items()
+        if any(
+            overlaps(key, k)
+            for v in values
+            for k in (v.set if isinstance(v, PanelChoice) else {axis: v})
+        )
+    ]
+    curves = [
+        c.label
+        for c in spec.profile_curves(profile)
+        if any(overlaps(key, k) for k in (*c.set, *(c.derive.set if c.derive else ())))
+    ]
+    return axes, curves
+
+
+def check_fixed_keys(spec: SweepSpec, profile: str, extra: dict[str, Any], source: str) -> None:
+    """A ``--set`` key that the figure's panels or curves set (:func:`key_setters`) is refused:
+    it would run (and draw) every curve at the one value, each under its own label (Fig. 4e's
+    Case 1 and Case 3 curves, all at ``data.partition=case2``)."""
+    for key, value in extra.items():
+        axes, curves = key_setters(spec, profile, key)
+        if not axes and not curves:
+            continue
+        who = [f"panel axis {a}" for a in axes]
+        if curves:
+            who.append(("curve " if len(curves) == 1 else "curves ") + ", ".join(map(repr, curves)))
+        raise SpecError(
+            f"{source}: --set {key}={value}: {spec.figure} varies {key} by its "
+            f"{' and '.join(who)}: one value for all of them would draw every curve at "
+            f"{key}={value} under its own label. Leave it out, or write a spec of your own "
+            f"(extends: {spec.figure}) whose curves set it"
+        )
 
 
 def parse_panel_filter(items: list[str] | None) -> dict[str, list[str]]:
@@ -398,6 +501,14 @@ def _check_extra_used(source: str, extra: dict[str, Any], trials: list[Trial]) -
         return
     used = {s for t in trials for s in config_sections(t.config)}
     for key in extra:
+        if key in UNREAD_SETTINGS:
+            choice, readers = UNREAD_SETTINGS[key]
+            if not any(setting_value(t.config, choice) in readers for t in trials):
+                raise SpecError(
+                    f"{source}: --set {key}: no trial of this sweep reads it (read only with "
+                    f"{choice} {' or '.join(readers)}): it cannot change any run. Remove it, or "
+                    f"set {choice}"
+                )
         section = key.split(".", 1)[0]
         if section in used or section in GENERAL_SECTIONS or not section_readers(section):
             continue
@@ -445,45 +556,20 @@ def _build(spec: SweepSpec, source: str, layers, seed: int, substitute: dict[str
         raise SpecError(str(err)) from None
 
 
-def spec_paths(folder: str | Path = "sweeps") -> list[Path]:
-    return sorted(Path(folder).glob("*.yaml"))
-
-
-def looks_like_path(name: str) -> bool:
-    """``sweeps/x.yaml``, ``x.yml``, ``./x``: a file path, not a figure id."""
-    return name.endswith((".yaml", ".yml")) or "/" in name or "\\" in name
-
-
 def find_spec(name: str | Path, sweeps_dir: str | Path = "sweeps") -> Path:
     """The spec file a command's figure argument names: a figure id (``bherd-fig3a``, the
     stem of ``<sweeps_dir>/<id>.yaml``) or a spec file's path. Every command that takes a figure
     resolves it here, so ``sweep``, ``figures``, ``runs``, ``compare``, ``report`` and
     ``robustness`` accept the same names; an unknown one is a :class:`SpecError` with the
-    nearest id or file name."""
-    from fedsweep.core.suggest import closest, did_you_mean
-
+    nearest id or file name (:func:`fedsweep.sweep.names.name_problem`, which the commands
+    also ask before their heavy imports)."""
     text = str(name)
     path = Path(text)
-    folder = Path(sweeps_dir)
     if path.is_file():
         return path
-    ids = [p.stem for p in spec_paths(folder)] if folder.is_dir() else []
-    if not looks_like_path(text):
-        candidate = folder / f"{text}.yaml"
-        if candidate.is_file():
-            return candidate
-        allowed = ", ".join(ids) if ids else f"none ({folder} has no spec)"
-        raise SpecError(
-            f"unknown figure id {text!r}{did_you_mean(text, ids)}; allowed: {allowed} "
-            "(or give a spec file's path)"
-        )
-    parent = path.parent
-    near = closest(path.name, [p.name for p in parent.glob("*.y*ml")] if parent.is_dir() else [])
-    if near:
-        hint = f" (did you mean {str(parent / near)!r}?)"
-    elif path.stem in ids:
-        hint = f" (did you mean {str(folder / (path.stem + '.yaml'))!r}?)"
-    else:
-        figure = closest(path.stem, ids)
-        hint = f" (did you mean the figure {figure!r}?)" if figure else ""
-    raise SpecError(f"sweep spec not found: {text}{hint}")
+    problem = name_problem(text, sweeps_dir)
+    if problem:
+        raise SpecError(problem)
+    candidate = Path(sweeps_dir) / f"{text}.yaml"
+    shadow_warning(candidate, text, f"FIGURE {text}")
+    return candidate

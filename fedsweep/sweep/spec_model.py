@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -252,6 +253,7 @@ class SweepSpec(Strict):
         if isinstance(self.curves, list) and not self.curves:
             raise ValueError("curves: empty list")
         labels = [c.label for c in self.curve_list()]
+        self._check_label_text(labels)
         if repeated(labels):
             raise ValueError(
                 f"curves: repeated label(s) {repeated(labels)}: each curve needs its own label "
@@ -285,6 +287,30 @@ class SweepSpec(Strict):
             )
         return self
 
+    def _check_label_text(self, curve_labels: list[str]) -> None:
+        """Every label is one line of printable text: it names trials (their ids), MLflow runs
+        and legend entries, where a newline or a NUL splits or cuts it."""
+        named = [("curves", label) for label in curve_labels]
+        named += [
+            (f"panels.{axis}", v.label)
+            for axis, values in self.panels.items()
+            for v in values
+            if isinstance(v, PanelChoice) and v.label is not None
+        ]
+        named += [
+            (f"panel_labels.{a}", t)
+            for a, texts in self.panel_labels.items()
+            for t in texts.values()
+        ]
+        named += [("readings", r.label) for r in self.readings]
+        for where, label in named:
+            bad = next((ch for ch in label if unicodedata.category(ch) in ("Cc", "Zl", "Zp")), None)
+            if bad is not None:
+                raise ValueError(
+                    f"{where}: label {label!r} has the control character {bad!r}: a label is one "
+                    "line of printable text (it names trials, runs and legend entries)"
+                )
+
     def _check_derived(self) -> None:
         """Each derived curve's source is a curve of the spec, not derived itself, and run by
         every profile that runs the derived curve (else the derived trials could never run)."""
@@ -317,11 +343,10 @@ class SweepSpec(Strict):
         """Each ``profiles.<p>.grid`` names keys and values of the spec's curve grids, and
         leaves the profile at least one curve."""
         known: dict[str, list[Any]] = {}  # grid key -> its values over every grid
+        hashed: dict[str, set] = {}  # the same, hashable ones (a grid of thousands of values)
         for _, coords in self.curve_items():
             for key, value in (coords or {}).items():
-                values = known.setdefault(key, [])
-                if not value_in(value, values):
-                    values.append(value)
+                _add_new(value, known.setdefault(key, []), hashed.setdefault(key, set()))
         for name, prof in self.profiles.items():
             if prof.grid is None:
                 continue
@@ -396,6 +421,21 @@ class SweepSpec(Strict):
             for curve, coords in self.curve_items()
             if (prof.curves is None or curve.label in prof.curves) and in_grid(coords, prof.grid)
         ]
+
+
+def _add_new(value: Any, values: list[Any], hashed: set) -> None:
+    """Append ``value`` to ``values`` unless an equal one (``curves.same_value``: a boolean
+    equals only a boolean) is there; ``hashed`` keeps the hashable ones for a set lookup
+    instead of a scan (comparing every pair of a 10,000-curve grid took minutes)."""
+    key = (isinstance(value, bool), value)
+    try:
+        if key in hashed:
+            return
+        hashed.add(key)
+    except TypeError:  # a list or mapping value: compared one by one
+        if value_in(value, values):
+            return
+    values.append(value)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from fedsweep.engine.observers import Observer
 from fedsweep.tracking import retries
 from fedsweep.tracking.claims import claim_name, describe, hold, holder_tags
 from fedsweep.tracking.direct import DONE_STATUSES
+from fedsweep.tracking.outage import patiently
 from fedsweep.tracking.provenance import verified_done_runs
 from fedsweep.tracking.records import RecordSpool
 from fedsweep.tracking.store import get_client
@@ -139,11 +140,17 @@ def fl_trial(params: dict, secrets: dict | None = None) -> None:
         figure=payload["tags"].get("fedsweep.figure", ""),
         run_name=config.tracking.run_name or "",
     )
-    with hold(
-        config.tracking.uri, claim_name("trial", config_hash), tags, wait=True, on_wait=waiting
-    ):
-        client = get_client(config.tracking.uri)
-        done = verified_done_runs(client, [config_hash]).get(config_hash)
+
+    def outage(text: str) -> None:  # the store is unreachable: waited out, not a failure
+        print(text, flush=True)
+        tune.report({"round": 0, NOTE_KEY: text})
+
+    uri = config.tracking.uri
+    with hold(uri, claim_name("trial", config_hash), tags, wait=True, on_wait=waiting, say=outage):
+        client = patiently(lambda: get_client(uri), uri, outage)
+        done = patiently(lambda: verified_done_runs(client, [config_hash]), uri, outage).get(
+            config_hash
+        )
         if done is not None:
             # done since this sweep was planned: by another sweep (maybe while this trial
             # waited for its claim; REUSED_KEY), or by this one's earlier attempt whose end

@@ -2,25 +2,31 @@
 ``make team-up``): a PostgreSQL database, an MLflow tracking server on it that also proxies the
 artifacts (so no client needs the artifact store's credentials or paths), and a Ray head.
 
-Everything lives in one folder (default ``~/.fedsweep/team``): ``pg/`` (the database; as
-root, in the ``postgres`` user's home, :func:`db_folder`), ``artifacts/`` (the server's
-artifact store), ``logs/``, ``team.json`` (ports and PIDs) and two
+Everything lives in one folder (default ``~/.fedsweep/team``, ``--home``): ``pg/`` (the
+database, :func:`db_folder`), ``artifacts/`` (the server's artifact store), ``logs/``,
+``team.json`` (ports and PIDs) and two
 files only the owner can read: ``pgpass`` (the database password, in PostgreSQL's ``.pgpass``
 format, generated once) and ``team.env`` (the variables to export). No password ever appears
 on a command line, in a URI or in the output: the MLflow server reads it through
 ``PGPASSFILE``.
 
 PostgreSQL refuses to run as root: as root, its programs run as the ``postgres`` user
-(``runuser``), which then owns the database folder.
+(``runuser``), which then owns ``pg/`` and must be able to enter the folder.
+
+``up`` checks the host, the ports and the folder before it creates anything (:func:`check`),
+and a failure after that stops what it started and removes what it created (:class:`_Undo`):
+a failed ``up`` leaves no database cluster behind.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -149,16 +155,39 @@ def _run(cmd: list[str], what: str, **kwargs) -> subprocess.CompletedProcess:
 
 
 def db_folder(team: Team) -> Path:
-    """Where the database cluster lives: ``<home>/pg``; as root, a folder in the ``postgres``
-    user's home (``/var/lib/postgresql/fedsweep-team-<key>``): the server runs as ``postgres``,
-    which cannot enter root's home."""
-    if os.geteuid() != 0:
-        return team.home / "pg"
-    import hashlib
-    import pwd
+    """Where the database cluster lives: ``<home>/pg``, as root too (given to the ``postgres``
+    user). A cluster that an earlier fedsweep created as root in the ``postgres`` user's home
+    (``/var/lib/postgresql/fedsweep-team-<key>``) is still used where it is."""
+    if os.geteuid() == 0:
+        import hashlib
+        import pwd
 
-    key = hashlib.sha256(str(team.home).encode()).hexdigest()[:8]
-    return Path(pwd.getpwnam("postgres").pw_dir) / f"fedsweep-team-{key}"
+        key = hashlib.sha256(str(team.home).encode()).hexdigest()[:8]
+        try:
+            legacy = Path(pwd.getpwnam("postgres").pw_dir) / f"fedsweep-team-{key}"
+        except KeyError:  # no postgres user: check() says so
+            legacy = None
+        if legacy is not None and (legacy / "data" / "PG_VERSION").is_file():
+            return legacy
+    return team.home / "pg"
+
+
+def _pg_running(team: Team) -> bool:
+    """The team's database cluster exists and its server runs (``pg_ctl status``)."""
+    data = db_folder(team) / "data"
+    if not (data / "PG_VERSION").is_file():
+        return False
+    cmd = _as_db_owner([_pg_bin("pg_ctl"), "-D", str(data), "status"])
+    return subprocess.run(cmd, capture_output=True, text=True, cwd="/").returncode == 0
+
+
+def _log_tail(log: Path) -> str:
+    """The last non-empty line of a service's log (why it stopped, usually), shortened."""
+    try:
+        lines = [x.strip() for x in log.read_text(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:200] if lines else ""
 
 
 def start_postgres(team: Team, echo) -> None:
@@ -195,12 +224,15 @@ def start_postgres(team: Team, echo) -> None:
     )
     if status.returncode != 0:
         options = f"-p {team.pg_port} -k {run} -c listen_addresses={team.host}"
-        _run(
-            _as_db_owner(
-                [_pg_bin("pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "start"]
-            ),
-            "pg_ctl start (see " + str(log) + ")",
-        )
+        try:
+            _run(
+                _as_db_owner(
+                    [pg_ctl, "-D", str(data), "-l", str(log), "-o", options, "-w", "start"]
+                ),
+                "pg_ctl start",
+            )
+        except TeamError as err:  # pg_ctl says "Examine the log output": the log's reason
+            raise TeamError(f"{err}: {_log_tail(log)} (log: {log})") from None
     _create_database(team)
     echo(f"PostgreSQL:  {team.database_uri}  (password: {pgpass})")
 
@@ -299,7 +331,7 @@ def _wait_until(ready, proc, what: str, verb: str, log: Path, timeout: float, po
     deadline = time.monotonic() + timeout
     while not ready():
         if proc.poll() is not None:
-            raise TeamError(f"{what} exited ({proc.returncode}); see {log}")
+            raise TeamError(f"{what} exited ({proc.returncode}): {_log_tail(log)} (log: {log})")
         if time.monotonic() > deadline:
             raise TeamError(f"{what} does not {verb} after {timeout:g} s; see {log}")
         time.sleep(poll)
@@ -361,17 +393,212 @@ def start_ray(team: Team, echo) -> None:
     echo(f"Ray head:    {team.ray_address}  (token authentication: ~/.ray/auth_token)")
 
 
+# ------------------------------------------------------------------------------ checks
+#: what a port option accepts
+PORTS = "allowed: 1-65535"
+
+
+def check(team: Team) -> None:
+    """Refuse, in one line naming the option, what ``up`` could not use, before anything is
+    created: a port out of range or given twice, a ``--host`` that is not an IPv4 address of
+    this machine, a port in use (unless by the team's own service, which ``up`` leaves
+    running), a ``--home`` that cannot be written (or, as root, that the ``postgres`` user
+    cannot enter), PostgreSQL's programs missing. These used to surface as a vague ``pg_ctl``
+    line or a traceback, after a database cluster had been created."""
+    ports = {"--pg-port": team.pg_port, "--mlflow-port": team.mlflow_port,
+             "--ray-port": team.ray_port}  # fmt: skip
+    for option, port in ports.items():
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise TeamError(f"{option} {port}: not a port ({PORTS})")
+    given = list(ports.items())
+    for index, (option, port) in enumerate(given):
+        earlier = [o for o, p in given[:index] if p == port]
+        if earlier:
+            raise TeamError(f"{option} {port}: already {earlier[0]}'s (each service needs its own)")
+    _check_host(team.host)
+    _check_home(team.home)
+    old = Team.load(team.home) if (team.home / "team.json").is_file() else None
+    running = {
+        "--pg-port": lambda: old is not None and _pg_running(team),
+        "--mlflow-port": lambda: answers(f"{team.tracking_uri}/health"),
+        "--ray-port": lambda: old is not None and alive(old.pids.get("ray") or 0),
+    }
+    for option, port in ports.items():
+        problem = _listen_problem(team.host, port, option)
+        if problem and not running[option]():
+            raise TeamError(problem)
+    _pg_bin("initdb")
+    _pg_bin("pg_ctl")
+
+
+def _check_host(host: str) -> None:
+    if ":" in host:  # the team's URIs (http://HOST:PORT, postgresql://...@HOST) take no IPv6
+        raise TeamError(
+            f"--host {host}: an IPv6 address (allowed: an IPv4 address or name of this "
+            "machine, e.g. 127.0.0.1 or its LAN address)"
+        )
+    problem = _listen_problem(host, 0, "--host")
+    if problem:
+        raise TeamError(problem)
+
+
+def _listen_problem(host: str, port: int, option: str) -> str | None:
+    """Why a service could not listen on ``host:port`` (tried here with a socket of our own,
+    as the servers bind: SO_REUSEADDR), naming ``option``; or None."""
+    try:
+        address = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)[0][4]
+    except socket.gaierror as err:
+        return f"--host {host}: not an address of this machine ({err.strerror})"
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as err:
+            if err.errno == errno.EADDRNOTAVAIL:
+                return f"--host {host}: not an address of this machine (cannot listen there)"
+            if err.errno == errno.EADDRINUSE:
+                return f"{option} {port}: in use on {host}; choose another with {option}"
+            if err.errno == errno.EACCES:
+                return f"{option} {port}: permission denied (ports below 1024 need root)"
+            return f"{option} {port}: cannot listen on {host} ({err.strerror or err})"
+    return None
+
+
+def _check_home(home: Path) -> None:
+    from fedsweep.core.atomic import folder_problem
+
+    problem = folder_problem(home, "--home")
+    if problem:
+        raise TeamError(problem)
+    if os.geteuid() != 0:
+        return
+    import pwd
+
+    try:
+        owner = pwd.getpwnam("postgres")
+    except KeyError:
+        raise TeamError(
+            "PostgreSQL refuses to run as root and there is no postgres user to run it as "
+            "(install PostgreSQL's server package, or run fedsweep team as another user)"
+        ) from None
+    gids = set(os.getgrouplist(owner.pw_name, owner.pw_gid))
+    blocked = _closed_to(home, owner.pw_uid, gids)
+    if blocked is not None:
+        raise TeamError(
+            f"--home {home}: as root, PostgreSQL runs as the postgres user, which cannot enter "
+            f"{blocked} (mode {blocked.stat().st_mode & 0o777:o}); choose a --home it can "
+            "enter, e.g. /srv/fedsweep-team, or run fedsweep team as another user"
+        )
+
+
+def _closed_to(home: Path, uid: int, gids: set[int]) -> Path | None:
+    """The first existing folder on the way to ``home`` that the user ``uid`` (groups
+    ``gids``) may not enter (search permission by the mode bits; ACLs are not read), or None.
+    Folders ``up`` creates are made enterable (:func:`_open_created`)."""
+    for folder in [*reversed(home.parents), home]:
+        try:
+            st = folder.stat()
+        except OSError:
+            return None  # from here on, up creates the folders
+        if st.st_uid == uid:
+            bit = 0o100
+        elif st.st_gid in gids:
+            bit = 0o010
+        else:
+            bit = 0o001
+        if not st.st_mode & bit:
+            return folder
+    return None
+
+
+def _open_created(home: Path, missing: Path | None) -> None:
+    """As root, let the ``postgres`` user enter the folders ``up`` created on the way to
+    ``home`` (``missing`` and below), whatever the umask: search only, not listing."""
+    if os.geteuid() != 0 or missing is None:
+        return
+    for folder in [*reversed(home.parents), home]:
+        if folder == missing or missing in folder.parents:
+            folder.chmod(folder.stat().st_mode | 0o111)
+
+
 # ------------------------------------------------------------------------------ all
+class _Undo:
+    """What ``up`` found before it started, to undo a failed ``up``: stop the services it
+    started, remove the files and folders it created, put back the files it rewrote."""
+
+    NAMES = ("logs", "pg", "artifacts", "team.json", "team.env", "pgpass")
+    #: rewritten by ``up`` (pgpass: by a new cluster's initdb), put back as they were
+    KEPT = ("team.json", "team.env", "pgpass")
+
+    def __init__(self, team: Team):
+        home = team.home
+        self.missing = None if home.exists() else home  # the top folder up creates
+        while self.missing is not None and not self.missing.parent.exists():
+            self.missing = self.missing.parent
+        self.created = [home / n for n in self.NAMES if not (home / n).exists()]
+        self.kept = {n: (home / n).read_bytes() for n in self.KEPT if (home / n).is_file()}
+        old = Team.load(home) if "team.json" in self.kept else None
+        self.pids = dict(old.pids) if old else {}
+        self.pg_ran = _pg_running(team) if old else False
+
+    def run(self, team: Team, echo) -> None:
+        """Undo and say so in one line; never raises (the error that failed ``up`` is the
+        one to report)."""
+        done = self._stop(team)
+        gone = [self.missing] if self.missing else self.created
+        gone = [p for p in gone if p.exists() or p.is_symlink()]
+        for path in gone:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        for name, data in self.kept.items():
+            try:
+                if name == "team.json":
+                    atomic.write_bytes(team.home / name, data)
+                else:
+                    _private_write(team.home / name, data.decode())
+            except OSError:
+                pass
+        if gone:
+            done.append("removed " + ", ".join(str(p) for p in gone))
+        if done:
+            echo(f"team up failed: {'; '.join(done)}")
+
+    def _stop(self, team: Team) -> list[str]:
+        done = []
+        for name, pid in team.pids.items():
+            if self.pids.get(name) != pid and stop_group(pid):
+                done.append(f"stopped {'the Ray head' if name == 'ray' else 'MLflow'}")
+        try:
+            if not self.pg_ran and _pg_running(team):
+                stop_postgres(team, lambda _line: None)
+                done.append("stopped PostgreSQL")
+        except (OSError, TeamError):
+            pass
+        return done
+
+
 def up(team: Team, echo=print) -> Team:
-    (team.home / "logs").mkdir(parents=True, exist_ok=True)
-    old = Team.load(team.home)
-    if old is not None:
-        team.pids = old.pids
-    team.save()
-    start_postgres(team, echo)
-    start_mlflow(team, echo)
-    start_ray(team, echo)
-    team.save()
+    """Start the services (:func:`check` first: nothing is created for a bad host, port or
+    folder). A failure, or Ctrl-C, stops what this call started and removes what it created
+    (:class:`_Undo`); the error is raised again."""
+    check(team)
+    undo = _Undo(team)
+    try:
+        (team.home / "logs").mkdir(parents=True, exist_ok=True)
+        _open_created(team.home, undo.missing)
+        old = Team.load(team.home)
+        if old is not None:
+            team.pids = old.pids
+        team.save()
+        start_postgres(team, echo)
+        start_mlflow(team, echo)
+        start_ray(team, echo)
+        team.save()
+    except BaseException:
+        undo.run(team, echo)
+        raise
     return team
 
 

@@ -197,14 +197,19 @@ def hold(
     wait: bool,
     on_wait=None,
     poll_s: float = 2.0,
+    say=None,
 ):
     """Hold the claim ``name`` for the block (heartbeat included), then release it. Held by a
     live holder: raise :class:`ClaimBusy`, or with ``wait`` call ``on_wait(holder)`` once and
-    poll until it is free or abandoned. Yields the holder tags (``tags``)."""
-    claims = Claims(tracking_uri)
+    poll until it is free or abandoned. Yields the holder tags (``tags``). An outage of the
+    store while claiming (or waiting) is waited out (``tracking.outage.patiently``; ``say``
+    hears of it), not a failure."""
+    from fedsweep.tracking.outage import patiently
+
+    claims = patiently(lambda: Claims(tracking_uri), tracking_uri, say)
     waited = False
-    while not claims.try_acquire(name, tags):
-        holder = claims.holder(name)
+    while not patiently(lambda: claims.try_acquire(name, tags), tracking_uri, say):
+        holder = patiently(lambda: claims.holder(name), tracking_uri, say)
         if holder is None:
             continue  # released meanwhile
         if claims.abandoned(name, holder, tags.get("owner") or None):

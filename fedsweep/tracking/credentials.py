@@ -35,7 +35,10 @@ HTTP_SCHEMES = ("http", "https")
 #: database URI schemes (``postgresql+psycopg`` counts as ``postgresql``)
 DB_SCHEMES = ("postgresql", "postgres", "mysql", "mssql")
 
-_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*):([^@\s/]*)@")
+#: ``scheme://user:`` and all up to the last ``@`` before a space: a password typed without
+#: percent-encoding may hold ``/`` or ``@`` (``postgresql://alice:p/w@host/db``), and masking
+#: a little more than the password is better than showing part of it
+_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*):(\S*)@")
 
 
 class CredentialsError(ValueError):
@@ -54,13 +57,36 @@ def scheme(uri: str) -> str:
     return uri.partition("://")[0].split("+")[0].lower() if "://" in uri else ""
 
 
+def parse_problem(uri: str) -> str | None:
+    """Why ``urllib`` cannot take the tracking URI ``uri`` apart, in one line without its
+    password, or None. ``urlsplit`` raises ``ValueError`` for an unclosed IPv6 bracket
+    (``postgresql://alice:pw@[::1/db``) and ``.port`` for a port out of range or not a number:
+    tracebacks, before this check, from whichever command read the URI first."""
+    try:
+        urlsplit(uri).port  # noqa: B018 - parsed lazily: the property raises
+    except ValueError as err:
+        # urllib quotes the bad port, which is the password's start when it holds a "/"
+        why = "its port is not a number 0-65535" if "port" in str(err).lower() else str(err)
+        return (
+            f"tracking URI {redact(uri)}: not a valid URI ({why}; allowed: "
+            "scheme://user@host:port/path, a port 0-65535, an IPv6 address in brackets, a "
+            "password percent-encoded)"
+        )
+    return None
+
+
 def absorb(uri: str) -> str:
     """The clean form of ``uri`` (no password), its secret moved into this process's
     environment (see the module's doc). A URI without a password is returned as it is.
     Raises :class:`CredentialsError` when the URI's credentials contradict the environment's."""
     if "://" not in uri or "@" not in uri:
         return uri
+    problem = parse_problem(uri)
+    if problem:
+        raise CredentialsError(problem)
+    shown = redact(uri)
     parts = urlsplit(uri)
+    port = parts.port
     kind = scheme(uri)
     if parts.password is None and not (kind in HTTP_SCHEMES and parts.username):
         return uri
@@ -69,8 +95,7 @@ def absorb(uri: str) -> str:
     host = parts.hostname or ""
     if ":" in host:  # IPv6
         host = f"[{host}]"
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    shown = redact(uri)
+    netloc = host + (f":{port}" if port else "")
     if kind in HTTP_SCHEMES:
         for env, value in ((USER_ENV, user), (PASSWORD_ENV, password)):
             old = os.environ.get(env)

@@ -23,9 +23,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from fedsweep.tracking.direct import done_run_candidates
-
-#: the artifact every tracked run logs its resolved config to
-CONFIG_ARTIFACT = "config.yaml"
+from fedsweep.tracking.run_logger import CONFIG_FILE as CONFIG_ARTIFACT
 
 #: run id -> "" when its logged config hashes to its tag, else why not
 _CHECKED: dict[str, str] = {}

@@ -17,6 +17,8 @@ from fedsweep.tracking.direct import write_metrics
 from fedsweep.tracking.store import ensure_experiment, get_client, resolve_tracking_uri
 
 MAX_PARAMS = 100
+#: the resolved config of a run, its last write at creation (``tracking.provenance`` reads it)
+CONFIG_FILE = "config.yaml"
 #: seconds of rounds gathered into one metrics write (a write to a SQLite store costs about
 #: 30 ms, as much as a 20-round smoke trial's round; a round longer than this is written alone)
 FLUSH_EVERY_S = 2.0
@@ -84,19 +86,29 @@ class MlflowRunLogger:
         run_id: str | None = None,
     ) -> str:
         """Create the run (or reopen ``run_id`` when resuming) and log its params and tags."""
+        config = _without_secrets(config, self.tracking_uri)
         if run_id is not None:
             self.run_id = run_id
             self.client.update_run(run_id, status="RUNNING")
             self.set_tags(tags)
+            # a run whose creator was killed between its creation and its config.yaml (the
+            # last write of a start): the params and config it lacks, so that a sweep can tell
+            # it is this config's run (tracking.provenance)
+            if CONFIG_FILE not in {f.path for f in self.client.list_artifacts(run_id)}:
+                self._log_config(config)
         else:
-            config = _without_secrets(config, self.tracking_uri)
             run = self.client.create_run(self.experiment_id, tags=tags, run_name=run_name)
             self.run_id = run.info.run_id
-            params = [self._Param(k, _param_str(v)) for k, v in sorted(flatten(config).items())]
-            for i in range(0, len(params), MAX_PARAMS):
-                self.client.log_batch(self.run_id, params=params[i : i + MAX_PARAMS])
-            self.log_text(yaml.safe_dump(config, sort_keys=False), "config.yaml")
+            self._log_config(config)
         return self.run_id
+
+    def _log_config(self, config: dict) -> None:
+        """The run's params (the flattened config; values logged before are logged again
+        unchanged, which MLflow accepts) and its ``config.yaml``, written last."""
+        params = [self._Param(k, _param_str(v)) for k, v in sorted(flatten(config).items())]
+        for i in range(0, len(params), MAX_PARAMS):
+            self.client.log_batch(self.run_id, params=params[i : i + MAX_PARAMS])
+        self.log_text(yaml.safe_dump(config, sort_keys=False), CONFIG_FILE)
 
     def last_logged_step(self, key: str = "round_time") -> int:
         """The last round this run logged (0 if none); every round logs ``round_time``."""

@@ -30,6 +30,19 @@ def default_store_dir() -> Path:
     return Path(os.environ.get("FEDSWEEP_STORE_DIR", DEFAULT_STORE_DIR)).resolve()
 
 
+def ray_results_dir(tracking_uri: str | None) -> Path:
+    """Where a sweep into ``tracking_uri`` keeps Ray's state, its logs and its lock files when
+    ``--storage`` is not given: ``<store dir>/ray_results``, the store dir being the folder of a
+    SQLite store (``sqlite:////data/exp/mlflow.db`` -> ``/data/exp/ray_results``), else (a
+    server, PostgreSQL) the default store folder (``$FEDSWEEP_STORE_DIR`` or ``./mlruns``)."""
+    uri = tracking_uri or ""
+    if uri.startswith("sqlite:///"):
+        path = uri[len("sqlite:///") :].split("?", 1)[0]
+        if path and path != ":memory:":
+            return Path(path).resolve().parent / "ray_results"
+    return default_store_dir() / "ray_results"
+
+
 def resolve_tracking_uri(uri: str | None = None) -> str:
     """The store's URI: absolute for a local path, and *clean*: a password in it moves into
     this process's environment (:mod:`fedsweep.tracking.credentials`), so nothing that logs,
@@ -40,6 +53,10 @@ def resolve_tracking_uri(uri: str | None = None) -> str:
             uri = credentials.absorb(uri)
         except credentials.CredentialsError as err:
             raise TrackingUriError(str(err)) from None
+    network = credentials.HTTP_SCHEMES + credentials.DB_SCHEMES  # databricks://PROFILE:PREFIX
+    problem = credentials.parse_problem(uri) if credentials.scheme(uri or "") in network else None
+    if problem:
+        raise TrackingUriError(problem)
     if not uri:
         return f"sqlite:///{default_store_dir() / DB_NAME}"
     if uri.startswith("sqlite:///"):

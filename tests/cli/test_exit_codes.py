@@ -276,3 +276,333 @@ def test_sweep_exit_status_follows_its_trials(tmp_path, monkeypatch, outcome, co
     monkeypatch.setattr(runner_mod, "run_sweep", fake_run_sweep)
     res = invoke("sweep", spec, "--profile", "smoke", "--verbose")
     assert res.exit_code == code, res.output
+
+
+# ------------------------------------------------------------------------------ issue 48
+def test_issue_48_a_set_on_a_key_the_curves_or_panels_vary_is_refused(tmp_path):
+    """issue 48, item 5: ``figures --set data.partition=case2`` on Fig. 4e drew the Case 2 runs
+    under the labels "Case 1" and "Case 3": a ``--set`` on a key the figure's curves (or
+    panels) set is refused, naming the key and the curves; ``sweep`` refuses it too."""
+    from fedsweep.sweep.spec import expand, load_spec
+    from fedsweep.tracking.store import prepare_store
+
+    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    prepare_store(uri)
+    sweeps = ROOT / "sweeps"
+    common_args = ("--profile", "smoke", "--sweeps-dir", sweeps, "--tracking-uri", uri)
+    out = one_line_exit_2(
+        invoke(
+            "figures",
+            "--figure",
+            "bherd-fig4e",
+            "--set",
+            "data.partition=case2",
+            "--out",
+            tmp_path / "figs",
+            *common_args,
+        ),
+        "--set data.partition=case2: bherd-fig4e varies data.partition by its curves "
+        "'Case 1, RR', 'Case 1, no RR', 'Case 2, RR', 'Case 2, no RR', 'Case 3, RR', "
+        "'Case 3, no RR'",
+        "extends: bherd-fig4e",
+    )
+    assert "Traceback" not in out and not (tmp_path / "figs").exists()
+    one_line_exit_2(
+        invoke("sweep", "bherd-fig4e", "--plan", "--set", "train.order=rr", *common_args),
+        "--set train.order=rr: bherd-fig4e varies train.order by its curves",
+    )
+    # a panel axis of override sets (Fig. 3's setting: model and data set per panel)
+    one_line_exit_2(
+        invoke("sweep", "fedveca-fig3", "--plan", "--set", "data.dataset=mnist", *common_args),
+        "--set data.dataset=mnist: fedveca-fig3 varies data.dataset by its panel axis setting",
+    )
+    # a key nothing of the figure sets is a --set as before
+    spec = load_spec(sweeps / "bherd-fig4e.yaml")
+    trials = expand(spec, "smoke", extra={"bherd.alpha": 0.3})
+    assert {t.config.bherd.alpha for t in trials} == {0.3}
+    assert [t.config.data.partition for t in trials][::2] == ["case1", "case2", "case3"]
+
+
+def test_issue_48_runs_with_an_empty_figure_is_refused(tmp_path):
+    """issue 48, item 8: ``runs --figure ''`` listed every run of the store."""
+    from fedsweep.tracking.store import prepare_store
+
+    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    prepare_store(uri)
+    for command in ("runs", "compare"):
+        one_line_exit_2(
+            invoke(command, "--figure", "", "--tracking-uri", uri),
+            "--figure '': an empty name names no figure",
+        )
+        one_line_exit_2(invoke(command, "--figure", "  ", "--tracking-uri", uri), "an empty name")
+
+
+def test_issue_48_sweep_names_each_spec_once(tmp_path):
+    """issue 48, item 8: ``sweep F F`` planned F twice; two files of one figure id too."""
+    (tmp_path / "sweeps").mkdir()  # the working folder's sweeps/: figure ids resolve there
+    spec = write_yaml(tmp_path / "sweeps" / "once.yaml", small_spec("once"))
+    one_line_exit_2(
+        invoke("sweep", "once", "once", "--plan", "--profile", "smoke"),
+        "FIGURE: 'once' is given twice (sweeps/once.yaml); name each figure once",
+    )
+    one_line_exit_2(
+        invoke("sweep", "once", spec, "--plan", "--profile", "smoke"),
+        f"FIGURE: 'once' and '{spec}' are the same spec",
+    )
+    copy = write_yaml(tmp_path / "copy.yaml", small_spec("once"))
+    one_line_exit_2(
+        invoke("sweep", spec, copy, "--plan", "--profile", "smoke"),
+        f"FIGURE: {spec} and {copy} are both figure 'once'",
+    )
+    res = invoke("sweep", "once", "--plan", "--profile", "smoke")
+    assert res.exit_code == 0 and res.output.count("once [smoke]: 2 trials") == 1, res.output
+
+
+def test_issue_48_unknown_claims_are_refused_before_the_plan(tmp_path):
+    """issue 48, item 8: a claim text no criterion judges passed ``--plan`` (and would read
+    "n/a" after the whole sweep)."""
+    spec = write_yaml(tmp_path / "c.yaml", small_spec("claimy", claims=["alpha=1.0 matches FedAv"]))
+    one_line_exit_2(
+        invoke("sweep", spec, "--plan", "--profile", "smoke"),
+        "claims[0]: 'alpha=1.0 matches FedAv' is not a claim fedsweep can judge",
+        "(did you mean 'alpha=1.0 matches fedavg'?)",
+        "`claims: []` for none",
+    )
+    ok = write_yaml(tmp_path / "k.yaml", small_spec("claimy", claims=["alpha=1.0 matches FedAvg"]))
+    assert invoke("sweep", ok, "--plan", "--profile", "smoke").exit_code == 0
+
+
+def test_issue_48_plan_says_trials_can_never_start_here(tmp_path):
+    """issue 48, item 8: ``resources: {cpu: 64}`` planned a wall time for trials no local Ray
+    can start; the plan says they never start here (a cluster, ``--address``, decides itself)."""
+    import os
+
+    cpus = os.cpu_count() or 1
+    spec = write_yaml(tmp_path / "big.yaml", small_spec("big-cpu", resources={"cpu": cpus + 1}))
+    res = invoke("sweep", spec, "--plan", "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    summary = res.output.splitlines()[0]
+    assert summary == (
+        f"big-cpu [smoke]: 2 trials: 2 to run, 0 reused; each trial asks for resources "
+        f"cpu={cpus + 1}, gpu=0, but this machine has {cpus} CPUs and 0 GPUs: no trial can ever "
+        "start here (lower resources in the spec, or sweep on a cluster that has them: --address)"
+    ), res.output
+    on_cluster = invoke("sweep", spec, "--plan", "--profile", "smoke", "--address", "auto")
+    assert on_cluster.exit_code == 0 and "never start" not in on_cluster.output
+
+
+def test_issue_48_a_huge_grid_is_counted_and_needs_yes(tmp_path, monkeypatch):
+    """issue 48, item 8: a 10,000-curve grid planned silently for minutes: beyond 2,000 trials
+    at the profile it is refused without ``--yes`` (before a trial is built), and the count is
+    said first."""
+    import fedsweep.cli.sweep as sweep_cli
+
+    grid = [round(0.0001 * i, 6) for i in range(1, 2002)]  # 2,001 curves x 1 seed
+    huge = write_yaml(tmp_path / "huge.yaml", small_spec("huge", alphas=grid))
+    one_line_exit_2(
+        invoke("sweep", huge, "--plan", "--profile", "smoke"),
+        f"{huge}: huge has 2,001 trials at --profile smoke (panels x curves x seeds), more than "
+        "2,000",
+        "Add --yes to go ahead",
+    )
+    monkeypatch.setattr(sweep_cli, "MAX_TRIALS", 3)  # the same at a size a test can build
+    small = write_yaml(tmp_path / "small.yaml", small_spec("small", alphas=(0.2, 0.4, 0.6, 0.8)))
+    one_line_exit_2(
+        invoke("sweep", small, "--plan", "--profile", "smoke"), "small has 4 trials", "than 3"
+    )
+    res = invoke("sweep", small, "--plan", "--profile", "smoke", "--yes")
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[0] == (
+        "small: 4 trials at --profile smoke (12 in its 3 profiles); checking them before "
+        "anything starts takes a while"
+    ), res.output
+    assert lines[1].startswith("small [smoke]: 4 trials: 4 to run"), res.output
+
+
+# ------------------------------------------------ issue 48: outputs, storage, URIs, team up
+def _one_stderr_line(res, code: int = 2) -> str:
+    """The command ended with ``code`` and exactly one line on stderr, no traceback."""
+    assert res.exit_code == code, (res.output, res.exception)
+    assert isinstance(res.exception, SystemExit), repr(res.exception)
+    assert "Traceback" not in res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    return lines[0]
+
+
+def _entries(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_report_out_that_cannot_be_a_folder_is_one_line(tmp_path):
+    """issue 48, item 10 (and item 8's `report --out ''`): `report --out` on a file, under
+    /proc (which even root cannot write) or empty was a traceback, or wrote the reports into
+    the current folder; now one line naming --out, the value and what is allowed, before the
+    store is read, and nothing written."""
+    from fedsweep.tracking.store import prepare_store
+
+    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    prepare_store(uri)
+    afile = tmp_path / "afile"
+    afile.write_text("keep\n")
+    before = _entries(tmp_path)
+    common_args = (
+        "--tracking-uri",
+        uri,
+        "--figure",
+        "bherd-fig2a",
+        "--sweeps-dir",
+        ROOT / "sweeps",
+    )
+    for out, line in [
+        (afile, f"--out {afile}: is a file, not a folder (allowed: a folder that exists"),
+        (afile / "sub", f"--out {afile / 'sub'}: is inside the file {afile}, not a folder"),
+        ("/proc/fedsweep-48", "--out /proc/fedsweep-48: cannot write in /proc ("),
+        ("", "--out '': empty (allowed: a folder that exists or can be created"),
+    ]:
+        res = invoke("report", "--out", out, *common_args)
+        assert _one_stderr_line(res).startswith(line), (out, res.stderr)
+        assert res.stdout == ""  # not even the profile line: the store was not read
+    assert _entries(tmp_path) == before and afile.read_text() == "keep\n"
+
+
+def test_sweep_storage_that_cannot_hold_checkpoints_is_one_line(tmp_path):
+    """issue 48, item 10: `sweep --storage` on a file or under /proc was a traceback from the
+    log file Ray's output goes to; now one line naming --storage, before Ray starts, and
+    nothing created (no store folder, no log)."""
+    spec = write_yaml(tmp_path / "st.yaml", small_spec("st"))
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    before = _entries(tmp_path)
+    for storage, line in [
+        (afile, f"--storage {afile}: is a file, not a folder (allowed: a folder that exists"),
+        ("/proc/fedsweep-48", "--storage /proc/fedsweep-48: cannot write in /proc ("),
+        ("file:///proc/fedsweep-48/x", "--storage /proc/fedsweep-48/x: cannot write in /proc ("),
+    ]:
+        res = invoke("sweep", spec, "--profile", "smoke", "--storage", storage)
+        text = _one_stderr_line(res)
+        assert text.startswith(line) and text.endswith(
+            "or an object store, e.g. s3://bucket/prefix"
+        )
+    assert _entries(tmp_path) == before  # no default-store/ray_results/logs/...
+
+
+SECRET = "S3cr3t"
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        f"postgresql://alice:{SECRET}@[::1/db",  # urlsplit: "Invalid IPv6 URL"
+        f"postgresql://alice:p/{SECRET}@localhost:5432/db",  # a "/" in the password: the port
+        f"postgresql://alice:{SECRET}@localhost:99999/db",  # port out of range
+        "postgresql://[::1/db",  # no password: the same line
+    ],
+)
+def test_a_malformed_tracking_uri_is_one_line_without_its_password(tmp_path, uri):
+    """issue 48, item 10: a malformed URI with a password was a ValueError traceback from
+    urllib in every command that read it; now one line, the password masked, and a sweep
+    leaves no log file behind."""
+    spec = write_yaml(tmp_path / "uri.yaml", small_spec("uri"))
+    before = _entries(tmp_path)
+    for args in (("runs",), ("sweep", spec, "--profile", "smoke")):
+        res = invoke(*args, "--tracking-uri", uri)
+        line = _one_stderr_line(res)
+        assert line.startswith("tracking URI postgresql://") and "not a valid URI" in line, line
+        assert SECRET not in res.output, res.output
+    assert _entries(tmp_path) == before
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def enterable_folder():
+    """A new folder every user may enter (pytest's own are mode 700 under root's): as root,
+    ``team up`` refuses a --home the postgres user cannot enter before its other checks."""
+    import shutil
+    import tempfile
+
+    made = []
+
+    def make() -> Path:
+        folder = Path(tempfile.mkdtemp(prefix="fedsweep-test-"))
+        folder.chmod(0o711)
+        made.append(folder)
+        return folder
+
+    yield make
+    for folder in made:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_team_up_checks_host_ports_and_home_before_creating_anything(
+    tmp_path, monkeypatch, enterable_folder
+):
+    """issue 48, item 14: port 70000 was accepted, an address not of this machine and a port
+    in use gave a vague pg_ctl line after a database cluster was created, --home under /proc
+    a traceback. Now each is one line naming the option and value, and nothing is created:
+    not the folder, not a cluster in the postgres user's home."""
+    import socket
+
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    home = enterable_folder() / "team"  # as root, the postgres user may enter it
+    ports = ["--pg-port", _free_port(), "--mlflow-port", _free_port(), "--ray-port", _free_port()]
+    pg_home = Path("/var/lib/postgresql")
+    pg_before = _entries(pg_home) if pg_home.is_dir() else []
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        for args, line in [
+            (["--pg-port", "70000"], "--pg-port 70000: not a port (allowed: 1-65535)"),
+            (["--ray-port", "0"], "--ray-port 0: not a port (allowed: 1-65535)"),
+            (["--mlflow-port", ports[1]], f"--mlflow-port {ports[1]}: already --pg-port's"),
+            (["--host", "192.0.2.1"], "--host 192.0.2.1: not an address of this machine"),
+            (["--host", "host.invalid"], "--host host.invalid: not an address of this machine"),
+            (["--host", "::1"], "--host ::1: an IPv6 address (allowed: an IPv4 address"),
+            (["--pg-port", taken], f"--pg-port {taken}: in use on 127.0.0.1; choose another"),
+            (["--home", "/proc/fedsweep-48"], "--home /proc/fedsweep-48: cannot write in /proc"),
+            (
+                ["--home", tmp_path / "afile" / "team"],
+                f"--home {tmp_path / 'afile' / 'team'}: is inside the file {tmp_path / 'afile'}",
+            ),
+        ]:
+            (tmp_path / "afile").write_text("")
+            given = dict(zip(ports[::2], ports[1::2], strict=True))
+            given.update(dict(zip(args[::2], args[1::2], strict=True)))
+            flat = [str(x) for kv in given.items() for x in kv]
+            home_args = [] if "--home" in given else ["--home", home]
+            res = invoke("team", "up", *home_args, *flat)
+            assert _one_stderr_line(res).startswith(line), (args, res.stderr)
+            assert res.stdout == "" and not home.exists(), (args, res.stdout)
+    assert (_entries(pg_home) if pg_home.is_dir() else []) == pg_before
+
+
+def test_team_up_as_root_refuses_a_home_postgres_cannot_enter(tmp_path, monkeypatch):
+    """issue 48, item 14: as root the database stays under --home, run by the postgres user;
+    a --home it cannot reach (under a folder of mode 700) is refused in one line naming that
+    folder, before anything is created."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("only root runs PostgreSQL as another user (postgres)")
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    closed.chmod(0o700)
+    res = invoke("team", "up", "--home", closed / "team", "--pg-port", _free_port(),
+                 "--mlflow-port", _free_port(), "--ray-port", _free_port())  # fmt: skip
+    line = _one_stderr_line(res)
+    assert line.startswith(f"--home {closed / 'team'}: as root, PostgreSQL runs as the postgres"), (
+        line
+    )
+    blocked = Path(line.split("cannot enter ", 1)[1].split(" (mode 700)")[0])
+    assert blocked == closed or blocked in closed.parents, line  # pytest's own may be 700 too
+    assert _entries(closed) == []

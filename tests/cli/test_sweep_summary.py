@@ -122,3 +122,15 @@ def test_next_commands_name_the_figures_and_a_store_that_is_not_the_default(tmp_
         f"fedsweep figures --figure fig-a --profile quick --tracking-uri {other}",
         f"fedsweep ui --tracking-uri {other}",
     ]
+    # issue 48, item 17: a tracking server (team mode) serves its own UI at its real address
+    server = "http://10.0.0.5:5001"
+    assert next_commands(specs[:1], ["fig-a"], "quick", server)[1] == (
+        "open http://10.0.0.5:5001/#/experiments  (the tracking server's MLflow UI)"
+    )
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", server)  # as `team up` has it exported
+    assert next_commands(specs[:1], ["fig-a"], "quick", None)[1].startswith(
+        "open http://10.0.0.5:5001/#/experiments"
+    )
+    from fedsweep.cli.run import next_steps
+
+    assert next_steps("abc", server)[1].strip().startswith("open http://10.0.0.5:5001/")

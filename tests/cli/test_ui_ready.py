@@ -197,3 +197,67 @@ def test_a_server_that_does_not_answer_in_time_is_stopped_in_one_line(tmp_path):
     while _servers_on(port) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _servers_on(port) == []
+
+
+# ------------------------------------------------------------------ web workers (issue 48)
+@pytest.mark.parametrize(("cores", "workers"), [(1, 1), (2, 1), (3, 1), (4, 2), (8, 4), (64, 4)])
+def test_the_default_web_workers_follow_the_machine(monkeypatch, cores, workers):
+    """issue 48, item 13: MLflow's 4 workers never answered on a loaded 2-core machine, 1 came
+    up: without --workers, one per two cores, 1 to 4."""
+    from fedsweep.cli import ui as ui_mod
+
+    monkeypatch.setattr(ui_mod.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    assert ui_mod.default_workers() == workers
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list processes")
+def test_a_server_that_does_not_answer_names_workers_in_its_line(tmp_path, monkeypatch):
+    """issue 48, item 13: the server is started with the machine's workers (here 8 cores: 4),
+    and the line for a server that did not answer in time names --workers (then
+    --start-timeout), not only a longer timeout. In-process: a sleeping process stands in for
+    MLflow's server and never answers."""
+    from typer.testing import CliRunner
+
+    from fedsweep.cli import ui as ui_mod
+    from fedsweep.cli.main import app
+
+    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    prepare_store(uri)
+    monkeypatch.setattr(ui_mod.os, "sched_getaffinity", lambda pid: set(range(8)))
+    started: list[list[str]] = []
+    real_popen = subprocess.Popen
+
+    def server(cmd, **kwargs):
+        started.append(cmd)
+        return real_popen([sys.executable, "-c", "import time; time.sleep(60)"], **kwargs)
+
+    monkeypatch.setattr(ui_mod.subprocess, "Popen", server)
+    port = _free_port()
+    res = CliRunner().invoke(
+        app, ["ui", "--port", str(port), "--start-timeout", "1", "--tracking-uri", uri]
+    )
+    assert res.exit_code == 1, res.output
+    assert "Traceback" not in res.output
+    (cmd,) = started
+    assert cmd[cmd.index("--workers") + 1] == "4"
+    log = tmp_path / "store" / f"ui-{port}.log"
+    assert res.stderr.strip().splitlines() == [
+        f"the MLflow server did not answer on http://127.0.0.1:{port} within 1 s with "
+        "--workers 4 (stopped; --workers 1 starts sooner on a busy machine, --start-timeout "
+        f"waits longer); its log: {log}"
+    ]
+
+
+def test_ui_of_a_tracking_server_names_its_own_ui(tmp_path, monkeypatch):
+    """Issue 48, item 17: in team mode the store is a tracking server, which serves its UI at
+    its real address; ``fedsweep ui`` says where instead of starting a server on :5000."""
+    from typer.testing import CliRunner
+
+    from fedsweep.cli.main import app
+
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, ["ui", "--tracking-uri", "http://10.0.0.5:5001"])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    text = " ".join(res.output.split())
+    assert "is a tracking server: it serves its own MLflow UI, open " in text
+    assert "http://10.0.0.5:5001/#/experiments" in text

@@ -554,3 +554,89 @@ def test_scheme2_accepts_equal_client_sizes(tmp_path):
     tree["data"] = {**tree["data"], "partition": "iid"}  # 300 samples on 3 clients: 100 each
     res = invoke("validate", write_yaml(tmp_path / "c.yaml", tree))
     assert res.exit_code == 0 and "OK" in res.output, res.output
+
+
+# ------------------------------------------------------------------------------ issue 48
+def test_issue_48_quantity_skew_exponent_range_and_unused(tmp_path, no_ray_no_mlflow):
+    """issue 48, item 6: an exponent below 0.05 is refused (it overflowed to negative client
+    sizes), and one set without ``quantity_skew: powerlaw`` is refused by ``validate``/``run``,
+    left out of the hash where a spec's trials carry it, and refused as a sweep ``--set`` no
+    trial reads."""
+    from fedsweep.config.hashing import config_hash
+    from fedsweep.data.partitions import powerlaw_sizes
+
+    data = {"dataset": "mnist-5k", "partition": "iid", "num_clients": 3, "train_subset": 300}
+    skewed = {**data, "quantity_skew": "powerlaw", "quantity_skew_exponent": 0.01}
+    cfg = write_yaml(tmp_path / "c.yaml", small_run("v", "validation", data=skewed))
+    for cmd in ("validate", "run"):
+        assert_clean(
+            invoke(cmd, cfg, *(["--no-track"] if cmd == "run" else [])),
+            "`data.quantity_skew_exponent`",
+            "got 0.01",
+            "allowed: a number >= 0.05",
+        )
+    edge = small_run("v", "validation", data={**skewed, "quantity_skew_exponent": 0.05})
+    assert invoke("validate", write_yaml(tmp_path / "e.yaml", edge)).exit_code == 0
+    sizes = powerlaw_sizes(60000, 60000, 0.05, 0)  # the smallest exponent, the most clients
+    assert sizes.sum() == 60000 and sizes.min() == 1
+    with pytest.raises(ValueError, match=r"too small for 1000 clients.*>= 0.05"):
+        powerlaw_sizes(60000, 1000, 0.01, 0)  # was: sizes of -9223372036854775806
+
+    unused = small_run("v", "validation", data={**data, "quantity_skew_exponent": 0.5})
+    assert_clean(
+        invoke("validate", write_yaml(tmp_path / "u.yaml", unused)),
+        "field `data.quantity_skew_exponent`: got 0.5, but data.quantity_skew is 'none'",
+        "read only with data.quantity_skew powerlaw",
+    )
+    ok = write_yaml(tmp_path / "ok.yaml", small_run("v", "validation", data=data))
+    assert_clean(
+        invoke("validate", ok, "--set", "data.quantity_skew_exponent=2"),
+        "field `data.quantity_skew_exponent`: got 2.0",
+    )
+    # a sweep's base may set it for its powerlaw trials: the others keep their hash
+    plain = tiny_config(data__partition="iid")
+    with_exp = tiny_config(data__partition="iid", data__quantity_skew_exponent=0.5)
+    assert config_hash(with_exp) == config_hash(plain)
+    skew = tiny_config(data__partition="iid", data__quantity_skew="powerlaw")
+    skew_exp = tiny_config(
+        data__partition="iid", data__quantity_skew="powerlaw", data__quantity_skew_exponent=0.5
+    )
+    assert config_hash(skew_exp) != config_hash(skew)
+    spec = write_yaml(tmp_path / "s.yaml", small_spec("skewless"))
+    assert_clean(
+        invoke("sweep", spec, "--profile", "smoke", "--set", "data.quantity_skew_exponent=2"),
+        "--set data.quantity_skew_exponent: no trial of this sweep reads it",
+    )
+
+
+def test_issue_48_integers_beyond_int64_are_refused(tmp_path):
+    """issue 48, item 8: ``train.rounds`` beyond a 64-bit integer passed ``validate``."""
+    cfg = config_file(tmp_path, train={"rounds": 10**20, "batch_size": 25, "lr": 0.001})
+    assert_clean(
+        invoke("validate", cfg),
+        "field `train.rounds`: got 100000000000000000000: does not fit a 64-bit integer",
+        f"(allowed: an integer >= 1 and <= {2**63 - 1})",
+    )
+    at_max = config_file(tmp_path, train={"rounds": 2**63 - 1, "batch_size": 25, "lr": 0.001})
+    assert invoke("validate", at_max).exit_code == 0
+    spec = write_yaml(tmp_path / "s.yaml", small_spec("huge-seed", seeds=(0, 2**64)))
+    assert_clean(invoke("sweep", spec, "--plan", "--profile", "smoke"), "does not fit a 64-bit")
+
+
+@pytest.mark.parametrize("label", ["two\nlines", "nul\x00byte", "tab\there"])
+def test_issue_48_labels_are_one_printable_line(tmp_path, label, no_ray_no_mlflow):
+    """issue 48, item 8: a curve, panel or reading label with a newline or NUL was accepted
+    (it is a trial id, a run name and a legend entry)."""
+    curves = [{"label": label, "set": {"bherd.alpha": 0.5}}]
+    spec = write_yaml(tmp_path / "c.yaml", small_spec("lab", curves=curves))
+    assert_clean(
+        invoke("sweep", spec, "--plan", "--profile", "smoke"),
+        f"curves: label {label!r} has the control character",
+        "a label is one line of printable text",
+    )
+    choice = {"id": "a", "label": label, "set": {"data.partition": "case1"}}
+    spec = write_yaml(tmp_path / "p.yaml", small_spec("lab", panels={"setting": [choice]}))
+    assert_clean(invoke("sweep", spec, "--plan", "--profile", "smoke"), "panels.setting: label")
+    reading = [{"label": label, "set": {"bherd.alpha": 0.3}}]
+    spec = write_yaml(tmp_path / "r.yaml", small_spec("lab", readings=reading))
+    assert_clean(invoke("sweep", spec, "--plan", "--profile", "smoke"), "readings: label")

@@ -127,6 +127,49 @@ def test_bad_figure_axis_and_values_exit_2_in_one_line_before_anything_starts(sp
     assert not store.exists()  # nothing started: no store, no Ray
 
 
+def test_issue_48_an_axis_must_change_the_runs_once_and_claims_must_exist(tmp_path):
+    """issue 48, item 7: ``--axis seed=1,2``, ``name=...`` and ``tracking.uri=...`` were
+    accepted (they change no run), a second ``--axis`` silently replaced the first, and a spec
+    without claims planned and ran sweeps: each is one line and exit 2, nothing started."""
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    write_yaml(folder / f"{FIGURE}.yaml", tiny_spec())
+    write_yaml(folder / "no-claims.yaml", {**tiny_spec(), "figure": "no-claims", "claims": []})
+    unknown = {**tiny_spec(), "figure": "odd-claims", "claims": ["RR vs no RR differs little"]}
+    write_yaml(folder / "odd-claims.yaml", unknown)
+    store = tmp_path / "store" / "mlflow.db"
+    uri = ("--tracking-uri", f"sqlite:///{store}")
+    one_line_error(
+        invoke(folder, FIGURE, "--axis", "seed=1,2", *uri),
+        "--axis seed: the seeds of tiny-rr set each trial's seed",
+    )
+    for axis, excluded in (("name=a,b", "name"), ("tracking.uri=x,y", "tracking")):
+        one_line_error(
+            invoke(folder, FIGURE, "--axis", axis, *uri),
+            f"--axis {axis.split('=')[0]}: {excluded} cannot change a run's numbers",
+        )
+    one_line_error(  # one value written twice
+        invoke(folder, FIGURE, "--axis", "train.lr=0.1,1e-1", *uri),
+        "--axis train.lr=0.1,1e-1: the two values give the same runs",
+    )
+    one_line_error(
+        invoke(folder, FIGURE, "--axis", "train.lr=0.1,0.2", "--axis", "train.rounds=3,4", *uri),
+        "--axis given 2 times (train.lr=0.1,0.2; train.rounds=3,4): a verdict map has one axis",
+    )
+    one_line_error(
+        invoke(folder, "no-claims", "--axis", "train.lr=0.1,0.2", *uri),
+        "no-claims has no claims: a verdict map judges a figure's claims",
+    )
+    one_line_error(
+        invoke(folder, "odd-claims", "--axis", "train.lr=0.1,0.2", *uri),
+        "claims[0]: 'RR vs no RR differs little' is not a claim fedsweep can judge",
+        "did you mean 'rr vs no rr differ little'?",
+    )
+    assert not store.exists()  # nothing started: no store, no Ray
+    plan = invoke(folder, FIGURE, "--axis", "train.lr=0.1,0.2", "--plan", *uri)
+    assert plan.exit_code == 0 and "total: 8 trials over 2 values of train.lr" in plan.output
+
+
 def test_axis_values_split_outside_brackets():
     assert split_values("1e-5, 1e-4") == ["1e-5", "1e-4"]
     assert split_values("[1,2],[3,4],'a,b'") == ["[1,2]", "[3,4]", "'a,b'"]

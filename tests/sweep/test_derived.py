@@ -67,12 +67,18 @@ def store(tmp_path):
     return f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
 
 
-def fake_source_run(client, config_hash: str, taus: list[float]) -> str:
-    """A finished run with the given ``tau_total`` history (what a FedVeca trial logs)."""
+def fake_source_run(client, config_hash: str, taus: list[float], config=None) -> str:
+    """A finished run with the given ``tau_total`` history (what a FedVeca trial logs); with
+    ``config``, its ``config.yaml`` as a trial logs it (a sweep adopts a run by its hash only
+    when its logged config hashes to it: ``tracking.provenance``)."""
+    import yaml
+
     exp = client.get_experiment_by_name("src") or client.create_experiment("src")
     exp_id = exp if isinstance(exp, str) else exp.experiment_id
     tags = {"fedsweep.status": "finished", "fedsweep.config_hash": config_hash}
     run_id = client.create_run(exp_id, tags=tags).info.run_id
+    if config is not None:
+        client.log_text(run_id, yaml.safe_dump(config.model_dump(mode="json")), "config.yaml")
     for step, value in enumerate(taus, 1):
         client.log_metric(run_id, TAU_TOTAL, value, step=step)
     client.set_terminated(run_id)
@@ -109,7 +115,9 @@ def test_resolve_takes_each_trials_own_source_and_is_repeatable(tmp_path, store)
     assert len(trials) == 6 and len(derived) == 4
     assert all(t.unresolved and t.config_hash.startswith("unresolved:") for t in derived)
     sources = {t.seed: t for t in trials if t.curve == FEDVECA}
-    run0 = fake_source_run(client, sources[0].config_hash, [3.0, 24.0, 24.0])  # seed 1: none
+    run0 = fake_source_run(  # seed 1: none
+        client, sources[0].config_hash, [3.0, 24.0, 24.0], sources[0].config
+    )
     runs = finished_runs(client, {t.config_hash for t in trials})
 
     def run_of(h):

@@ -132,3 +132,29 @@ def test_swapped_checkpoints_at_the_same_round_are_not_resumed(ray_session, tmp_
     for key, series in want.items():
         assert [s for s, _ in got[key]] == [1, 2, 3, 4], key
         assert got[key] == series, key
+
+
+@pytest.mark.parametrize("damage", ["zeroed", "truncated", "payload"])
+def test_a_damaged_or_planted_state_file_is_set_aside_and_never_runs(tmp_path, damage):
+    """Issue 48's fault matrix at the checkpoint: a state file of zeros, cut in half, or a
+    torch checkpoint carrying a pickle payload (``torch.save`` of an object whose unpickling
+    would write a marker): set aside with one warning, the previous checkpoint taken, and the
+    payload never runs (``torch.load(weights_only=True)``)."""
+    import torch
+
+    from tests.sweep.test_resume import _Planted
+
+    _trial_folder(tmp_path, 0.05, "aaaa")
+    newest = tmp_path / "checkpoint_000002" / "fl_state.pt"
+    marker = tmp_path / "MARKER"
+    if damage == "zeroed":
+        newest.write_bytes(bytes(newest.stat().st_size))
+    elif damage == "truncated":
+        newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+    else:
+        torch.save({"round": 2, "w": _Planted(marker)}, newest)
+    said: list[str] = []
+    state, run_id = trial_mod.restore_newest(tmp_path, warn=said.append, config_hash="aaaa")
+    assert (state["round"], run_id) == (1, "run-aaaa")
+    assert len(said) == 1 and "does not load" in said[0] and "set aside" in said[0]
+    assert not marker.exists()

@@ -77,3 +77,35 @@ def test_a_run_whose_logged_config_does_not_hash_to_its_tag_is_not_adopted(
     newest = _run(store, one.config, half.config_hash)  # ...and a newer forged one above it
     assert trial_runs(client, [half])[half.config_hash].info.run_id == older
     assert f"run {newest} is tagged" in capsys.readouterr().err
+
+
+def test_a_run_adopted_without_its_config_gets_it_and_is_then_reused(tmp_path, monkeypatch):
+    """A driver killed between a run's creation and its ``config.yaml`` (seen in the kill -9
+    test: the first 100 params written, nothing after) leaves a run that the resumed trial
+    adopts and finishes: the adopting start writes the params and config it lacks, so the
+    finished run passes the provenance check (else the sweep counted it as interrupted)."""
+    from fedsweep.config.hashing import config_hash
+    from fedsweep.config.load import flatten
+    from fedsweep.tracking.run_logger import MAX_PARAMS, MlflowRunLogger, _param_str
+    from tests.helpers import tiny_config
+
+    monkeypatch.setattr(provenance, "_CHECKED", {})
+    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    cfg = tiny_config(tracking__enabled=True, tracking__uri=store)
+    tree = cfg.model_dump(mode="json")
+    tags = {"fedsweep.config_hash": config_hash(cfg), "fedsweep.status": "running"}
+    killed = MlflowRunLogger(store, "e")
+    run_id = killed.client.create_run(killed.experiment_id, tags=tags).info.run_id
+    params = [killed._Param(k, _param_str(v)) for k, v in sorted(flatten(tree).items())]
+    assert len(params) > MAX_PARAMS
+    killed.client.log_batch(run_id, params=params[:MAX_PARAMS])  # then kill -9
+    client = get_client(store)
+    assert provenance.hash_problem(client, run_id, tags["fedsweep.config_hash"]).startswith(
+        "its logged config cannot be read"
+    )
+    adopting = MlflowRunLogger(store, "e")
+    assert adopting.start(tree, {**tags, "x": "1"}, run_id=run_id) == run_id
+    assert provenance.hash_problem(client, run_id, tags["fedsweep.config_hash"]) == ""
+    assert len(client.get_run(run_id).data.params) == len(params)
+    adopting.start(tree, tags, run_id=run_id)  # a second adoption writes nothing twice
+    assert [a.path for a in client.list_artifacts(run_id)] == ["config.yaml"]

@@ -203,6 +203,8 @@ def test_second_driver_sigterm_resume_check_and_another_store(ray_session, tmp_p
     out = log_path.read_text()
     assert rc == 143, out[-3000:]
     assert "interrupted (SIGTERM)" in out and "--resume" in out
+    # issue 48, item 17: where the checkpoints are (beside the store: issue 53)
+    assert f"their checkpoints are kept in {store_dir / 'ray_results'}" in " ".join(out.split())
     client, runs = runs_of(store)
     assert [r.info.status for r in runs if r.info.status == "RUNNING"] == []
     (parent,) = [r for r in runs if r.data.tags.get("fedsweep.kind") == "sweep"]
@@ -241,7 +243,8 @@ def test_second_driver_sigterm_resume_check_and_another_store(ray_session, tmp_p
 @pytest.mark.slow
 def test_driver_lock_names_the_holder_and_wait_queues(tmp_path):
     """The lock another process holds: refused with its PID, host and start time; with
-    ``wait`` the second driver starts once the first has ended (its lock freed by the OS)."""
+    ``wait`` the second driver starts once the first has ended (its lock freed by the OS, its
+    file removed: the waiting driver locks the file created anew, issue 53)."""
     from fedsweep.sweep.locking import SweepBusyError, driver_lock
 
     lock = tmp_path / "fig-smoke-0123abcd.driver"
@@ -275,6 +278,7 @@ def test_driver_lock_names_the_holder_and_wait_queues(tmp_path):
         with driver_lock(lock, "fig", "smoke", "sqlite:///x", True, said.append):
             assert time.time() - ready_at > 1.5  # only once the holder's 2 s were over
         assert said and said[0].startswith(f"waiting for PID {holder.pid}")
+        assert not lock.exists()  # issue 53: the lock file goes with the sweep that held it
     finally:
         holder.kill()
         holder.wait()

@@ -51,7 +51,7 @@ def test_checkpoints_on_an_object_store_survive_the_loss_of_the_local_copy(
     from fedsweep.sweep.trial import RESUMED_TAG
 
     uri, fs = s3
-    monkeypatch.setenv("FEDSWEEP_STORE_DIR", str(tmp_path / "local"))  # Ray's own folder
+    monkeypatch.setenv("FEDSWEEP_STORE_DIR", str(tmp_path / "local"))
     store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     spec = write_yaml(
         tmp_path / "remote-fig.yaml",
@@ -72,7 +72,9 @@ def test_checkpoints_on_an_object_store_survive_the_loss_of_the_local_copy(
     assert any(p.endswith("/checkpoint_000002/meta.json") for p in mine), remote
     assert any(p.endswith("/checkpoint_000002/fl_state.pt") for p in mine), remote
 
-    shutil.rmtree(tmp_path / "local")  # this machine's copy is gone: only the store has it
+    # this machine's copy (Ray's folder, beside the store: issue 53) is gone: only the object
+    # store has the checkpoints
+    shutil.rmtree(tmp_path / "store" / "ray_results")
     resumed = sweep(resume=True)
     assert (resumed.scheduled, resumed.finished, resumed.errored) == (1, 1, 0), resumed.errors
     client, _, _, children = sweep_runs(store, "remote-fig")
@@ -93,3 +95,43 @@ def test_a_storage_that_cannot_hold_checkpoints_fails_before_ray(tmp_path, s3):
     missing = uri.replace("s3://bucket/", "s3://no-such-bucket/")
     with pytest.raises(SpecError, match="--storage s3://no-such-bucket/sweeps.*cannot write"):
         check_storage(missing)
+
+
+def test_a_storage_that_does_not_answer_fails_within_the_probe_time(tmp_path, monkeypatch):
+    """issue 48, item 11: `--storage gs://...` without a network hung past 120 s (pyarrow
+    retries). Every remote storage is now probed in a child process killed after
+    PROBE_TIMEOUT_S (at most 15 s): one line saying it did not answer, before Ray starts, and
+    the command ends at once (a probe thread left in pyarrow held the exit for 100 s). The
+    silent endpoint here is a local socket that accepts connections and never replies (no
+    network needed: pyarrow's S3 client retries it for about 100 s)."""
+    import socket
+    import time
+
+    from typer.testing import CliRunner
+
+    from fedsweep.cli.main import app
+    from fedsweep.sweep import remote_state
+
+    assert remote_state.PROBE_TIMEOUT_S <= 15
+    monkeypatch.setattr(remote_state, "PROBE_TIMEOUT_S", 2.0)
+    for key, value in (("AWS_ACCESS_KEY_ID", "k"), ("AWS_SECRET_ACCESS_KEY", "s")):
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("FEDSWEEP_STORE_DIR", str(tmp_path / "local"))
+    monkeypatch.chdir(tmp_path)
+    spec = write_yaml(tmp_path / "silent.yaml", small_spec("silent"))
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        host, port = silent.getsockname()
+        uri = f"s3://bucket/sweeps?endpoint_override={host}:{port}&scheme=http&region=us-east-1"
+        start = time.monotonic()
+        res = CliRunner().invoke(app, ["sweep", str(spec), "--profile", "smoke", "--storage", uri])
+        took = time.monotonic() - start
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output and res.stdout == ""
+    assert res.stderr.strip().splitlines() == [
+        f"--storage {uri}: did not answer within 2 s (no network, a wrong endpoint or a "
+        "firewall?); check the URI and that this machine reaches it"
+    ]
+    assert took < 10, took  # 2 s, and the killed probe held nothing up
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["silent.yaml"]

@@ -231,6 +231,87 @@ def test_an_invalid_extended_spec_is_named_in_the_error(tmp_path):
     assert "extended by" in out and str(ext) in out, out
 
 
+# ------------------------------------------------------------------------------ issue 48
+def test_issue_48_a_broken_sibling_claiming_the_id_is_skipped_with_one_warning(tmp_path, capsys):
+    """issue 48, item 9: an invalid copy of a spec beside it (a half-edited ``wip.yaml``
+    claiming the same figure id) broke every valid ``extends:`` of that id in the folder; with
+    exactly one valid claimant the broken ones are skipped, one warning line each."""
+    parent = write_yaml(tmp_path / "zz-parent.yaml", small_spec("parent-fig"))
+    invalid = small_spec("parent-fig")
+    invalid["bsae"] = invalid.pop("base")
+    wip = write_yaml(tmp_path / "wip.yaml", invalid)
+    bad_yaml = tmp_path / "wip2.yaml"
+    bad_yaml.write_text("figure: parent-fig\ntitle: [unclosed\n")
+    ext = extension(tmp_path / "ext.yaml", "parent-fig")
+    assert hashes(load_spec(ext)) == hashes(load_spec(parent))
+    load_spec(ext)  # loaded again: no second warning
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line]
+    assert warnings == [
+        f"warning: {ext}: extends 'parent-fig': skipped {bad_yaml}, which sets figure "
+        f"'parent-fig' but is not a valid spec ({bad_yaml}, line 3, column 1: not valid YAML: "
+        "while parsing a flow sequence expected ',' or ']', but got '<stream end>'); using "
+        f"{parent}",
+        f"warning: {ext}: extends 'parent-fig': skipped {wip}, which sets figure 'parent-fig' "
+        f"but is not a valid spec (invalid sweep spec {wip}: key `base`: Field required); "
+        f"using {parent}",
+    ]
+    # on the command line: the sweep goes on (to its plan), the warnings on stderr
+    res = invoke("sweep", ext, "--plan", "--profile", "smoke")
+    assert res.exit_code == 0 and "my-ext [smoke]: 2 trials" in res.output, res.output
+    # two valid claimants stay an error naming both; a broken one alone names itself
+    other = write_yaml(tmp_path / "other.yaml", small_spec("parent-fig", alphas=(0.7,)))
+    assert_clean(invoke("sweep", ext, "--profile", "smoke"), str(parent), str(other))
+    for path in (parent, other, wip):
+        path.unlink()
+    with pytest.raises(SpecError, match="cannot be read"):
+        load_spec(ext)
+
+
+def test_issue_48_a_local_spec_shadowing_a_shipped_id_warns_in_one_line(
+    tmp_path, monkeypatch, capsys
+):
+    """issue 48, item 9: a spec of the extending spec's folder (or of ./sweeps for a command's
+    FIGURE) with a shipped figure's id silently shadowed the shipped figure: one warning line
+    names both; a byte-identical copy shadows nothing and says nothing."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    shipped = SWEEPS / "bherd-fig4abc.yaml"
+    local = mine / "bherd-fig4abc.yaml"
+    local.write_text(shipped.read_text() + "\nmax_failures: 5  # my change\n")
+    ext = extension(mine / "ext.yaml", "bherd-fig4abc")
+    assert load_spec(ext).title == "my extension"
+    assert capsys.readouterr().err.splitlines() == [
+        f"warning: {ext}: extends: figure id 'bherd-fig4abc' is {local}, not the shipped "
+        f"{shipped}: the local spec shadows it (give the shipped spec's path to use it, or give "
+        "yours its own id)"
+    ]
+    local.write_text(shipped.read_text())  # an exact copy
+    load_spec(extension(mine / "ext2.yaml", "bherd-fig4abc", "my-ext2"))
+    assert capsys.readouterr().err == ""
+    # a command's FIGURE looked up in ./sweeps
+    work = tmp_path / "work"
+    (work / "sweeps").mkdir(parents=True)
+    copy = work / "sweeps" / "bherd-fig4d.yaml"
+    copy.write_text((SWEEPS / "bherd-fig4d.yaml").read_text() + "\n# my change\n")
+    monkeypatch.chdir(work)
+    res = invoke("sweep", "bherd-fig4d", "--plan", "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    shown = [line for line in res.output.splitlines() if line.startswith("warning:")]
+    assert shown == [
+        f"warning: FIGURE bherd-fig4d: figure id 'bherd-fig4d' is sweeps/bherd-fig4d.yaml, not "
+        f"the shipped {SWEEPS / 'bherd-fig4d.yaml'}: the local spec shadows it (give the "
+        "shipped spec's path to use it, or give yours its own id)"
+    ], res.output
+    from dashboards.build import load_specs  # fedsweep figures --figure bherd-fig4d
+
+    capsys.readouterr()
+    assert list(load_specs(Path("sweeps"), ["bherd-fig4d"])) == ["bherd-fig4d"]
+    assert capsys.readouterr().err.startswith(
+        "warning: --figure bherd-fig4d: figure id 'bherd-fig4d' is sweeps/bherd-fig4d.yaml, not "
+        "the shipped"
+    )
+
+
 # ------------------------------------------------- item 15: validate on a sweep spec
 @pytest.mark.parametrize("name", ["bherd-fig3a.yaml", "fedveca-fig4.yaml", "intro-fedavg.yaml"])
 def test_validate_on_a_sweep_spec_points_to_fedsweep_sweep(name):

@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -50,6 +51,17 @@ def _missing() -> str | None:
     return None
 
 
+def _enterable(folder: Path) -> Path:
+    """``folder`` made enterable on its way from ``/`` (pytest's folders are mode 700): as root
+    the database under ``~/.fedsweep/team`` is run by the postgres user, which must enter it
+    (``team up`` refuses a --home it cannot reach)."""
+    if os.geteuid() == 0:
+        for part in [*reversed(folder.parents), folder]:
+            if str(part).startswith(tempfile.gettempdir() + "/"):  # pytest's, under /tmp
+                part.chmod(part.stat().st_mode | 0o111)
+    return folder
+
+
 def doc_block(name: str) -> str:
     """The bash block of the how-to marked ``<!-- team-check: NAME -->``."""
     text = DOC.read_text()
@@ -65,7 +77,7 @@ def team(tmp_path_factory):
     why = _missing()
     if why:
         pytest.skip(why)
-    home = tmp_path_factory.mktemp("home")
+    home = _enterable(tmp_path_factory.mktemp("home"))
     work = tmp_path_factory.mktemp("work")
     (work / "sweeps").symlink_to(ROOT / "sweeps")
     env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT)}
@@ -299,3 +311,55 @@ def test_without_address_a_sweep_starts_its_own_ray(team):
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("GCS ")), "")
     assert proc.returncode == 0 and line, proc.stdout + proc.stderr
     assert line.split()[1] != HEAD and not line.endswith(":6380"), line
+
+
+def test_a_failed_up_keeps_its_database_under_home_and_removes_it(tmp_path, monkeypatch):
+    """issue 48, item 14: the database cluster lives under --home (as root too: given to the
+    postgres user, no longer in its home), and an `up` that fails after PostgreSQL started
+    stops it and removes everything it created: the folder, the cluster, nothing in the
+    postgres user's home. Only PostgreSQL starts (MLflow's start fails on purpose)."""
+    if not (shutil.which("initdb") or list(Path("/usr/lib/postgresql").glob("*/bin/initdb"))):
+        pytest.skip("PostgreSQL's server programs (initdb, pg_ctl) are not installed")
+    pytest.importorskip("psycopg")
+    import pwd
+
+    from typer.testing import CliRunner
+
+    import fedsweep.team.local as local
+    from fedsweep.cli.main import app
+    from fedsweep.core.processes import listens
+
+    home = _enterable(tmp_path) / "team"
+    monkeypatch.setenv("HOME", str(tmp_path))
+    ports = []
+    for _ in range(3):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+    pg_home = Path("/var/lib/postgresql")
+    pg_before = sorted(pg_home.iterdir()) if pg_home.is_dir() else []
+    seen = {}
+
+    def mlflow_fails(team, echo):
+        data = home / "pg" / "data"
+        seen.update(cluster=(data / "PG_VERSION").is_file(), owner=data.owner(),
+                    running=listens(team.host, team.pg_port))  # fmt: skip
+        raise local.TeamError("the MLflow server exited (1): on purpose")
+
+    monkeypatch.setattr(local, "start_mlflow", mlflow_fails)
+    res = CliRunner().invoke(
+        app, ["team", "up", "--home", str(home), "--pg-port", str(ports[0]),
+              "--mlflow-port", str(ports[1]), "--ray-port", str(ports[2])],
+    )  # fmt: skip
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+    assert res.stderr.strip().splitlines() == ["the MLflow server exited (1): on purpose"]
+    assert seen == {
+        "cluster": True,
+        "owner": "postgres" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name,
+        "running": True,
+    }, seen
+    assert f"team up failed: stopped PostgreSQL; removed {home}" in res.stdout, res.stdout
+    assert not home.exists()
+    assert not listens("127.0.0.1", ports[0])
+    assert (sorted(pg_home.iterdir()) if pg_home.is_dir() else []) == pg_before

@@ -1,0 +1,64 @@
+"""``make bench``'s refusal rows: how long a bad input takes to be refused, as a user meets it,
+one whole command at a time (a fresh Python each, as ``farm-bench`` times commands).
+
+Each row runs its command ``repeats`` times and reports the median wall time and the exit code;
+every command must exit 2 (bad input) with one line. The rows are what issue 48 measured at 5-9 s
+idle (a figure-id typo: torch, Ray, MLflow and plotly imported first) and 130 s (a dead
+PostgreSQL URI: Ray started first)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _dead_port() -> int:
+    """A local port nothing listens on (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def refusal_commands() -> list[tuple[str, list[str]]]:
+    dead = f"postgresql://u@127.0.0.1:{_dead_port()}/db"
+    return [
+        ("sweep, a figure-id typo", ["sweep", "bherd-fig4x", "--profile", "smoke"]),
+        ("figures, a figure-id typo", ["figures", "--figure", "bherd-fig4x"]),
+        ("report, a figure-id typo", ["report", "--figure", "bherd-fig4x"]),
+        (
+            "sweep, a dead PostgreSQL URI",
+            ["sweep", "bherd-fig4e", "--profile", "smoke", "--tracking-uri", dead],
+        ),
+        ("run, an unknown config key", ["run", "configs/fedavg-svm.yaml", "--set", "trian.lr=1"]),
+    ]
+
+
+def bench_refusals(repeats: int = 3, root: Path | None = None) -> list[dict]:
+    """Per command: median wall seconds over ``repeats`` runs, the exit codes, the lines."""
+    root = root or Path(__file__).resolve().parents[2]
+    rows = []
+    with tempfile.TemporaryDirectory() as store:
+        env = {**os.environ, "FEDSWEEP_STORE_DIR": store, "RAY_USAGE_STATS_ENABLED": "0"}
+        env.pop("MLFLOW_TRACKING_URI", None)
+        for label, args in refusal_commands():
+            times, codes, lines = [], set(), 0
+            for _ in range(max(1, repeats)):
+                start = time.perf_counter()
+                done = subprocess.run(
+                    [sys.executable, "-m", "fedsweep.cli.main", *args],
+                    cwd=root, env=env, capture_output=True, text=True, timeout=600,
+                )  # fmt: skip
+                times.append(time.perf_counter() - start)
+                codes.add(done.returncode)
+                lines = len(done.stderr.strip().splitlines())
+            rows.append(
+                {"command": label, "args": " ".join(args), "median_s": statistics.median(times),
+                 "exit_codes": sorted(codes), "stderr_lines": lines}
+            )  # fmt: skip
+    return rows

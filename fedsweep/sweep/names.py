@@ -1,0 +1,50 @@
+"""Naming a figure on the command line, checked before anything heavy is imported: a figure
+id (``bherd-fig3a``, the stem of ``<sweeps_dir>/<id>.yaml``) or a spec file's path.
+
+A typo is refused here, in the time Python takes to start (about 0.3 s), instead of after
+torch, Ray, MLflow and plotly are imported (5-9 s idle, up to 113 s under load, measured on a
+2-core machine: issue 48). :func:`fedsweep.sweep.spec.find_spec` gives the same messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def spec_paths(folder: str | Path = "sweeps") -> list[Path]:
+    return sorted(Path(folder).glob("*.yaml"))
+
+
+def looks_like_path(name: str) -> bool:
+    """``sweeps/x.yaml``, ``x.yml``, ``./x``: a file path, not a figure id."""
+    return name.endswith((".yaml", ".yml")) or "/" in name or "\\" in name
+
+
+def name_problem(name: str | Path, sweeps_dir: str | Path = "sweeps") -> str | None:
+    """Why ``name`` names no spec (one line with the nearest id or file), or None when it names
+    one: an existing file, or an id with ``<sweeps_dir>/<id>.yaml``."""
+    from fedsweep.core.suggest import closest, did_you_mean
+
+    text = str(name)
+    path = Path(text)
+    folder = Path(sweeps_dir)
+    if path.is_file():
+        return None
+    ids = [p.stem for p in spec_paths(folder)] if folder.is_dir() else []
+    if not looks_like_path(text):
+        if (folder / f"{text}.yaml").is_file():
+            return None
+        allowed = ", ".join(ids) if ids else f"none ({folder} has no spec)"
+        return (
+            f"unknown figure id {text!r}{did_you_mean(text, ids)}; allowed: {allowed} "
+            "(or give a spec file's path)"
+        )
+    parent = path.parent
+    near = closest(path.name, [p.name for p in parent.glob("*.y*ml")] if parent.is_dir() else [])
+    if near:
+        hint = f" (did you mean {str(parent / near)!r}?)"
+    elif path.stem in ids:
+        hint = f" (did you mean {str(folder / (path.stem + '.yaml'))!r}?)"
+    else:
+        figure = closest(path.stem, ids)
+        hint = f" (did you mean the figure {figure!r}?)" if figure else ""
+    return f"sweep spec not found: {text}{hint}"

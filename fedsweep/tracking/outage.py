@@ -1,0 +1,121 @@
+"""Waiting out an outage of the tracking server (or of the database behind it) instead of
+failing.
+
+MLflow's REST client already retries a request for about 4 minutes with backoff once a run is
+under way (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``, 7 by default). What failed during a 30-60 s
+outage was the step before: a trial that started then (or a driver waiting with ``--wait``)
+opened the store, whose check (``store.probe_server``: one ``GET /health`` with a 10 s timeout,
+so that a wrong URI fails in seconds) raised, and the trial failed and used up one of its
+retries. :func:`patiently` runs such a step again with bounded exponential backoff while the
+store is unreachable, up to ``$FEDSWEEP_OUTAGE_WAIT_S`` seconds (default 600), and says so on
+the console: ``note: MLflow server http://… unreachable since 14:02:17, retrying (for up to
+600 s; FEDSWEEP_OUTAGE_WAIT_S sets it)``. A store that never answered at all is the driver's
+business: ``fedsweep sweep`` still refuses it before Ray starts.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from fedsweep.tracking.credentials import redact
+
+T = TypeVar("T")
+
+#: seconds a trial or a waiting driver waits for an unreachable store before it fails
+OUTAGE_WAIT_ENV = "FEDSWEEP_OUTAGE_WAIT_S"
+OUTAGE_WAIT_S = 600.0
+#: the first pause and the longest one between two tries
+FIRST_PAUSE_S, LONGEST_PAUSE_S = 1.0, 30.0
+#: seconds between two console notes about the same outage
+NOTE_EVERY_S = 60.0
+
+#: words of the errors an unreachable store raises (the probe's, urllib3's/requests', MLflow's
+#: once its own retries ran out, SQLAlchemy's for a database that went away)
+_UNREACHABLE = (
+    "does not answer",
+    "connection refused",
+    "max retries exceeded",
+    "failed to establish a new connection",
+    "connection aborted",
+    "connection reset",
+    "remote end closed connection",
+    "temporarily unavailable",
+    "could not connect to server",
+    "connection to server at",
+    "server closed the connection",
+    "the database cannot be opened",
+    "503",
+    "502",
+    "504",
+)
+
+
+def unreachable(err: BaseException) -> bool:
+    """Whether ``err`` (or an exception it carries) says the store cannot be reached now."""
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [err]
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, ConnectionError | TimeoutError):
+            return True
+        text = str(e).lower()
+        if any(word in text for word in _UNREACHABLE):
+            return True
+        stack += [e.__cause__, e.__context__]
+    return False
+
+
+def max_wait_s() -> float:
+    try:
+        return max(0.0, float(os.environ.get(OUTAGE_WAIT_ENV) or OUTAGE_WAIT_S))
+    except ValueError:
+        return OUTAGE_WAIT_S
+
+
+def patiently(
+    step: Callable[[], T],
+    tracking_uri: str,
+    say: Callable[[str], None] | None = None,
+    *,
+    max_wait: float | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> T:
+    """``step()``, tried again while it fails because the store is unreachable
+    (:func:`unreachable`), with pauses of 1, 2, 4 ... 30 s, for at most ``max_wait`` seconds
+    (default :func:`max_wait_s`); ``say(line)`` hears of the outage when it starts and once a
+    minute. Any other error, or the outage outlasting the wait, is raised as it is."""
+    limit = max_wait_s() if max_wait is None else max_wait
+    began: float | None = None
+    since = ""
+    noted = -float("inf")
+    pause = FIRST_PAUSE_S
+    while True:
+        try:
+            result = step()
+        except Exception as err:
+            if not unreachable(err):
+                raise
+            now = clock()
+            if began is None:
+                began, since = now, time.strftime("%H:%M:%S")
+            if now - began >= limit:
+                raise
+            if say is not None and now - noted >= NOTE_EVERY_S:
+                noted = now
+                say(
+                    f"note: MLflow server {redact(tracking_uri)} unreachable since {since}, "
+                    f"retrying (for up to {limit:g} s; {OUTAGE_WAIT_ENV} sets it)"
+                )
+            sleep(min(pause, max(0.0, limit - (now - began))))
+            pause = min(pause * 2, LONGEST_PAUSE_S)
+            continue
+        if began is not None and say is not None:
+            say(f"note: MLflow server {redact(tracking_uri)} answers again (since {since})")
+        return result

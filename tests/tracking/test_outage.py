@@ -1,0 +1,100 @@
+"""Issue 48, item 15 (part): a trial that starts, or a driver that waits, during an outage of the
+tracking server waits it out with bounded backoff instead of failing (and using up a retry), and
+the console says "MLflow server ... unreachable since HH:MM:SS, retrying"."""
+
+from __future__ import annotations
+
+import http.server
+import re
+import socket
+import threading
+import time
+
+import pytest
+
+from fedsweep.tracking import outage, store
+from fedsweep.tracking.store import TrackingUriError, probe_server
+
+
+def test_an_outage_is_waited_out_with_growing_pauses_and_said_once():
+    calls, pauses, said = [], [], []
+
+    def step():
+        calls.append(1)
+        if len(calls) <= 3:
+            raise TrackingUriError(
+                "tracking URI 'http://h:5001': the tracking server does not answer"
+            )
+        return "client"
+
+    got = outage.patiently(step, "http://alice:pw@h:5001", said.append, max_wait=60,
+                           sleep=pauses.append)  # fmt: skip
+    assert got == "client" and len(calls) == 4
+    assert pauses == [1.0, 2.0, 4.0]
+    assert len(said) == 2, said
+    assert re.fullmatch(
+        r"note: MLflow server http://alice:\*\*\*@h:5001 unreachable since \d\d:\d\d:\d\d, "
+        r"retrying \(for up to 60 s; FEDSWEEP_OUTAGE_WAIT_S sets it\)",
+        said[0],
+    ), said[0]
+    assert said[1].startswith("note: MLflow server http://alice:***@h:5001 answers again")
+
+
+def test_other_errors_and_an_outage_longer_than_the_wait_are_raised():
+    def bad():
+        raise ValueError("a bad config")
+
+    with pytest.raises(ValueError, match="a bad config"):
+        outage.patiently(bad, "http://h", sleep=lambda s: None)
+    now = [0.0]
+
+    def down():
+        raise ConnectionRefusedError("connection refused")
+
+    def sleep(seconds):
+        now[0] += seconds
+
+    with pytest.raises(ConnectionRefusedError):
+        outage.patiently(down, "http://h", max_wait=20, sleep=sleep, clock=lambda: now[0])
+    assert now[0] == 20  # the pauses never run past the wait: 1 + 2 + 4 + 8 + 5
+
+
+def test_a_server_that_comes_back_is_waited_for(monkeypatch):
+    """A real HTTP server that starts 3 s after the first try: the plain probe fails in
+    seconds (what failed every trial starting during an outage), ``patiently`` waits for it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    uri = f"http://127.0.0.1:{port}"
+    monkeypatch.setattr(store, "_REACHABLE", set())
+    with pytest.raises(TrackingUriError, match="does not answer"):
+        probe_server(uri)
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"OK")
+
+        def log_message(self, *args):
+            pass
+
+    servers = []
+
+    def later():
+        time.sleep(3)
+        server = http.server.HTTPServer(("127.0.0.1", port), Health)
+        servers.append(server)
+        server.serve_forever()
+
+    threading.Thread(target=later, daemon=True).start()
+    said: list[str] = []
+    started = time.monotonic()
+    try:
+        outage.patiently(lambda: probe_server(uri), uri, said.append, max_wait=60)
+    finally:
+        for server in servers:
+            server.shutdown()
+    assert 2.5 < time.monotonic() - started < 30
+    assert said[0].startswith(f"note: MLflow server {uri} unreachable since ")
+    assert said[-1].startswith(f"note: MLflow server {uri} answers again")
