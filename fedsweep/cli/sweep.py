@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import time
@@ -242,26 +243,18 @@ def sweep(
         with clean_errors(), sigterm_as_sigint(terminated):  # messages outside the capture
             failed = _run_all(specs, figures, profile, verbose, run_args)
     except KeyboardInterrupt as err:
-        how = "SIGTERM" if terminated else "Ctrl-C"
-        detail = f"{err}; " if str(err) else ""
-        again = " ".join(
-            ["fedsweep sweep", *map(str, specs), "--profile", profile]
-            + [f"--panel {p}" for p in panel or []]
-            + ["--resume"]
-        )
-        kept = (
-            ""
-            if "checkpoints are kept" in detail
-            else f"; their checkpoints are kept in {checkpoints_at(storage, tracking_uri)}"
-        )
-        typer.echo(
-            f"interrupted ({how}): {detail}the sweep's parent run and its unfinished trials are "
-            f"marked KILLED{kept}. Continue with: {again} (and the same --set options)",
-            err=True,
-        )
-        raise typer.Exit(128 + (signal.SIGTERM if terminated else signal.SIGINT)) from None
+        _interrupted(err, terminated, specs, profile, panel, storage, tracking_uri)
     except Exception as err:
         full = _disk_full(err, tracking_uri)
+        if full is None and terminated:
+            # SIGTERM during an outage of the store: its clean-up writes failed fast (one try
+            # each: sigterm_as_sigint), and the stop is still a stop
+            from fedsweep.core.errors import first_line
+
+            why = f"the store did not answer the clean-up ({first_line(err, 160)})"
+            _interrupted(
+                why, terminated, specs, profile, panel, storage, tracking_uri, marked=False
+            )
         if full is None:
             raise
         # a full file system: one line naming it (the runs are ended as far as the store
@@ -269,6 +262,38 @@ def sweep(
         typer.secho(f"sweep failed: {full}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from None
     raise typer.Exit(1 if failed else 0)
+
+
+def _interrupted(
+    err, terminated, specs, profile, panel, storage, tracking_uri, marked: bool = True
+) -> None:
+    """The one line of a sweep stopped by Ctrl-C or SIGTERM (what was done, where the
+    checkpoints are, the command that continues it), then exit 130 or 143. ``marked``: False
+    when the store could not be written (an outage): the runs are left for the next sweep."""
+    how = "SIGTERM" if terminated else "Ctrl-C"
+    detail = f"{err}; " if str(err) else ""
+    again = " ".join(
+        ["fedsweep sweep", *map(str, specs), "--profile", profile]
+        + [f"--panel {p}" for p in panel or []]
+        + ["--resume"]
+    )
+    kept = (
+        ""
+        if "checkpoints are kept" in detail
+        else f"; their checkpoints are kept in {checkpoints_at(storage, tracking_uri)}"
+    )
+    runs = (
+        "the sweep's parent run and its unfinished trials are marked KILLED"
+        if marked
+        else "the sweep's runs could not be marked KILLED now (the next sweep of the figure "
+        "ends those left RUNNING)"
+    )
+    typer.echo(
+        f"interrupted ({how}): {detail}{runs}{kept}. Continue with: {again} (and the same "
+        "--set options)",
+        err=True,
+    )
+    raise typer.Exit(128 + (signal.SIGTERM if terminated else signal.SIGINT)) from None
 
 
 def checkpoints_at(storage: str | None, tracking_uri: str | None) -> str:
@@ -444,11 +469,19 @@ def sigterm_as_sigint(seen: list[int]):
     the trials Ray Tune stops them gracefully (checkpoints saved), elsewhere it raises
     KeyboardInterrupt; either way the sweep's runs end KILLED. ``seen`` records it."""
 
+    from fedsweep.tracking.outage import brief_requests
+
+    stopping = contextlib.ExitStack()
+
     def on_term(signum, frame):
         seen.append(signum)
+        # from now on every MLflow request is tried once: the clean-up of a sweep stopped
+        # during an outage of the store took MLflow's retries, minutes (tracking.outage)
+        if len(seen) == 1:
+            stopping.enter_context(brief_requests())
         signal.raise_signal(signal.SIGINT)
 
-    with on_sigterm(on_term):
+    with stopping, on_sigterm(on_term):
         yield
 
 

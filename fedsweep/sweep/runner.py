@@ -86,6 +86,7 @@ from fedsweep.sweep.store_index import (
 )
 from fedsweep.tracking import retries
 from fedsweep.tracking.artifact_probe import artifact_env
+from fedsweep.tracking.outage import brief_requests
 from fedsweep.tracking.store import artifact_root as store_artifact_root
 from fedsweep.tracking.store import (
     check_tracking_uri,
@@ -288,7 +289,8 @@ def _run_locked(drive: _Drive, trials: list[Trial], report: SweepReport) -> Swee
         # RUNNING end KILLED or FAILED: no run of an ended sweep stays RUNNING
         if drive.parent_run_id is not None:
             killed = isinstance(err, KeyboardInterrupt)
-            end_parent_run(drive.client, drive.parent_run_id, "killed" if killed else "failed")
+            with brief_requests() if killed else contextlib.nullcontext():  # outage: no wait
+                end_parent_run(drive.client, drive.parent_run_id, "killed" if killed else "failed")
         raise
     return report
 
@@ -515,7 +517,9 @@ def _run_stage(
         if full is not None:  # room for the status writes: Ray's folder is never read back
             with contextlib.suppress(Exception):
                 remove_inside(path / RAY_DIR, storage, missing_ok=True)
-        end_parent_run(client, parent_run_id, "killed" if killed else "failed")
+        # stopped (Ctrl-C, SIGTERM) during an outage: one quick try, not minutes of retries
+        with brief_requests() if killed else contextlib.nullcontext():
+            end_parent_run(client, parent_run_id, "killed" if killed else "failed")
         if full is not None:  # one line naming the cause, not a chain of tracebacks
             raise full.at(store_folder(drive.uri) or storage) from None
         raise

@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from fedsweep.core.processes import alive
 
@@ -204,7 +204,7 @@ def hold(
     poll until it is free or abandoned. Yields the holder tags (``tags``). An outage of the
     store while claiming (or waiting) is waited out (``tracking.outage.patiently``; ``say``
     hears of it), not a failure."""
-    from fedsweep.tracking.outage import patiently
+    from fedsweep.tracking.outage import brief_requests, patiently
 
     claims = patiently(lambda: Claims(tracking_uri), tracking_uri, say)
     waited = False
@@ -223,11 +223,16 @@ def hold(
         waited = True
         time.sleep(poll_s)
     beat = Heartbeat(tracking_uri, name, tags["token"]).start()
+    stopped = False
     try:
         yield tags
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM: release in one quick try (an outage)
+        stopped = True
+        raise
     finally:
         beat.stop()
         try:
-            claims.release(name, tags["token"])
+            with brief_requests() if stopped else nullcontext():
+                claims.release(name, tags["token"])
         except Exception:  # noqa: BLE001 - a claim left behind is taken over when stale
             pass
