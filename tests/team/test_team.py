@@ -227,9 +227,11 @@ def test_a_credentialed_sweep_on_two_nodes_survives_a_lost_node(team, tmp_path):
             os.killpg(node.pid, signal.SIGKILL)
     assert sweep.returncode == 0, out
     assert "team-node [smoke]: 6 run, 0 skipped, 0 shared, 0 failed of 6 trials" in out, out
-    assert "; Ray restarts it, from its newest checkpoint" in out, out
-    assert "note: Ray node " in out and " was lost; its trials restart" in out, out
     flat = " ".join(out.split())  # the console wraps its lines at the terminal's width
+    # (where depends on the length of Ray's error text quoted before it: seen wrapped
+    # between "newest" and "checkpoint")
+    assert "; Ray restarts it, from its newest checkpoint" in flat, out
+    assert "note: Ray node " in flat and " was lost; its trials restart" in flat, out
     assert "(1 restart)" in flat.split("team-node [smoke]: 6 run")[1].split("fedsweep sweep")[0]
     runs = _runs_per_hash(team["env"], "0.002")
     assert len(runs) == 6 and set(runs.values()) == {1}, runs
