@@ -90,6 +90,7 @@ from fedsweep.tracking.outage import brief_requests
 from fedsweep.tracking.store import artifact_root as store_artifact_root
 from fedsweep.tracking.store import (
     check_tracking_uri,
+    default_store_dir,
     ensure_experiment,
     get_client,
     ray_results_dir,
@@ -195,13 +196,13 @@ def run_sweep(
     remote = str(storage_dir) if is_remote(storage_dir) else None
     # an object store holds the trials' checkpoints; Ray Tune's folder, the sweep's state file
     # and the driver's lock stay on this machine (fedsweep.sweep.remote_state)
+    tune_name = ray_experiment_name(spec.figure, profile, uri, spec_path)
     storage = (
         Path(str(storage_dir).removeprefix("file://")).resolve()
         if storage_dir and not remote
-        else ray_results_dir(uri)
+        else sweep_folder(uri, tune_name, echo)
     )
     storage.mkdir(parents=True, exist_ok=True)
-    tune_name = ray_experiment_name(spec.figure, profile, uri, spec_path)
     with (
         retries.watching(echo),  # a tracking server's outage: one line, not silence
         driver_lock(storage / f"{tune_name}.driver", spec.figure, profile, uri, wait, echo),
@@ -231,6 +232,24 @@ def run_sweep(
             remote=remote,
         )
         return _run_locked(drive, trials, report)
+
+
+def sweep_folder(uri: str, tune_name: str, echo) -> Path:
+    """Where a sweep without ``--storage`` keeps Ray's state: ``<store dir>/ray_results``
+    (``tracking.store.ray_results_dir``), except for a sweep interrupted before 2026-11-28
+    whose state is still where sweeps kept it then (``$FEDSWEEP_STORE_DIR`` or
+    ``./mlruns``, ``/ray_results``): it goes on there (said in one note), so ``--resume``
+    finds its checkpoints."""
+    folder = ray_results_dir(uri)
+    old = default_store_dir() / "ray_results"
+    if old != folder and (old / tune_name / STATE_FILE).is_file():
+        if not (folder / tune_name / STATE_FILE).is_file():
+            echo(
+                f"note: {tune_name}: its Ray state is in {old}, where sweeps kept it before "
+                f"2026-11-28; it goes on there (new sweeps of this store use {folder})"
+            )
+            return old
+    return folder
 
 
 #: suffix of the Ray experiment (and state file) of a sweep's derived stage

@@ -80,3 +80,29 @@ def test_figures_during_a_running_sweep_say_who_sweeps_it(tmp_path, monkeypatch)
          "--out", str(tmp_path / "figs"), "--format", "svg"],
     )  # fmt: skip
     assert "being swept" not in res.output and "run them: fedsweep sweep busy" in res.output
+
+
+def test_a_sweep_interrupted_before_the_move_goes_on_where_its_state_is(tmp_path, monkeypatch):
+    """A sweep interrupted before Ray's state moved beside the store (its state file under
+    ``$FEDSWEEP_STORE_DIR/ray_results``) goes on there, with one note, so ``--resume`` finds its
+    checkpoints; without such a state the folder beside the store is used."""
+    from fedsweep.sweep.locking import STATE_FILE
+    from fedsweep.sweep.runner import sweep_folder
+
+    monkeypatch.setenv("FEDSWEEP_STORE_DIR", str(tmp_path / "mlruns"))
+    uri = f"sqlite:///{tmp_path / 'elsewhere' / 'mlflow.db'}"
+    said: list[str] = []
+    assert sweep_folder(uri, "fig-smoke-0123abcd", said.append) == (
+        tmp_path / "elsewhere" / "ray_results"
+    )
+    old = tmp_path / "mlruns" / "ray_results" / "fig-smoke-0123abcd"
+    old.mkdir(parents=True)
+    (old / STATE_FILE).write_text("{}")
+    assert sweep_folder(uri, "fig-smoke-0123abcd", said.append) == old.parent
+    assert said == [
+        f"note: fig-smoke-0123abcd: its Ray state is in {old.parent}, where sweeps kept it "
+        f"before 2026-11-28; it goes on there (new sweeps of this store use "
+        f"{tmp_path / 'elsewhere' / 'ray_results'})"
+    ]
+    assert sweep_folder(uri, "other-smoke-89abcdef", said.append).name == "ray_results"
+    assert sweep_folder(uri, "other-smoke-89abcdef", said.append).parent.name == "elsewhere"
