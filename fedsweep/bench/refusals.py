@@ -9,7 +9,6 @@ PostgreSQL URI: Ray started first)."""
 from __future__ import annotations
 
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -17,16 +16,11 @@ import tempfile
 import time
 from pathlib import Path
 
-
-def _dead_port() -> int:
-    """A local port nothing listens on (bound, then closed)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from fedsweep.core.processes import free_port
 
 
 def refusal_commands() -> list[tuple[str, list[str]]]:
-    dead = f"postgresql://u@127.0.0.1:{_dead_port()}/db"
+    dead = f"postgresql://u@127.0.0.1:{free_port()}/db"
     return [
         ("sweep, a figure-id typo", ["sweep", "bherd-fig4x", "--profile", "smoke"]),
         ("figures, a figure-id typo", ["figures", "--figure", "bherd-fig4x"]),

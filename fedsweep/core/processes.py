@@ -1,11 +1,14 @@
 """Whether a process is alive, for the parts that clean up after other processes (the UI's
-process tree, a killed store creator's private file), and whether something listens on a port
-(the UI's port, the team services)."""
+process tree, a killed store creator's private file), whether something listens on a port
+(the UI's port, the team services), a port nothing listens on, and a probe run in a child
+process that is killed when its time is up (remote storage, an artifact store)."""
 
 from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 
@@ -30,3 +33,32 @@ def listens(host: str, port: int, timeout: float = 1.0) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
         return sock.connect_ex((host, port)) == 0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port of ``host`` that nothing listens on now (bound, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def probe_in_child(module: str, text: str, timeout: float) -> str | None:
+    """Run ``python -m module`` with ``text`` on its stdin (a URI that may hold a password:
+    never on a command line) and fedsweep importable; None when it exits 0, else its last line
+    of output. Raises ``subprocess.TimeoutExpired`` when it runs past ``timeout`` seconds (it
+    is killed then: a thread would be left waiting in a client library that retries for
+    minutes, and such libraries wait for it at exit)."""
+    root = str(Path(__file__).resolve().parents[2])  # fedsweep's own, installed or not
+    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    child = subprocess.run(
+        [sys.executable, "-m", module],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    if child.returncode == 0:
+        return None
+    lines = (child.stdout or child.stderr).strip().splitlines()
+    return lines[-1] if lines else f"the probe exited with code {child.returncode}"

@@ -91,26 +91,19 @@ def check_remote(uri: str, timeout: float | None = None) -> None:
     on its way out). The URI goes through the child's stdin, never its command line (it may
     hold a password); the child inherits the environment (the object store's credentials)."""
     import subprocess
-    import sys
+
+    from fedsweep.core.processes import probe_in_child
 
     timeout = PROBE_TIMEOUT_S if timeout is None else timeout
-    root = str(Path(__file__).resolve().parents[2])  # fedsweep's own, installed or not
-    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path}
-    cmd = [sys.executable, "-m", "fedsweep.sweep.remote_state"]
     try:
-        child = subprocess.run(
-            cmd, input=uri, capture_output=True, text=True, timeout=timeout, env=env
-        )
+        why = probe_in_child("fedsweep.sweep.remote_state", uri, timeout)
     except subprocess.TimeoutExpired:  # run() has killed it
         raise RemoteStorageError(
             f"--storage {uri}: did not answer within {timeout:g} s (no network, a wrong "
             "endpoint or a firewall?); check the URI and that this machine reaches it"
         ) from None
-    if child.returncode == 0:
+    if why is None:
         return
-    lines = (child.stdout or child.stderr).strip().splitlines()
-    why = lines[-1] if lines else f"the probe exited with code {child.returncode}"
     raise RemoteStorageError(why if why.startswith("--storage ") else f"--storage {uri}: {why}")
 
 

@@ -61,11 +61,9 @@ def check_artifact_root(uri: str, timeout: float | None = None) -> None:
     MLflow (they are made when written)."""
     if not is_object_store(uri):
         return
+    from fedsweep.core.processes import probe_in_child
+
     timeout = PROBE_TIMEOUT_S if timeout is None else timeout
-    root = str(Path(__file__).resolve().parents[2])  # fedsweep's own, installed or not
-    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path}
-    cmd = [sys.executable, "-m", "fedsweep.tracking.artifact_probe"]
     endpoint = os.environ.get("MLFLOW_S3_ENDPOINT_URL")
     hint = (
         f" (endpoint {endpoint}, from MLFLOW_S3_ENDPOINT_URL)"
@@ -75,18 +73,14 @@ def check_artifact_root(uri: str, timeout: float | None = None) -> None:
         else ""
     )
     try:
-        child = subprocess.run(
-            cmd, input=uri, capture_output=True, text=True, timeout=timeout, env=env
-        )
+        why = probe_in_child("fedsweep.tracking.artifact_probe", uri, timeout)
     except subprocess.TimeoutExpired:
         raise ArtifactRootError(
             f"--artifact-root {uri}: did not answer within {timeout:g} s{hint}; check the "
             "URI, the endpoint and that this machine reaches it"
         ) from None
-    if child.returncode == 0:
+    if why is None:
         return
-    lines = (child.stdout or child.stderr).strip().splitlines()
-    why = lines[-1] if lines else f"the probe exited with code {child.returncode}"
     raise ArtifactRootError(f"--artifact-root {uri}: cannot write there ({why[:300]}){hint}")
 
 

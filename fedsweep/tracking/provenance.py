@@ -20,10 +20,10 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
 from fedsweep.tracking.direct import done_run_candidates
 from fedsweep.tracking.run_logger import CONFIG_FILE as CONFIG_ARTIFACT
+from fedsweep.tracking.store import file_uri_path
 
 #: run id -> "" when its logged config hashes to its tag, else why not
 _CHECKED: dict[str, str] = {}
@@ -34,19 +34,9 @@ def _warn(text: str) -> None:
     print(f"warning: {text}", file=sys.stderr, flush=True)
 
 
-def _local_folder(artifact_uri: str) -> Path | None:
-    """The local folder of a ``file:`` (or plain path) artifact URI, else None."""
-    parts = urlsplit(artifact_uri)
-    if parts.scheme == "file":
-        return Path(unquote(parts.path))
-    if parts.scheme == "" and artifact_uri.startswith("/"):
-        return Path(artifact_uri)
-    return None
-
-
 def logged_config_text(client, run_id: str) -> str:
     """The run's ``config.yaml`` (OSError / MLflow's exception when it has none)."""
-    folder = _local_folder(client.get_run(run_id).info.artifact_uri or "")
+    folder = file_uri_path(client.get_run(run_id).info.artifact_uri or "")
     if folder is not None:
         return (folder / CONFIG_ARTIFACT).read_text()
     with tempfile.TemporaryDirectory() as tmp:

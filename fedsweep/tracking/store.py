@@ -676,9 +676,20 @@ def store_folder(tracking_uri: str) -> Path | None:
     if db is not None:
         return db.parent
     if tracking_uri.startswith("file:"):
-        from urllib.parse import unquote, urlparse
+        return file_uri_path(tracking_uri)
+    return None
 
-        return Path(unquote(urlparse(tracking_uri).path))
+
+def file_uri_path(uri: str) -> Path | None:
+    """The local path of a ``file:`` URI or of a plain absolute path (an MLflow store's or
+    artifact location), else None (``s3://``, ``mlflow-artifacts:``, a server)."""
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(uri)
+    if parts.scheme == "file":
+        return Path(unquote(parts.path))
+    if parts.scheme == "" and uri.startswith("/"):
+        return Path(uri)
     return None
 
 

@@ -19,6 +19,7 @@ import yaml
 from typer.testing import CliRunner
 
 from fedsweep.cli.main import app
+from fedsweep.core.processes import free_port
 from tests.helpers import small_run
 
 runner = CliRunner()
@@ -242,12 +243,6 @@ def test_summary_lines_stay_within_80_columns_for_extreme_values():
 
 
 # ---------------------------------------------------------------------------------- ui
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _answers(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(1.0)
@@ -275,7 +270,7 @@ def test_ui_stops_its_whole_process_tree(tmp_path):
     SIGINT, takes the same handler)."""
     from fedsweep.cli.ui import _children_map, alive, descendants
 
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MLFLOW_DISABLE_TELEMETRY": "true"}
     cmd = [sys.executable, "-m", "fedsweep", "ui", "--port", str(port), "--workers", "2"]
     cmd += ["--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"]

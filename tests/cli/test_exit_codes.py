@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from fedsweep.cli import common
 from fedsweep.cli.main import app
 from fedsweep.config.schema import RunConfig
+from fedsweep.core.processes import free_port
 from tests.helpers import small_run, small_spec, write_yaml
 
 runner = CliRunner()
@@ -514,14 +515,6 @@ def test_a_malformed_tracking_uri_is_one_line_without_its_password(tmp_path, uri
     assert _entries(tmp_path) == before
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def enterable_folder():
     """A new folder every user may enter (pytest's own are mode 700 under root's): as root,
@@ -553,7 +546,7 @@ def test_team_up_checks_host_ports_and_home_before_creating_anything(
 
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
     home = enterable_folder() / "team"  # as root, the postgres user may enter it
-    ports = ["--pg-port", _free_port(), "--mlflow-port", _free_port(), "--ray-port", _free_port()]
+    ports = ["--pg-port", free_port(), "--mlflow-port", free_port(), "--ray-port", free_port()]
     pg_home = Path("/var/lib/postgresql")
     pg_before = _entries(pg_home) if pg_home.is_dir() else []
     with socket.socket() as busy:
@@ -597,8 +590,8 @@ def test_team_up_as_root_refuses_a_home_postgres_cannot_enter(tmp_path, monkeypa
     closed = tmp_path / "closed"
     closed.mkdir(mode=0o700)
     closed.chmod(0o700)
-    res = invoke("team", "up", "--home", closed / "team", "--pg-port", _free_port(),
-                 "--mlflow-port", _free_port(), "--ray-port", _free_port())  # fmt: skip
+    res = invoke("team", "up", "--home", closed / "team", "--pg-port", free_port(),
+                 "--mlflow-port", free_port(), "--ray-port", free_port())  # fmt: skip
     line = _one_stderr_line(res)
     assert line.startswith(f"--home {closed / 'team'}: as root, PostgreSQL runs as the postgres"), (
         line

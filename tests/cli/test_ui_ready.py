@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from fedsweep.core.processes import free_port
 from fedsweep.tracking.store import (
     DEFAULT_UI_BASE,
     UI_STATE_FILE,
@@ -29,12 +29,6 @@ from fedsweep.tracking.store import (
 ROOT = Path(__file__).resolve().parents[2]
 #: MLflow's server starts in seconds on an idle machine, in a minute or two on a busy one
 START_S = 180
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _dead_pid() -> int:
@@ -137,7 +131,7 @@ def _servers_on(port: int) -> list[int]:
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list processes")
 def test_the_address_is_printed_once_it_answers_and_the_log_stays_off_the_console(tmp_path):
-    port = _free_port()
+    port = free_port()
     proc = _ui(tmp_path, port)
     out = _Lines(proc.stdout)
     state = tmp_path / "store" / UI_STATE_FILE
@@ -179,7 +173,7 @@ def test_the_address_is_printed_once_it_answers_and_the_log_stays_off_the_consol
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list processes")
 def test_a_server_that_does_not_answer_in_time_is_stopped_in_one_line(tmp_path):
-    port = _free_port()
+    port = free_port()
     proc = _ui(tmp_path, port, "--start-timeout", "1")  # MLflow's imports alone take longer
     try:
         out, _ = proc.communicate(timeout=120)
@@ -232,7 +226,7 @@ def test_a_server_that_does_not_answer_names_workers_in_its_line(tmp_path, monke
         return real_popen([sys.executable, "-c", "import time; time.sleep(60)"], **kwargs)
 
     monkeypatch.setattr(ui_mod.subprocess, "Popen", server)
-    port = _free_port()
+    port = free_port()
     res = CliRunner().invoke(
         app, ["ui", "--port", str(port), "--start-timeout", "1", "--tracking-uri", uri]
     )

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from fedsweep.core.processes import free_port
 from tests.helpers import small_spec, write_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,9 +31,7 @@ def _answers(url: str) -> bool:
 
 @pytest.mark.slow
 def test_sigterm_during_an_outage_stops_both_drivers_in_seconds(tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),

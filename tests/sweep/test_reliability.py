@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fedsweep.cli.main import app
+from fedsweep.core.processes import free_port
 from tests.helpers import small_run, small_spec, write_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,13 +25,6 @@ runner = CliRunner()
 
 def invoke(*args):
     return runner.invoke(app, [str(a) for a in args])
-
-
-def closed_port() -> int:
-    """A local port nothing listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -58,7 +52,7 @@ def test_unreachable_tracking_server_fails_in_seconds(tmp_path, silent_port, mon
     spec = write_yaml(tmp_path / "s.yaml", small_spec("unreach"))
     monkeypatch.setenv("FEDSWEEP_TRACKING_TIMEOUT", "2")
     monkeypatch.setenv("FEDSWEEP_STORE_DIR", str(tmp_path / "store"))
-    refused = f"http://127.0.0.1:{closed_port()}"
+    refused = f"http://127.0.0.1:{free_port()}"
     silent = f"http://127.0.0.1:{silent_port}"
     for args, why in [
         (("run", config, "--tracking-uri", refused), "Connection refused"),
@@ -81,7 +75,7 @@ def test_unreachable_ray_address_fails_in_seconds_and_opens_no_run(tmp_path, mon
     spec = write_yaml(tmp_path / "s.yaml", small_spec("noray"))
     store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     monkeypatch.setenv("FEDSWEEP_STORE_DIR", str(tmp_path / "store"))
-    for address in (f"127.0.0.1:{closed_port()}", f"ray://127.0.0.1:{closed_port()}"):
+    for address in (f"127.0.0.1:{free_port()}", f"ray://127.0.0.1:{free_port()}"):
         start = time.perf_counter()
         res = invoke(
             "sweep", spec, "--profile", "smoke", "--tracking-uri", store, "--address", address

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import http.server
 import re
-import socket
 import threading
 import time
 
 import pytest
 
+from fedsweep.core.processes import free_port
 from fedsweep.tracking import outage, store
 from fedsweep.tracking.store import TrackingUriError, probe_server
 
@@ -62,9 +62,7 @@ def test_other_errors_and_an_outage_longer_than_the_wait_are_raised():
 def test_a_server_that_comes_back_is_waited_for(monkeypatch):
     """A real HTTP server that starts 3 s after the first try: the plain probe fails in
     seconds (what failed every trial starting during an outage), ``patiently`` waits for it."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     uri = f"http://127.0.0.1:{port}"
     monkeypatch.setattr(store, "_REACHABLE", set())
     with pytest.raises(TrackingUriError, match="does not answer"):

@@ -3,20 +3,13 @@ become one console line, not silence (``tracking.retries``)."""
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
+from fedsweep.core.processes import free_port
 from fedsweep.tracking import retries
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]  # closed again when the block ends
 
 
 def _session(total: int) -> requests.Session:
@@ -27,7 +20,7 @@ def _session(total: int) -> requests.Session:
 
 def test_retries_of_a_silent_server_give_one_line_per_outage():
     lines: list[str] = []
-    url = f"http://127.0.0.1:{_closed_port()}/api/2.0/mlflow/runs/log-batch"
+    url = f"http://127.0.0.1:{free_port()}/api/2.0/mlflow/runs/log-batch"
     with retries.watching(lines.append):
         for _ in range(2):  # two requests, 3 retries each, within EVERY_S: one line
             with pytest.raises(requests.ConnectionError):
