@@ -2,9 +2,11 @@
 every process would otherwise build the first time it needs it.
 
 * The compiled kernels (numba, ``cache=True``): the fused SVM trajectory
-  (``engine/fast/svm_trajectory.py``) and the compiled herding (``engine/fast/herding.py``), in
-  float32 and float64. numba writes them to its disk cache beside the sources; a process then loads them
-  instead of compiling (measured on the 2-core CI machine: about 10 s of compilation on a fresh
+  (``engine/fast/svm_trajectory.py``, with every buffer it can fill), the compiled herding
+  (``engine/fast/herding.py``), GraB's compiled sign balancing (``engine/fast/balancing.py``)
+  and FedVeca's per-step sums (``engine/fast/estimates.py``), in float32 and float64. numba
+  writes them to its disk cache beside the sources; a process then loads them instead of
+  compiling (measured on the 2-core CI machine: about 10 s of compilation on a fresh
   checkout, paid by the first run or the first Ray workers of a sweep, several of them at once).
 * The MLflow schema template (``tracking.store``): an empty store with MLflow's complete
   schema, copied for each new sqlite store instead of running MLflow's migrations (about 4 s).
@@ -23,6 +25,8 @@ def _kernels() -> str:
     import torch
 
     from fedsweep.engine.fast import svm_trajectory as svm_kernel
+    from fedsweep.engine.fast.balancing import balance_compiled
+    from fedsweep.engine.fast.estimates import step_sums
     from fedsweep.engine.fast.herding import _compiled_kernel, herd_compiled
 
     if svm_kernel.kernel() is None or _compiled_kernel() is None:
@@ -34,11 +38,26 @@ def _kernels() -> str:
         target = torch.randint(0, 10, (32,), generator=g)
         rows = torch.arange(32).reshape(4, 8)
         w = torch.zeros(784, dtype=dtype)
-        grads = torch.empty(4, 784, dtype=dtype)
-        traj(w.clone(), w, x, target, rows, 0.1, 0.0, None, grads, None)
+        grads, iterates = torch.empty(4, 784, dtype=dtype), torch.empty(4, 784, dtype=dtype)
+        traj(w.clone(), w, x, target, rows, 0.1, 0.0, None, grads, None, iterates)
         if herd_compiled(grads, 2) is None:
             return "the compiled herding did not run (non-finite test gradients?)"
-    return "fused SVM trajectory and compiled herding, float32 and float64"
+        f64 = dict(dtype=torch.float64)
+        for centre in (None, torch.zeros(784, **f64)):  # both of GraB's rules
+            state = (
+                torch.zeros(784, **f64),
+                torch.zeros(784, **f64),
+                torch.zeros(784, dtype=dtype),
+            )
+            if balance_compiled(grads, *state, torch.zeros(4, dtype=torch.bool), centre) is None:
+                return "the compiled sign balancing did not run"
+        zeros = torch.zeros(784, **f64)
+        if step_sums(iterates, grads, grads, zeros, zeros, 0.1) is None:
+            return "the compiled per-step sums did not run"
+    return (
+        "fused SVM trajectory and compiled herding, sign balancing and per-step sums, "
+        "float32 and float64"
+    )
 
 
 def _schema() -> str:

@@ -79,10 +79,14 @@ class BatchSchedule:
 
     def peek(self) -> torch.Tensor:
         """The batch ``take(1)`` would return next, without moving the cursor or the generator
-        (a measurement such as FedVeca's extra batch at ``t = tau`` must not change training)."""
-        state = self.state_dict()
+        (a measurement such as FedVeca's extra batch at ``t = tau`` must not change training).
+        The pass is put back as the same tensor, not a copy (``take`` never writes into it): the
+        fixed-order row layout of the fast paths (``engine.fast.layout``) keeps its copy of the
+        client's rows."""
+        cursor, batches, generator = self.cursor, self.batches, self.generator.get_state()
         batch = self.take(1)[0].clone()
-        self.load_state_dict(state)
+        self.cursor, self.batches = cursor, batches
+        self.generator.set_state(generator)
         return batch
 
     def state_dict(self) -> dict:

@@ -15,6 +15,10 @@ the broadcast model, ``on_step`` at every step before the update (``y = w^t``, t
 final model and, when the observer asks for it (``wants_next_batch``), the client's *next* batch
 (peeked: the batch cursor does not move). Observers add their measurements to the update's
 ``metrics`` (logged) and ``extras`` (read by the server-side components).
+
+An observer that can read the whole trajectory at once (FedVeca's estimates) names what it
+reads of every step in ``fused_record``; where a fast path runs the client's steps in one call
+it then gets them in one ``on_trajectory`` call (``[τ, d]`` tensors) in place of ``on_step``.
 """
 
 from __future__ import annotations
@@ -23,10 +27,10 @@ from typing import ClassVar
 
 import torch
 
-from fedsweep.core.messages import ClientTask, ClientUpdate, RoundContext
+from fedsweep.core.messages import ClientTask, ClientUpdate, LocalDirection, RoundContext
 from fedsweep.engine.batches import Client
 from fedsweep.engine.buffers import ClientBuffers
-from fedsweep.engine.fast import FastPath
+from fedsweep.engine.fast import FastPath, Trajectory
 from fedsweep.engine.functional import FunctionalModel
 
 
@@ -46,6 +50,22 @@ class StepObserver:
         self, t: int, y: torch.Tensor, g: torch.Tensor, v: torch.Tensor, lr: float, batch
     ) -> None:
         """Step ``t`` (0-based), before ``y <- y − lr v``; ``batch`` is ``(x_t, y_t)``."""
+
+    def fused_record(self, direction: LocalDirection) -> frozenset[str] | None:
+        """What this observer reads of every step when a fast path runs the client's steps in
+        one call (``engine.fast``): a subset of ``{"y", "g", "v"}`` (the iterate a step starts
+        from, its gradient, its direction), handed over in one :meth:`on_trajectory` call. None
+        (the default): it must see the steps one at a time, with their batches (the engine then
+        does not fuse). No side effect; asked after ``begin_client``."""
+        return None
+
+    def on_trajectory(self, steps: Trajectory) -> None:
+        """Every step at once, after a fast path ran them, in place of ``on_step``: ``steps.y``,
+        ``.g``, ``.v`` ``[τ, d]`` (row ``t``: step ``t``, as ``on_step`` would have seen it),
+        each None unless :meth:`fused_record` named it (``v is g`` under plain SGD), and the
+        client's full local gradient at ``w_t`` in one accelerator call
+        (``steps.full_gradient()``). The tensors are the engine's buffers: read them here,
+        keep no reference."""
 
     def end_client(self, y: torch.Tensor, next_batch, update: ClientUpdate) -> None:
         """After the last step: add measurements to ``update.metrics`` / ``update.extras``."""
@@ -69,6 +89,14 @@ class LocalTrainer:
         #: the seam to the fast paths (``engine.fast``), asked once per client
         self.fast = FastPath(fm, x, y, method, selector, self.observers)
 
+    @property
+    def _report(self):
+        """``report(done)`` for the seam: the client's first ``done`` steps are done (None:
+        nobody asks)."""
+        if self.on_steps is None:
+            return None
+        return lambda done: self.on_steps(self._steps_done + done, self._steps_total)
+
     def begin_round(self, tasks: list[ClientTask]) -> None:
         """A round of ``tasks`` starts: the BatchNorm statistics and the step count reset."""
         self.buffers.begin_round()
@@ -87,7 +115,7 @@ class LocalTrainer:
         for obs in observers:
             obs.begin_client(client.index, task, w)
         # the seam: every step in one call on a fast path, or None (then the loop runs them)
-        fast_loss = self.fast.run(client, tau, rows, y, w, lr)
+        fast_loss = self.fast.run(client, tau, rows, y, w, lr, self._report, STEP_REPORT)
         if fast_loss is None:
             loss_sum, reference_steps = torch.zeros((), dtype=w.dtype, device=w.device), tau
         else:

@@ -31,14 +31,15 @@ def data():
     return tiny_dataset()
 
 
-def test_fixed_rule_with_equal_tau_is_fednova_and_fedavg(data, monkeypatch):
-    """Equal fixed τ: the estimates are made but change nothing (the extra batch is peeked).
-    FedVeca's observer watches every step, so it never takes the fused SVM trajectory: compare
-    bit for bit with FedNova on the same per-step path (the fused one equals it to rounding,
-    tests/engine/test_fast_paths.py)."""
+@pytest.mark.parametrize("fused", ["0", "1"], ids=["per-step", "fused"])
+def test_fixed_rule_with_equal_tau_is_fednova_and_fedavg(data, monkeypatch, fused):
+    """Equal fixed τ: the estimates are made but change nothing (the extra batch is peeked):
+    bit for bit FedNova's run on the same path, the per-step path or the fused SVM trajectory
+    (where FedVeca's observer reads the recorded trajectory; the two paths agree to rounding,
+    tests/engine/test_fast_equivalence.py)."""
     from fedsweep.engine.fast import svm_trajectory as svm_kernel
 
-    monkeypatch.setenv(svm_kernel.ENV, "0")
+    monkeypatch.setenv(svm_kernel.ENV, fused)
     common = dict(CASE3, train__rounds=4, train__lr=0.01, train__batch_size=10)
     veca = run_rounds(
         tiny_config(
@@ -56,6 +57,8 @@ def test_fixed_rule_with_equal_tau_is_fednova_and_fedavg(data, monkeypatch):
     avg = run_rounds(
         tiny_config(**common, algorithm="fedavg", step_policy="fixed", fixed_steps__steps=3), data
     )
+    fast = svm_kernel.kernel() is not None and fused == "1"
+    assert (veca.trainer.fast.clients_run > 0) == fast
     assert torch.equal(veca.w, nova.w)
     torch.testing.assert_close(veca.w, avg.w, rtol=1e-12, atol=1e-15)
     assert veca.components.step_policy.tau == [3] * 5

@@ -4,12 +4,13 @@ paths on and off (``FEDSWEEP_FUSED``, the switch every fast trajectory obeys).
 
 What is promised (the seam, ``fedsweep.engine.fast``, and tests/engine/test_fast_paths.py):
 
-* where a fast path runs (the SVM, a closed-form direction, a selector that takes buffers),
-  the numbers equal the per-step path's to rounding: float64 to 1e-12 (the compiled sums add in
-  another order than BLAS), float32 to 1e-4 / 1e-6; BHerd picks the same steps (its records
-  are equal exactly);
-* where the seam declines (GraB sees every step; a model without a fast path, the MLP), the
-  switch changes nothing: the same bits.
+* where a fast path runs (the SVM, a closed-form direction, a selector that takes buffers,
+  step observers that take the recorded trajectory), the numbers equal the per-step path's to
+  rounding: float64 to 1e-12 (the compiled sums add in another order than BLAS), float32 to
+  1e-4 / 1e-6; BHerd and GraB pick the same steps and FedVeca sets the same τ (their records
+  and τ are equal exactly);
+* where the seam declines (a model without a fast path, the MLP; momentum; an observer that
+  must see single steps: FedVeca's ``same_batch``), the switch changes nothing: the same bits.
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ CELLS = [
 
 
 def fast_path_applies(method: str, selector: str, model: str) -> bool:
-    """The matrix's promise: which cells run on a fast path (the others decline)."""
-    return model in FAST_MODELS and selector != "grab"
+    """The matrix's promise: which cells run on a fast path (the others decline): every
+    selector, BHerd and GraB included, on a model with a fast path."""
+    return model in FAST_MODELS
 
 
 def run(monkeypatch, fast: bool, rounds: int = 3, **overrides):
@@ -108,15 +110,43 @@ def test_fast_path_equals_the_reference_path(monkeypatch, method, selector, mode
     [
         {"algorithm": "fednova", "fednova__mu": 0.2},  # FedNova's proximal term
         {"algorithm": "centralized"},  # one client on the pooled data
+        {"selector": "grab", "grab__variant": "grab_stale_mean"},  # GraB's other balancer
+        # FedVeca: its estimates from the recorded trajectory, the default adaptive τ (R1),
+        # on FedNova and on FedAvg, and fixed τ
+        {"algorithm": "fednova", "step_policy": "fedveca", "fedveca__tau_max": 12},
+        {"algorithm": "fedavg", "step_policy": "fedveca", "fedveca__tau_max": 12},
+        {
+            "algorithm": "fednova",
+            "step_policy": "fedveca",
+            "fedveca__tau_rule": "fixed",
+            "fedveca__tau_init": 4,
+            "fedveca__tau_max": 4,
+        },
     ],
-    ids=["fednova-mu", "centralized"],
+    ids=[
+        "fednova-mu",
+        "centralized",
+        "grab-stale-mean",
+        "fedveca",
+        "fedveca-fedavg",
+        "fedveca-fixed",
+    ],
 )
 def test_fast_path_equals_the_reference_path_beyond_the_matrix(monkeypatch, overrides):
     overrides = {"train__dtype": "float64", **overrides}
-    ref, ref_metrics = run(monkeypatch, False, **overrides)
-    fast, fast_metrics = run(monkeypatch, True, **overrides)
-    assert fast.trainer.fast.clients_run > 0
+    rounds = 5 if "step_policy" in overrides else 3  # FedVeca's rule acts from round 2
+    ref, ref_metrics = run(monkeypatch, False, rounds=rounds, **overrides)
+    fast, fast_metrics = run(monkeypatch, True, rounds=rounds, **overrides)
+    assert ref.trainer.fast.clients_run == 0
+    assert fast.trainer.fast.clients_run == rounds * len(fast.clients)  # every client fused
     assert_runs_agree(ref, ref_metrics, fast, fast_metrics, tol=1e-12)
+    if "step_policy" in overrides:  # the same τ, client by client and round by round
+
+        def taus(metrics):
+            return [{k: float(v) for k, v in m.items() if k.endswith("/tau")} for m in metrics]
+
+        assert taus(fast_metrics) == taus(ref_metrics) and taus(ref_metrics)[-1]
+        assert fast.components.step_policy.tau == ref.components.step_policy.tau
 
 
 @pytest.mark.skipif(not NUMBA, reason="numba is not available")
@@ -131,9 +161,10 @@ def test_float32_agrees_to_rounding(monkeypatch):
     "overrides",
     [
         {"algorithm": "fednova", "fednova__momentum": 0.9},  # momentum: no closed form
-        {"algorithm": "fednova", "step_policy": "fedveca"},  # its observer watches each step
+        # β against the same batch: the observer needs every step's batch
+        {"algorithm": "fednova", "step_policy": "fedveca", "fedveca__beta_est": "same_batch"},
     ],
-    ids=["fednova-momentum", "fedveca"],
+    ids=["fednova-momentum", "fedveca-same-batch"],
 )
 def test_the_seam_declines_beyond_the_matrix(monkeypatch, overrides):
     ref, ref_metrics = run(monkeypatch, False, rounds=2, **overrides)

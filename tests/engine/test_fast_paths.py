@@ -14,7 +14,7 @@ from fedsweep.engine.batches import BatchSchedule
 from fedsweep.engine.fast import Accelerator, FastPath, svm_trajectory
 from fedsweep.engine.fast.layout import taken_batch_numbers
 from fedsweep.engine.functional import FunctionalModel
-from fedsweep.engine.local import Client
+from fedsweep.engine.local import Client, StepObserver
 from fedsweep.experiment import FLRun
 from fedsweep.models.base import FLModel
 from fedsweep.models.svm import SquaredSVM
@@ -187,6 +187,19 @@ class Selector:
         return self.buffers
 
 
+class Observer(StepObserver):
+    """Reads what it names of the recorded trajectory (None: single steps)."""
+
+    def __init__(self, wants) -> None:
+        self.wants, self.seen = wants, None
+
+    def fused_record(self, direction):
+        return self.wants
+
+    def on_trajectory(self, steps) -> None:
+        self.seen = steps
+
+
 class WithBatchNorm(FLModel):
     def __init__(self) -> None:
         super().__init__()
@@ -201,17 +214,20 @@ class WithBatchNorm(FLModel):
     [
         ("applies", False),
         ("observer", True),  # a step observer watches single steps
+        ("observer of single steps", True),  # fused_record is None (FedWalk's L_k)
+        ("observer of the trajectory", False),  # fused_record names y, g, v (FedVeca)
         ("batchnorm", True),  # buffers change during training
         ("no closed form", True),  # momentum: fused_direction is None
-        ("no buffers", True),  # GraB: fused_buffers is None
+        ("no buffers", True),  # a selector that sees every step: fused_buffers is None
         ("no accelerator", True),  # nothing applies to this model here
     ],
 )
 def test_the_seam_follows_its_protocol(case, declines):
     """``FastPath.run`` hands a client's steps to the first accelerator that applies when the
     protocol holds, else returns None and changes nothing; the selector's ``fused_buffers`` is
-    asked only once the steps will run fast (it tells BHerd its buffers are filled in one
-    call)."""
+    asked only once the steps will run fast (it tells BHerd and GraB their buffers are filled in
+    one call), and an observer that names what it reads gets it in one ``on_trajectory`` call
+    (``v is g`` under plain SGD)."""
     module = WithBatchNorm() if case == "batchnorm" else SquaredSVM(4)
     fm = FunctionalModel(module)
     x, y = torch.rand(40, 4), torch.randint(0, 10, (40,))
@@ -220,7 +236,11 @@ def test_the_seam_follows_its_protocol(case, declines):
     rows = schedule.take(3)
     method = Method(None if case == "no closed form" else LocalDirection())
     selector = Selector(None if case == "no buffers" else (None, None))
-    observers = [object()] if case == "observer" else []
+    observers = {
+        "observer": [object()],
+        "observer of single steps": [Observer(None)],
+        "observer of the trajectory": [Observer(frozenset({"y", "g", "v"}))],
+    }.get(case, [])
     accelerators = [] if case == "no accelerator" else [Always]
     fast = FastPath(fm, x, y, method, selector, observers, accelerators)
     w = torch.zeros(fm.dim)
@@ -228,7 +248,54 @@ def test_the_seam_follows_its_protocol(case, declines):
     assert (loss is None) == declines
     assert fast.clients_run == (0 if declines else 1)
     assert sum(acc.runs for acc in fast.accelerators) == fast.clients_run
-    assert selector.asked == (case in ("applies", "no buffers"))
+    assert selector.asked == (case in ("applies", "no buffers", "observer of the trajectory"))
+    if case == "observer of the trajectory":
+        steps = observers[0].seen
+        assert steps.y.shape == steps.g.shape == (3, fm.dim) and steps.v is steps.g
+        assert steps.lr == 0.1 and steps.full_gradient() is None  # Always has no one-call ∇F
+    elif case == "observer of single steps":
+        assert observers[0].seen is None
+
+
+@needs_numba
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"train__local_epochs": 6.0, "train__batch_size": 2},  # FedAvg, τ = 600
+        {
+            "algorithm": "fednova",
+            "step_policy": "fedveca",
+            "fedveca__tau_rule": "fixed",
+            "fedveca__tau_init": 512,
+            "fedveca__tau_max": 512,
+        },  # τ a multiple of the report
+        {"selector": "grab", "train__local_epochs": 3.0, "train__batch_size": 2},  # τ = 300
+    ],
+    ids=["fedavg-600", "fedveca-512", "grab-300"],
+)
+def test_a_fused_client_reports_its_progress_as_the_per_step_loop(monkeypatch, overrides):
+    """With a progress listener (``LocalTrainer.on_steps``) the fast path runs a long client's
+    steps in parts of ``STEP_REPORT`` and reports after each, as the per-step loop does: the
+    same reports, and the same numbers, bit for bit, as one call without a listener."""
+    overrides = {"train__dtype": "float64", **overrides}
+    seen = {}
+    for fused, listen in ((False, True), (True, True), (True, False)):
+        monkeypatch.setenv(svm_trajectory.ENV, "1" if fused else "0")
+        flrun = FLRun(tiny_config(train__rounds=1, train__lr=0.05, **overrides), dataset=DATA)
+        reports = []
+        if listen:
+            flrun.trainer.on_steps = lambda done, total, reports=reports: reports.append(done)
+        metrics = flrun.step()
+        assert flrun.trainer.fast.clients_run == (3 if fused else 0)
+        seen[fused, listen] = (reports, flrun.w, metrics)
+    tau = FLRun(tiny_config(**overrides), dataset=DATA).clients[0].num_steps
+    assert tau > 256 and seen[False, True][0] == seen[True, True][0]
+    assert len(seen[True, True][0]) == 3 * (tau // 256 + 1)
+    _, w, metrics = seen[True, True]
+    assert torch.equal(w, seen[True, False][1])
+    for key, value in seen[True, False][2].items():
+        if "time" not in key:
+            assert torch.equal(metrics[key], value), key
 
 
 def test_taken_batch_numbers_equal_the_numbers_before_take():

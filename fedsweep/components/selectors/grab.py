@@ -20,6 +20,13 @@ Server (Alg. 4 lines 17–19): ``α_t = Σ_i q_i α_i``, ``w_{t+1} = w_t − (η
 
 ``s`` and ``m`` are kept in float64 so the sign decisions do not depend on the training dtype
 drifting over long rounds; the decision stays on the device (no host sync per step).
+
+**Fused** (``fused_buffers``): where a fast path runs the client's steps in one call (the SVM on
+the CPU, ``engine.fast``; the trajectory is FedAvg's either way), it writes every ``g`` into this
+selector's ``[τ, d]`` buffer and ``finish_client`` balances the buffer in one compiled call
+(``engine.fast.balancing``: the same element-wise operations, bit-identical decisions and state
+on the same gradients except where ``⟨s, z⟩`` lies within rounding of 0); elsewhere ``record``
+balances step by step.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from fedsweep.components.selectors.base import Selection, Selector
 from fedsweep.core.messages import ClientUpdate, RoundContext
 from fedsweep.core.registry import register
 from fedsweep.core.section import Section
+from fedsweep.engine.fast.balancing import balance_compiled
 
 VARIANTS = ("bherd_alg4", "grab_stale_mean")
 
@@ -55,9 +63,12 @@ class GraB(Selector):
         if self.variant not in VARIANTS:
             raise ValueError(f"grab.variant {self.variant!r} not in {VARIANTS}")
         self.prev_mean: dict[int, torch.Tensor] = {}  # stale-mean variant: m_prev per client
+        self._buffer: torch.Tensor | None = None  # g of every step, when the steps run fused
+        self._fused = False  # this client's steps ran as one fused call
 
     def begin_client(self, client, num_steps, dim, dtype, device) -> None:
         self._client, self._tau = client, num_steps
+        self._fused = False
         f64 = dict(dtype=torch.float64, device=device)
         self._s = torch.zeros(dim, **f64)
         self._m = torch.zeros(dim, **f64)  # literal: partial sum / τ; stale: Σ g (for next m_prev)
@@ -83,7 +94,31 @@ class GraB(Selector):
         self._n_sel.add_(sel.to(torch.float64))
         self._selected[step] = sel
 
+    def fused_buffers(self, direction):
+        """A ``[τ, d]`` buffer for every step's ``g`` (GraB composes with FedAvg: ``v = g``),
+        balanced in ``finish_client``; kept across clients and rounds."""
+        tau, dim = self._tau, self._m.shape[0]
+        dtype, device = self._g_acc.dtype, self._g_acc.device
+        buf = self._buffer
+        if buf is None or buf.shape[0] < tau or buf.dtype != dtype or buf.device != device:
+            buf = self._buffer = torch.empty(tau, dim, dtype=dtype, device=device)
+        self._fused = True
+        return buf[:tau], None
+
+    def _balance_buffer(self) -> None:
+        """The recorded steps balanced in one compiled call, else by ``record`` one by one."""
+        g = self._buffer[: self._tau]
+        centre = self._centre if self.variant == "grab_stale_mean" else None  # None: literal
+        count = balance_compiled(g, self._s, self._m, self._g_acc, self._selected, centre)
+        if count is None:
+            for step in range(self._tau):
+                self.record(step, g[step], g[step])
+        else:
+            self._n_sel = count
+
     def finish_client(self, client: int, ctx: RoundContext) -> Selection:
+        if self._fused:
+            self._balance_buffer()
         if self.variant == "grab_stale_mean":
             self.prev_mean[client] = self._m.div_(self._tau)
         alpha_i = self._n_sel / self._tau  # α_i = n_sel / τ_i

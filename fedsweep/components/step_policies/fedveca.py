@@ -84,6 +84,7 @@ from fedsweep.components.algorithms.fednova import plain_sgd_errors
 from fedsweep.components.step_policies.base import StepPolicy
 from fedsweep.core.registry import register
 from fedsweep.core.section import Section
+from fedsweep.engine.fast.estimates import step_sums
 from fedsweep.engine.local import StepObserver
 
 BETA_FLOOR = 1e-5  # §5.3 step 5 (the IBM estimator's floor)
@@ -312,7 +313,14 @@ def bound_tau_k(
 
 # ------------------------------------------------------------------------------ the client
 class FedVecaEstimates(StepObserver):
-    """Client side of §5.3: ``G0``, ``β_i``, ``δ_i``, ``A_i`` of one client's round, float64."""
+    """Client side of §5.3: ``G0``, ``β_i``, ``δ_i``, ``A_i`` of one client's round, float64.
+
+    Step by step (``on_step``), or, where a fast path runs the client's steps in one call (the
+    SVM on the CPU, ``engine.fast``; ``beta_est: stoch_vs_full``, the default), from the
+    recorded iterates and gradients at once (``on_trajectory``: the per-step norms in one
+    compiled pass over ``[τ, d]``, ``engine.fast.estimates``, and ``G0`` in one accelerator
+    call; equal to rounding, the same τ in the tests). ``same_batch`` needs every step's batch:
+    it keeps the per-step path."""
 
     wants_next_batch = True
 
@@ -323,13 +331,20 @@ class FedVecaEstimates(StepObserver):
         self.fm, self.oracle = fm, oracle
 
     def begin_client(self, client, task, w) -> None:
+        self.client = client
         self.w = w
         self.w64 = w.to(F64)
-        self.g0 = self.oracle.gradients([client], w)[0]  # ∇F_i(w_k), full local set
-        self.g0_64 = self.g0.to(F64)
+        self.g0 = self.g0_64 = None  # ∇F_i(w_k) on the full local set: at the first step
         self.lr, self.tau = task.lr, task.num_steps
         self.beta = torch.zeros((), dtype=F64, device=w.device)
         self.delta = torch.full((), -math.inf, dtype=F64, device=w.device)
+
+    def _full_gradient(self) -> None:
+        """``G0 = ∇F_i(w_k)`` through the client oracle (its chunks)."""
+        self._set_g0(self.oracle.gradients([self.client], self.w)[0])
+
+    def _set_g0(self, g0: torch.Tensor) -> None:
+        self.g0, self.g0_64 = g0, g0.to(F64)
 
     def _reference(self, batch) -> torch.Tensor:
         """What ``g_t`` is compared with: ``G0``, or ``∇F_i(w_k; x_t)`` (``same_batch``)."""
@@ -344,6 +359,8 @@ class FedVecaEstimates(StepObserver):
         self.beta = torch.where(dist >= MIN_DISTANCE, torch.maximum(self.beta, ratio), self.beta)
 
     def on_step(self, t, y, g, v, lr, batch) -> None:
+        if self.g0 is None:
+            self._full_gradient()
         r = y.to(F64) - self.w64  # w^t − w_k
         if t >= 1:
             self._beta_at(r, g, batch)
@@ -351,7 +368,38 @@ class FedVecaEstimates(StepObserver):
         grow = (r_next.dot(r_next) - r.dot(r)) / lr
         self.delta = torch.maximum(self.delta, grow)
 
+    def fused_record(self, direction):
+        """The iterates, gradients and directions of every step (``stoch_vs_full``)."""
+        return None if self.same_batch else frozenset({"y", "g", "v"})
+
+    def on_trajectory(self, steps) -> None:
+        """``on_step``'s updates for every step at once (rows ``t`` of ``[τ, d]``): ``G0`` in
+        one accelerator call, the per-step norms in one compiled pass
+        (``engine.fast.estimates``; tensor operations where it cannot run)."""
+        g0 = steps.full_gradient()
+        if g0 is None:
+            self._full_gradient()
+        else:
+            self._set_g0(g0)
+        lr = steps.lr
+        sums = step_sums(steps.y, steps.g, steps.v, self.w64, self.g0_64, lr)
+        if sums is None:
+            r = steps.y.to(F64) - self.w64  # w^t − w_k, t = 0..τ−1
+            r_next = r - lr * steps.v.to(F64)  # w^{t+1} − w_k
+            e = steps.g.to(F64) - self.g0_64
+            sums = torch.stack([(r * r).sum(1), (r_next * r_next).sum(1), (e * e).sum(1)], 1)
+        sq_r, sq_next, sq_e = sums.unbind(1)
+        grow = (sq_next - sq_r) / lr
+        self.delta = torch.maximum(self.delta, grow.max())  # a NaN stays NaN, as step by step
+        if len(sums) > 1:  # β from t = 1 on (steps closer than MIN_DISTANCE to w_k skipped)
+            dist = sq_r[1:].sqrt()
+            ratio = sq_e[1:].sqrt() / dist
+            ratio = torch.where(dist >= MIN_DISTANCE, ratio, torch.zeros_like(ratio))
+            self.beta = torch.maximum(self.beta, ratio.max())
+
     def end_client(self, y, next_batch, update) -> None:
+        if self.g0 is None:  # pragma: no cover - every client takes at least one step
+            self._full_gradient()
         g_tau = self.fm.gradient(y, *next_batch)[0]  # t = τ on one extra batch
         self._beta_at(y.to(F64) - self.w64, g_tau, next_batch)
         beta = torch.clamp(self.beta, min=BETA_FLOOR)

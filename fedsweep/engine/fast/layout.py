@@ -39,6 +39,14 @@ class RowLayout:
     def applies(client: Client) -> bool:
         return client.schedule.order == "fixed" and switched_on(LAYOUT_ENV)
 
+    def whole(self, client: Client):
+        """``(x, y)``: the client's copy when it holds every one of its rows (its fixed pass
+        drops none: ``n_b B = |D_i|``), else None. Call it after ``__call__`` built the copy."""
+        cached = self.clients.get(client.index)
+        if cached is None or cached[0] is not client.schedule.batches:
+            return None
+        return cached[1:] if len(cached[1]) == client.num_samples else None
+
     def __call__(self, client: Client, tau: int):
         """``(x, y, rows)`` for the ``τ`` batches the client's schedule just took: its copy of
         the rows and ``rows`` ``[τ, B]`` into that copy (the same rows as ``client.indices

@@ -14,7 +14,10 @@ for a step whose arithmetic is 2·B·d multiply-adds (B = 100, d = 784). This ke
     y    ← y − η v
 
 with the raw gradients ``g`` (and ``v`` when it differs) written straight into the upload
-selector's buffers (BHerd), no copy per step. Each batch row is read once: the rows go 8 at a
+selector's buffers (BHerd, GraB) and, for a step observer that reads the trajectory (FedVeca's
+estimates), the iterate each step starts from, no copy per step. The same kernel at ``η = 0``
+over all of a client's rows in one step is its full local gradient (``SVMAccelerator.gradient``,
+FedVeca's ``G0``). Each batch row is read once: the rows go 8 at a
 time (``GROUP``), their 8 dot products in one pass and their shares of the gradient in a second
 pass while the 8 rows are in the L1 cache (8 memory streams in flight, one update of the partial
 sum per 8 rows; measured on one thread of this project's 2-core machine, 100-row batches
@@ -73,18 +76,20 @@ def _compile():
         parallel=True,
         error_model="numpy",
     )
-    def trajectory(x, labels, rows, y, w0, c, offset, gbuf, vbuf, flags, parts, hparts):
-        """``labels``: the digits (±1 = even/odd, §8.1); ``c`` = [0, 1, ½, λ, η, μ, B] in the
-        data's dtype; ``flags`` = [use offset, record
-        g, record v]; ``parts`` ``[K, d]`` and ``hparts`` ``[K]`` hold the K row blocks'
-        partial sums. Returns the sum of the step losses (dtype of ``y``)."""
+    def trajectory(x, labels, rows, y, w0, c, offset, gbuf, vbuf, ybuf, flags, parts, hparts):
+        """``labels``: the digits (±1 = even/odd, §8.1); ``c`` = [0, 1, ½, λ, η, μ, B, L] in
+        the data's dtype (``L``: the loss sum the steps add to); ``flags`` = [use offset,
+        record g, record v, record y]; ``parts`` ``[K, d]`` and ``hparts`` ``[K]`` hold the K
+        row blocks' partial sums. Returns ``L`` plus the step losses, added in step order (a
+        trajectory run in parts sums as in one call; dtype of ``y``)."""
         zero, one, half, lam, lr, mu, bsize = c[0], c[1], c[2], c[3], c[4], c[5], c[6]
         use_offset, rec_g, rec_v = flags[0] != 0, flags[1] != 0, flags[2] != 0
+        rec_y = flags[3] != 0
         tau, batch = rows.shape
         d = y.shape[0]
         blocks = parts.shape[0]
         per = (batch + blocks - 1) // blocks
-        loss_sum = zero
+        loss_sum = c[7]
         for t in range(tau):
             for k in numba.prange(blocks):  # fixed blocks of rows: the same sums on any threads
                 for j in range(d):
@@ -161,6 +166,8 @@ def _compile():
                     gbuf[t, j] = g
                 if rec_v:
                     vbuf[t, j] = v
+                if rec_y:
+                    ybuf[t, j] = y[j]  # the iterate the step starts from
                 y[j] = y[j] - lr * v
         return loss_sum
 
@@ -217,11 +224,14 @@ class SVMTrajectory:
         offset: torch.Tensor | None = None,
         gbuf: torch.Tensor | None = None,
         vbuf: torch.Tensor | None = None,
+        ybuf: torch.Tensor | None = None,
+        loss: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """``τ = len(rows)`` steps from ``y`` (updated in place); ``w`` = the broadcast model
         (for ``μ``); ``offset`` = a constant added to every direction (SCAFFOLD's ``c − c_i``);
-        ``gbuf``/``vbuf`` ``[τ, d]`` receive the gradients / directions. Returns the sum of the
-        step losses as a 0-dim tensor."""
+        ``gbuf``/``vbuf``/``ybuf`` ``[τ, d]`` receive the gradients / directions / the iterates
+        each step starts from. Returns ``loss`` (the sum of earlier steps' losses, None: 0) plus
+        the sum of these steps' losses as a 0-dim tensor."""
         x2 = x.reshape(len(x), -1).contiguous().numpy()  # a view of the training set
         dtype = x2.dtype
         d = y.shape[0]
@@ -232,11 +242,16 @@ class SVMTrajectory:
                 np.empty(BLOCKS, dtype),
                 np.zeros((1, 1), dtype),
             )
+            if len(self._scratch) >= 64:  # one batch size per run, and one row count per
+                self._scratch.clear()  # client of the one-call gradients (``gradient``)
             self._scratch[(dtype, d, rows.shape[1])] = scratch
         parts, hparts, dummy = scratch
         numba_threads()  # the row blocks on the run's threads, torch's count kept
-        consts = np.array([0.0, 1.0, 0.5, self.lam, lr, mu, rows.shape[1]], dtype=dtype)
-        flags = np.array([offset is not None, gbuf is not None, vbuf is not None], np.int64)
+        start = 0.0 if loss is None else float(loss)  # exact: a value of the data's dtype
+        consts = np.array([0.0, 1.0, 0.5, self.lam, lr, mu, rows.shape[1], start], dtype=dtype)
+        flags = np.array(
+            [offset is not None, gbuf is not None, vbuf is not None, ybuf is not None], np.int64
+        )
         total = kernel()(
             x2,
             target.contiguous().numpy(),
@@ -247,6 +262,7 @@ class SVMTrajectory:
             dummy[0] if offset is None else offset.numpy(),
             dummy if gbuf is None else gbuf.numpy(),
             dummy if vbuf is None else vbuf.numpy(),
+            dummy if ybuf is None else ybuf.numpy(),
             flags,
             parts,
             hparts,
@@ -285,7 +301,20 @@ class SVMAccelerator(Accelerator):
             direction.offset,
             steps.gbuf,
             steps.vbuf,
+            steps.ybuf,
+            steps.loss,
         )
+
+    def gradient(
+        self, fm: FunctionalModel, x: torch.Tensor, target: torch.Tensor, rows, w
+    ) -> torch.Tensor:
+        """``∇F(w)`` over the rows ``rows`` as the kernel's one step of ``B = len(rows)`` at
+        ``η = 0``: each row read once, 8 side by side (FedVeca's ``G0`` after a fused
+        trajectory, ``FastPath.full_gradient``)."""
+        grads = torch.empty(1, w.shape[0], dtype=w.dtype)
+        rows = rows.reshape(1, -1).to(torch.int64).contiguous()
+        self._trajectory(w.clone(), w, x, target, rows, 0.0, gbuf=grads)
+        return grads[0]
 
 
 def _compile_floor():
