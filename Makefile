@@ -19,11 +19,17 @@ install:  ## install fedsweep and its pinned dependencies (CPU torch), plus dev 
 	    apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "note: no Chromium found or installed; figures will be written as HTML only"
 
-test:  ## the whole test suite (uses real data when FEDSWEEP_DATA_DIR is set)
-	$(PYTHON) -m pytest -q --durations=25 tests
+# The suite's files run side by side, one pytest worker per core (at most 4: each end-to-end
+# test starts its own Ray), a file's tests on one worker (they share its module fixtures), the
+# longest files first (tests/conftest.py orders them); TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(4, len(os.sched_getaffinity(0))))")
+PYTEST_PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
-test-fast:  ## the suite without the slow end-to-end Ray Tune / MLflow tests (about 2 min)
-	$(PYTHON) -m pytest -q -m "not slow" tests
+test:  ## the whole test suite (uses real data when FEDSWEEP_DATA_DIR is set)
+	$(PYTHON) -m pytest -q $(PYTEST_PARALLEL) --durations=30 tests
+
+test-fast:  ## the suite without the slow end-to-end Ray Tune / MLflow tests
+	$(PYTHON) -m pytest -q $(PYTEST_PARALLEL) -m "not slow" tests
 
 lint:
 	$(PYTHON) -m ruff check fedsweep dashboards tests

@@ -10,6 +10,9 @@ every process would otherwise build the first time it needs it.
   checkout, paid by the first run or the first Ray workers of a sweep, several of them at once).
 * The MLflow schema template (``tracking.store``): an empty store with MLflow's complete
   schema, copied for each new sqlite store instead of running MLflow's migrations (about 4 s).
+* The run config's key index (``config.keys``): a bad key is then refused before torch's
+  import from the first command on (``fedsweep.cli.early``), not only after a full validation
+  wrote the index.
 
 Nothing here is required: a kernel that cannot compile leaves its runs on the per-step path
 (as at run time), and an unusable cache folder leaves each store to run the migrations. Exit
@@ -67,8 +70,21 @@ def _schema() -> str:
     return str(path) if path is not None else "no usable cache folder (stores migrate themselves)"
 
 
+def _key_index() -> str:
+    from fedsweep.config import keys
+    from fedsweep.config.load import write_key_index
+
+    write_key_index()
+    return "written" if keys.load_index() is not None else "no usable cache folder"
+
+
 def main() -> None:
-    for name, build in (("kernels", _kernels), ("MLflow schema template", _schema)):
+    builds = (
+        ("kernels", _kernels),
+        ("MLflow schema template", _schema),
+        ("config key index", _key_index),
+    )
+    for name, build in builds:
         start = time.perf_counter()
         try:
             what = build()

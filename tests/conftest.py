@@ -11,8 +11,46 @@ import pytest
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 # MLflow's schema template (fedsweep.tracking.store) in a folder of this test session, not the
-# user's cache; subprocesses inherit it, so every fresh store of the session is a copy
-os.environ.setdefault("FEDSWEEP_SCHEMA_CACHE", tempfile.mkdtemp(prefix="fedsweep-schema-"))
+# user's cache; subprocesses inherit it, so every fresh store of the session is a copy (each
+# pytest-xdist worker has its own); removed when the session ends
+_SCHEMA_CACHE = None
+if "FEDSWEEP_SCHEMA_CACHE" not in os.environ:
+    _SCHEMA_CACHE = os.environ["FEDSWEEP_SCHEMA_CACHE"] = tempfile.mkdtemp(
+        prefix="fedsweep-schema-"
+    )
+
+#: each test file's measured seconds (``make test``'s ``--durations=0``, summed per file:
+#: tests/file_seconds.py), to start the longest files first; a file not listed is estimated
+#: from its tests' marks
+_MEASURED = Path(__file__).with_name("file_seconds.json")
+_COST = {"team": 35.0, "slow": 12.0}
+_COST_OTHER = 0.2
+
+
+def pytest_collection_modifyitems(config, items):
+    """The test files in order of their expected time, longest first (a file's own tests keep
+    their order): ``make test`` runs files side by side on every core (pytest-xdist,
+    ``--dist loadfile --no-loadscope-reorder``), and a long file started last would end the
+    suite alone on one core."""
+    import json
+
+    measured = json.loads(_MEASURED.read_text()) if _MEASURED.is_file() else {}
+    estimate: dict[str, float] = {}
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        marks = {mark.name for mark in item.iter_markers()}
+        seconds = max((_COST[m] for m in marks & _COST.keys()), default=_COST_OTHER)
+        estimate[path] = estimate.get(path, 0.0) + seconds
+    cost = {path: measured.get(path, guess) for path, guess in estimate.items()}
+    order = {path: rank for rank, path in enumerate(sorted(cost, key=lambda p: (-cost[p], p)))}
+    items.sort(key=lambda item: order[item.nodeid.split("::", 1)[0]])  # stable within a file
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _SCHEMA_CACHE is not None:
+        import shutil
+
+        shutil.rmtree(_SCHEMA_CACHE, ignore_errors=True)
 
 
 def _real_data_dir() -> Path | None:

@@ -2,9 +2,11 @@
 one whole command at a time (a fresh Python each, as ``farm-bench`` times commands).
 
 Each row runs its command ``repeats`` times and reports the median wall time and the exit code;
-every command must exit 2 (bad input) with one line. The rows are what issue 48 measured at 5-9 s
-idle (a figure-id typo: torch, Ray, MLflow and plotly imported first) and 130 s (a dead
-PostgreSQL URI: Ray started first)."""
+every command must exit 2 (bad input) with one message. The rows are what issue 48 measured at
+5-9 s idle (a figure-id typo: torch, Ray, MLflow and plotly imported first) and 130 s (a dead
+PostgreSQL URI: Ray started first), and what issue 49 measured at 2-4 s (an unknown config key
+or tracking-URI scheme: torch imported first); all are now refused before torch, Ray and
+MLflow's store are imported (``fedsweep.cli.early``)."""
 
 from __future__ import annotations
 
@@ -30,6 +32,14 @@ def refusal_commands() -> list[tuple[str, list[str]]]:
             ["sweep", "bherd-fig4e", "--profile", "smoke", "--tracking-uri", dead],
         ),
         ("run, an unknown config key", ["run", "configs/fedavg-svm.yaml", "--set", "trian.lr=1"]),
+        (
+            "sweep, an unknown --set key",
+            ["sweep", "bherd-fig4e", "--profile", "smoke", "--set", "trian.lr=1"],
+        ),
+        (
+            "run, an unknown tracking-URI scheme",
+            ["run", "configs/fedavg-svm.yaml", "--tracking-uri", "sqlit:///x.db"],
+        ),
     ]
 
 

@@ -156,6 +156,18 @@ def check_figure_names(names: list[str] | None, sweeps_dir: Path) -> None:
             raise UsageError(problem)
 
 
+def check_store_exists(tracking_uri: str | None) -> None:
+    """Refuse a local store that does not exist (:class:`UsageError`, the message reading
+    commands give) before a reading command's heavy imports: ``figures`` and ``report`` never
+    create one, and a mistyped path costs the Python start, not torch's, plotly's and MLflow's
+    imports and the specs' expansion."""
+    from fedsweep.tracking.store import missing_store_message, resolve_tracking_uri, store_missing
+
+    uri = resolve_tracking_uri(tracking_uri)
+    if store_missing(uri):
+        raise UsageError(missing_store_message(uri))
+
+
 def figure_names(names: list[str] | None, sweeps_dir: Path) -> tuple[list[str], list[Path]]:
     """A command's figure arguments (ids or spec paths, :func:`fedsweep.sweep.spec.find_spec`)
     as (figure ids of ``sweeps_dir``'s specs, other spec files). A path to

@@ -17,6 +17,7 @@ from fedsweep.cli.common import (
     TrackingUriOption,
     UsageError,
     check_figure_names,
+    check_store_exists,
     clean_errors,
     complete_figure,
     fail,
@@ -59,6 +60,7 @@ def report(
     figure could not be built, 2 for bad input or a store that does not exist."""
     with clean_errors():
         check_figure_names(figure, sweeps_dir)  # a typo: before the heavy imports
+        check_store_exists(tracking_uri)  # so is a store that does not exist
         from dashboards import FigureSelectionError, build_figures
         from dashboards.build import FigureBuildWarning
         from dashboards.registry import REPORT_SECTIONS

@@ -22,6 +22,7 @@ from fedsweep.cli.common import (
     clean_errors,
     on_sigterm,
 )
+from fedsweep.cli.early import refuse_run_early
 
 SUMMARY_WIDTH = 100
 #: exit status of ``fedsweep run`` stopped by SIGTERM (128 + 15, as a shell reports a process
@@ -233,6 +234,8 @@ def _run(
     # clean_errors outside the progress: the status line is gone before an error is printed
     with clean_errors(), progress:
         progress.stage("reading the config")
+        # an unknown key, a bad tracking URI: refused before torch's and MLflow's imports
+        refuse_run_early(config, set_, data_dir, tracking_uri, no_track)
         cfg = _load(config, set_, data_dir, tracking_uri, plugins)
         if no_track:
             cfg.tracking.enabled = False

@@ -27,6 +27,7 @@ from fedsweep.cli.common import (
     fail,
     on_sigterm,
 )
+from fedsweep.cli.early import refuse_sweep_early
 
 #: the most trials one spec may have at the profile without ``--yes`` (the shipped figures have
 #: at most 360): building and checking a trial takes about a millisecond, every profile of a
@@ -150,6 +151,8 @@ def sweep(
     KILLED and exits 130 (143 for SIGTERM); --resume continues from the checkpoints."""
     with clean_errors():
         check_figure_names(names, sweeps_dir)  # a typo: before the heavy imports (torch)
+        # an unknown --set key, a bad --tracking-uri or --storage: before them too
+        refuse_sweep_early(names, sweeps_dir, set_, plan, tracking_uri, storage)
     from fedsweep.config.load import parse_overrides
     from fedsweep.plugins import load_plugins
     from fedsweep.sweep.spec import (
@@ -224,7 +227,6 @@ def sweep(
                 address,
             )
             return
-        _check_before_ray(tracking_uri, storage)
     run_args = dict(
         storage_dir=storage,
         artifact_root=artifact_root,
@@ -369,18 +371,6 @@ def check_claims(spec, path: Path) -> None:
     problem = claim_problem(spec.claims)
     if problem:
         raise UsageError(f"{path}: {problem}")
-
-
-def _check_before_ray(tracking_uri: str | None, storage: str | None) -> None:
-    """The store's URI parses and ``--storage`` can hold checkpoints (a remote one answers
-    within its probe's time), before Ray's log file is opened under the storage: a bad value
-    is one line, with nothing left behind (``run_sweep`` checks both again for its other
-    callers)."""
-    from fedsweep.sweep.ray_backend import check_storage
-    from fedsweep.tracking.store import resolve_tracking_uri
-
-    resolve_tracking_uri(tracking_uri)
-    check_storage(storage)
 
 
 def _disk_full(err: BaseException, tracking_uri: str | None):

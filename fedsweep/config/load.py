@@ -8,8 +8,10 @@ from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from fedsweep.config import keys
 from fedsweep.config.hashing import UNREAD_SETTINGS, drop_unused, unread_settings, unused_sections
 from fedsweep.config.schema import (
+    RENAMED,
     RunConfig,
     expand_blocks,
     feasibility_errors,
@@ -93,24 +95,30 @@ def schema_field(key: str):
     return field
 
 
+def run_keys() -> keys.KeyTree:
+    """The run schema's :data:`~fedsweep.config.keys.KeyTree`; the first call in a process
+    also writes the index that lets commands refuse unknown keys before importing torch
+    (:func:`write_key_index`)."""
+    global _RUN_KEYS
+    if _RUN_KEYS is None:
+        _RUN_KEYS = keys.key_tree(RunConfig)
+        write_key_index()
+    return _RUN_KEYS
+
+
+def write_key_index() -> None:
+    """Write this source's key index unless it exists (:func:`fedsweep.config.keys.save_index`)."""
+    renamed = [f"{section}.{old}" for section, old in RENAMED]
+    keys.save_index(run_keys(), renamed, list(SLOTS))
+
+
+_RUN_KEYS: keys.KeyTree | None = None
+
+
 def suggest_key(key: str) -> str:
-    """``" (did you mean `bherd.alpha`?)"`` for an unknown dotted key, else the section's keys."""
-    *head, last = key.split(".")
-    model = _model_at(RunConfig, head)
-    if model is None:
-        return ""
-    names = list(model.model_fields)
-    prefix = ".".join(head) + "." if head else ""
-    best = closest(last, names)
-    if best is None:  # e.g. `alpha` given at the top level: look in every section
-        best_full = closest(key, schema_keys())
-        nested = [k for k in schema_keys() if k.endswith("." + last)]
-        if nested:
-            return f" (did you mean `{nested[0]}`?)"
-        if best_full:
-            return f" (did you mean `{best_full}`?)"
-        return f"; keys here: {', '.join(prefix + n for n in names)}"
-    return f" (did you mean `{prefix}{best}`?)"
+    """``" (did you mean `bherd.alpha`?)"`` for an unknown dotted key, else the section's keys
+    (:func:`fedsweep.config.keys.suggest`, which the early check before torch's import uses)."""
+    return keys.suggest(run_keys(), key)
 
 
 def allowed_values(key: str) -> tuple | None:
@@ -142,7 +150,7 @@ def format_validation_error(err: ValidationError, source: str) -> str:
         value = e.get("input")
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            lines.append(f"  field `{field}`: unknown key{suggest_key(field)}")
+            lines.append(keys.unknown_line(run_keys(), field))
             continue
         if e["type"] == "literal_error" and isinstance(value, str):
             best = closest(value, [str(v) for v in allowed_values(field) or ()])
@@ -183,6 +191,7 @@ def build_config(
     unused (``--set selector=none`` on a BHerd config) is dropped. ``"keep"``: the sections
     stay as given (a sweep spec's shared ``base:`` drops them per trial; stored runs' params
     list every section)."""
+    run_keys()  # once per process: the key index of the early refusals (fedsweep.config.keys)
     try:  # component blocks (``server_optimizer: {name: adam, lr: 0.1}``) to their sections
         base = expand_blocks(copy.deepcopy(dict(tree or {})))  # never the caller's dicts
         tree = copy.deepcopy(base)

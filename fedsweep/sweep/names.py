@@ -48,3 +48,11 @@ def name_problem(name: str | Path, sweeps_dir: str | Path = "sweeps") -> str | N
         figure = closest(path.stem, ids)
         hint = f" (did you mean the figure {figure!r}?)" if figure else ""
     return f"sweep spec not found: {text}{hint}"
+
+
+def spec_path(name: str | Path, sweeps_dir: str | Path = "sweeps") -> Path:
+    """The spec file ``name`` names, as :func:`fedsweep.sweep.spec.find_spec` finds it (an
+    existing file, else ``<sweeps_dir>/<name>.yaml``), for a check that comes after
+    :func:`name_problem` and before the heavy imports."""
+    path = Path(str(name))
+    return path if path.is_file() else Path(sweeps_dir) / f"{name}.yaml"

@@ -98,36 +98,15 @@ def check_resources(spec: SweepSpec, spec_path: Path) -> None:
     )
 
 
-#: the remote storages that answered the probe in this process (a command sweeping several
-#: specs to one storage probes it once)
-_PROBED: set[str] = set()
-
-
 def check_storage(storage: str | Path | None) -> None:
-    """Check a ``--storage``: a folder (local, or on a cluster a shared mount such as NFS) that
-    exists or can be created, and can be written (tried, nothing created:
-    :func:`fedsweep.core.atomic.folder_problem`), or an object store URI that pyarrow opens
-    (``s3://bucket/prefix``, an S3-compatible server with
-    ``?endpoint_override=HOST:PORT&scheme=http``, ``gs://``), probed with one small object
-    within ``remote_state.PROBE_TIMEOUT_S`` seconds; now, before Ray starts
-    (:mod:`fedsweep.sweep.remote_state`)."""
-    from fedsweep.core.atomic import folder_problem
-    from fedsweep.sweep.remote_state import RemoteStorageError, check_remote, is_remote
+    """Check a ``--storage`` now, before Ray starts (:func:`fedsweep.sweep.remote_state.
+    storage_problem`: a folder that can be written, or an object store that answers its probe);
+    :class:`SpecError` says why not."""
+    from fedsweep.sweep.remote_state import storage_problem
 
-    if not storage:
-        return
-    if not is_remote(storage):
-        problem = folder_problem(str(storage).removeprefix("file://"), "--storage")
-        if problem:
-            raise SpecError(f"{problem}; or an object store, e.g. s3://bucket/prefix")
-        return
-    if str(storage) in _PROBED:
-        return
-    try:
-        check_remote(str(storage))
-    except RemoteStorageError as err:
-        raise SpecError(str(err)) from None
-    _PROBED.add(str(storage))
+    problem = storage_problem(storage)
+    if problem:
+        raise SpecError(problem)
 
 
 #: file systems that every node of a cluster can share (``/proc/mounts``' types)
@@ -258,7 +237,16 @@ def check_ray_address(address: str) -> None:
 
 
 def init_ray(address: str | None) -> bool:
-    """Start (or attach to) Ray unless it runs already; True when this call started it."""
+    """Start (or attach to) Ray unless it runs already; True when this call started it. When
+    :func:`start_ray` began starting it in the background, wait for that start (its error,
+    e.g. :class:`RayStartError`, is raised here)."""
+    start = _take_start()
+    if start is not None:
+        return start.result(address)
+    return _init_ray_now(address)
+
+
+def _init_ray_now(address: str | None) -> bool:
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -270,6 +258,119 @@ def init_ray(address: str | None) -> bool:
     with keep_sigterm_handler():
         _connect(ray, address, kwargs)
     return True
+
+
+class _BackgroundStart:
+    """Ray starting in a thread of its own (:func:`start_ray`) while the driver opens the
+    store. The thread lives until Ray is shut down: Ray starts its core processes (GCS,
+    raylet) so that they die with the *thread* that started them (Linux'
+    ``PR_SET_PDEATHSIG`` follows the thread), so a thread that ended would take them along.
+    ``ray.init`` in a thread other than the main one leaves the driver's Python SIGTERM handler
+    to Ray's C-level one: :meth:`result`, in the main thread, puts it back."""
+
+    def __init__(self, address: str | None):
+        import signal
+        import threading
+
+        self.address = address
+        self.started = False
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        self._release = threading.Event()
+        main = threading.current_thread() is threading.main_thread()
+        self._sigterm = signal.getsignal(signal.SIGTERM) if main else None
+        self._thread = threading.Thread(target=self._run, name="fedsweep-ray-start", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.started = _init_ray_now(self.address)
+        except BaseException as err:  # noqa: BLE001 - raised in the driver's thread by result()
+            self.error = err
+        finally:
+            self.done.set()
+        if self.started:
+            self._release.wait()  # Ray's processes live as long as this thread
+
+    def result(self, address: str | None) -> bool:
+        """Wait for the start; True when it started Ray (as :func:`init_ray`)."""
+        import signal
+        import threading
+
+        self.done.wait()
+        if threading.current_thread() is threading.main_thread() and self._sigterm is not None:
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(signal.SIGTERM, self._sigterm)
+        if self.error is not None:
+            raise self.error
+        if address != self.address:  # never run on another cluster than the one named
+            return _init_ray_now(address)
+        return self.started
+
+    def release(self) -> None:
+        """After ``ray.shutdown()``: let the thread end."""
+        self._release.set()
+        self._thread.join(timeout=5)
+
+
+#: the start of Ray under way in the background (:func:`start_ray`), not yet waited for
+_PENDING: _BackgroundStart | None = None
+#: the thread that started the running Ray, ended by :func:`shutdown_ray`
+_KEEPER: _BackgroundStart | None = None
+
+
+def start_ray(address: str | None) -> bool:
+    """Begin starting (or attaching to) Ray in the background, so that it comes up while the
+    driver opens the store; :func:`init_ray` then waits for it. Nothing when Ray runs already
+    or a start is under way; False then. Ray's own modules are imported here, in the calling
+    thread, so that the two threads never import the same modules at once (MLflow's imports
+    run in the caller meanwhile)."""
+    global _PENDING
+    if _PENDING is not None:
+        return False
+    import click  # noqa: F401 - ray.init imports it (as MLflow does): here, not in both threads
+    import ray
+
+    if ray.is_initialized():
+        return False
+    _quiet_thread_warning()
+    _PENDING = _BackgroundStart(address)
+    return True
+
+
+def _take_start() -> _BackgroundStart | None:
+    """The pending background start, handed to its waiter (once)."""
+    global _PENDING, _KEEPER
+    start, _PENDING = _PENDING, None
+    if start is not None:
+        _KEEPER = start
+    return start
+
+
+def abandon_start() -> None:
+    """A driver that fails before it waited for its background start: wait for Ray to be up,
+    then stop it (a failed start leaves nothing), so no Ray is left starting behind the error."""
+    if _PENDING is None:
+        return
+    start = _take_start()
+    with contextlib.suppress(Exception):  # its error is not the driver's
+        start.result(start.address)
+    shutdown_ray()
+
+
+def _quiet_thread_warning() -> None:
+    """Ray warns, on every ``ray.init`` outside the main thread, that it set no SIGTERM
+    handler; fedsweep keeps its own handler on purpose (:class:`_BackgroundStart`)."""
+    import logging
+
+    log = logging.getLogger("ray._private.worker")
+    if not any(isinstance(f, _NoThreadWarning) for f in log.filters):
+        log.addFilter(_NoThreadWarning())
+
+
+class _NoThreadWarning:
+    def filter(self, record) -> bool:
+        return not str(record.msg).startswith("SIGTERM handler is not set")
 
 
 @contextlib.contextmanager
@@ -367,12 +468,21 @@ def _load_text() -> str:
 
 def shutdown_ray() -> None:
     """Stop the Ray this process started (or detach from a cluster), if it runs: its last
-    forwarded worker lines are printed now, not after the caller's console is done."""
+    forwarded worker lines are printed now, not after the caller's console is done. A start
+    still under way in the background (:func:`start_ray`) is waited for first."""
+    global _KEEPER
     import sys
 
+    start = _take_start()
+    if start is not None:
+        with contextlib.suppress(Exception):  # a failed start left nothing to stop
+            start.result(start.address)
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         ray.shutdown()
+    keeper, _KEEPER = _KEEPER, None
+    if keeper is not None:
+        keeper.release()
     from fedsweep.sweep import ray_watchdog
 
     ray_watchdog.stop()

@@ -64,6 +64,36 @@ class RemoteStorageError(ValueError):
     """A ``--storage`` URI pyarrow cannot open (the message says why)."""
 
 
+#: the remote storages that answered the probe in this process (a command sweeping several
+#: specs to one storage probes it once)
+_PROBED: set[str] = set()
+
+
+def storage_problem(storage: str | Path | None) -> str | None:
+    """Why a ``--storage`` cannot hold the trials' checkpoints (one line), or None: a folder
+    (local, or on a cluster a shared mount such as NFS) that exists or can be created, and can
+    be written (tried, nothing created: :func:`fedsweep.core.atomic.folder_problem`), or an
+    object store URI that pyarrow opens (``s3://bucket/prefix``, an S3-compatible server with
+    ``?endpoint_override=HOST:PORT&scheme=http``, ``gs://``), probed with one small object
+    within :data:`PROBE_TIMEOUT_S` seconds. Imports neither torch nor Ray, so a command asks it
+    before its heavy imports."""
+    from fedsweep.core.atomic import folder_problem
+
+    if not storage:
+        return None
+    if not is_remote(storage):
+        problem = folder_problem(str(storage).removeprefix("file://"), "--storage")
+        return f"{problem}; or an object store, e.g. s3://bucket/prefix" if problem else None
+    if str(storage) in _PROBED:
+        return None
+    try:
+        check_remote(str(storage))
+    except RemoteStorageError as err:
+        return str(err)
+    _PROBED.add(str(storage))
+    return None
+
+
 def open_fs(uri: str):
     """``(filesystem, path)`` of ``uri`` (pyarrow); raises :class:`RemoteStorageError`."""
     import pyarrow.fs as pafs

@@ -1,15 +1,20 @@
 """The sweep driver: spec -> trials -> Ray Tune, with MLflow parent/child runs.
 
-Order of work (everything that can fail does so before Ray starts):
+Order of work (every input is checked before Ray starts):
 
 1. load and validate the specs, expand them under the profile (``spec.expand``);
 2. resolve every path to an absolute one (Ray Tune changes the trials' working directory);
-3. check the data: load each data set once in the driver (downloading if needed); when it can
-   be neither found nor downloaded, a profile with a ``data_fallback`` for it switches to that
-   data set, a profile with ``skip_missing_data`` skips its trials (both stated on the
-   figures), any other profile stops with the data error;
-4. create the MLflow store and the experiment (a fresh sqlite DB breaks when parallel trials
-   create it), skip trials whose config hash already has a finished run, open a parent run;
+3. check the data: load each data set once in the driver (downloading if needed; the embedded
+   mnist-5k: its file is there); when it can be neither found nor downloaded, a profile with a
+   ``data_fallback`` for it switches to that data set, a profile with ``skip_missing_data``
+   skips its trials (both stated on the figures), any other profile stops with the data error;
+4. take the driver's lock; start Ray in the background (``ray_backend.start_ray``) when a trial
+   will run by the store's tags alone (:func:`start_ray_early`, read without MLflow), so that
+   Ray comes up while the driver imports MLflow and opens the store (issue 49: the seconds of
+   both overlap); create the MLflow store and the experiment (a fresh sqlite DB breaks when
+   parallel trials create it), take the store's claim, skip trials whose config hash already
+   has a finished run; once Ray is up (its start waited for, and its error raised, here), open
+   a parent run. A failure before that wait stops the Ray being started (``abandon_start``);
 5. run the remaining trials with a fresh ``ray.tune.Tuner``, with ``--resume`` too: each trial
    finds its checkpoint in a folder fedsweep writes for it (``trials/<config hash>``, see
    ``fedsweep.sweep.trial``) and its MLflow run by parent and config hash, so nothing of Ray's
@@ -52,6 +57,7 @@ from fedsweep.sweep.locking import (
 from fedsweep.sweep.ray_backend import (  # noqa: F401  (shutdown_ray: re-exported)
     RAY_DIR,
     TRIALS_DIR,
+    abandon_start,
     bound_ray_connect,
     check_resources,
     check_storage,
@@ -60,6 +66,7 @@ from fedsweep.sweep.ray_backend import (  # noqa: F401  (shutdown_ray: re-export
     init_ray,
     remove_inside,
     shutdown_ray,  # fedsweep.bench.floor_trial imports it and init_ray from here
+    start_ray,
     trial_payload,
 )
 from fedsweep.sweep.remote_state import RemoteFolder, is_remote, join_uri, storage_env
@@ -86,6 +93,7 @@ from fedsweep.sweep.store_index import (
 )
 from fedsweep.tracking import retries
 from fedsweep.tracking.artifact_probe import artifact_env
+from fedsweep.tracking.direct import tagged_done_hashes
 from fedsweep.tracking.outage import brief_requests
 from fedsweep.tracking.store import artifact_root as store_artifact_root
 from fedsweep.tracking.store import (
@@ -95,6 +103,7 @@ from fedsweep.tracking.store import (
     get_client,
     ray_results_dir,
     resolve_tracking_uri,
+    sqlite_path,
 )
 
 
@@ -180,19 +189,6 @@ def run_sweep(
         echo(f"{spec.figure} [{profile}]: no trial can run without its data; nothing to schedule")
         return report
 
-    client = get_client(uri)
-    experiment = spec.figure
-    experiment_id = ensure_experiment(
-        client,
-        experiment,
-        uri,
-        description=experiment_description(spec),
-        overwrite=True,
-        artifacts=artifact_root,
-    )
-    where = client.get_experiment(experiment_id).artifact_location
-    if artifact_root and where != store_artifact_root(uri, artifact_root):
-        echo(f"note: the experiment {experiment} keeps its artifacts where it was created: {where}")
     remote = str(storage_dir) if is_remote(storage_dir) else None
     # an object store holds the trials' checkpoints; Ray Tune's folder, the sweep's state file
     # and the driver's lock stay on this machine (fedsweep.sweep.remote_state)
@@ -206,32 +202,70 @@ def run_sweep(
     with (
         retries.watching(echo),  # a tracking server's outage: one line, not silence
         driver_lock(storage / f"{tune_name}.driver", spec.figure, profile, uri, wait, echo),
-        store_driver_claim(uri, spec.figure, profile, wait, echo),
     ):
-        drive = _Drive(
-            spec,
-            spec_path,
-            profile,
-            plan,
-            client,
-            uri,
-            experiment_id,
-            storage,
-            overrides or {},
-            extra,
-            tune_name,
-            resume=resume,
-            address=address,
-            max_concurrent=max_concurrent,
-            fail_at=fail_at or {},
-            verbose=verbose,
-            echo=echo,
-            listener=listener,
-            plugins=list(plugins or []),
-            panels=panel_filter_text(panels),
-            remote=remote,
-        )
-        return _run_locked(drive, trials, report)
+        # Ray comes up while the store opens (MLflow's import alone is seconds), when this
+        # sweep will schedule a trial (start_ray_early): every input is checked by now
+        if start_ray_early(trials, uri):
+            start_ray(address)
+        try:
+            client = get_client(uri)
+            experiment_id = ensure_experiment(
+                client,
+                spec.figure,
+                uri,
+                description=experiment_description(spec),
+                overwrite=True,
+                artifacts=artifact_root,
+            )
+            where = client.get_experiment(experiment_id).artifact_location
+            if artifact_root and where != store_artifact_root(uri, artifact_root):
+                echo(
+                    f"note: the experiment {spec.figure} keeps its artifacts where it was "
+                    f"created: {where}"
+                )
+            with store_driver_claim(uri, spec.figure, profile, wait, echo):
+                drive = _Drive(
+                    spec,
+                    spec_path,
+                    profile,
+                    plan,
+                    client,
+                    uri,
+                    experiment_id,
+                    storage,
+                    overrides or {},
+                    extra,
+                    tune_name,
+                    resume=resume,
+                    address=address,
+                    max_concurrent=max_concurrent,
+                    fail_at=fail_at or {},
+                    verbose=verbose,
+                    echo=echo,
+                    listener=listener,
+                    plugins=list(plugins or []),
+                    panels=panel_filter_text(panels),
+                    remote=remote,
+                )
+                return _run_locked(drive, trials, report)
+        except BaseException:
+            abandon_start()  # failed before it waited for Ray: no Ray left starting behind
+            raise
+
+
+def start_ray_early(trials: list[Trial], uri: str) -> bool:
+    """Whether to start Ray before the store is opened: when some ordinary trial of the sweep
+    has no done run in a local SQLite store by its tags alone (read without MLflow,
+    ``tracking.direct.tagged_done_hashes``; the provenance check only ever finds fewer), it
+    will be scheduled. Not for other stores (a server or database, read through MLflow) nor a
+    store that cannot be read so: their sweeps start Ray once they know, as a sweep whose
+    trials are all done never starts it."""
+    db = sqlite_path(uri)
+    if db is None:
+        return False
+    base = [t for t in trials if t.derive is None]
+    done = tagged_done_hashes(db, {h for t in base for h in t.hashes})
+    return done is not None and any(not done.intersection(t.hashes) for t in base)
 
 
 def sweep_folder(uri: str, tune_name: str, echo) -> Path:
@@ -425,6 +459,9 @@ def _run_stage(
             f"note: {tune_name} was interrupted before; continuing its MLflow runs from "
             "round 0 (use --resume to continue from the trials' checkpoints)"
         )
+    # Tune's modules load while Ray may still be starting (start_ray): not in both threads
+    import ray.tune  # noqa: F401
+
     # Ray first: the parent run is opened only once Ray is up and can run the trials
     init_ray(drive.address)
     check_resources(spec, drive.spec_path)

@@ -31,7 +31,7 @@ from fedsweep.engine.client_state import externalize, internalize
 from fedsweep.engine.observers import Observer
 from fedsweep.tracking import retries
 from fedsweep.tracking.claims import claim_name, describe, hold, holder_tags
-from fedsweep.tracking.direct import DONE_STATUSES
+from fedsweep.tracking.direct import DONE_STATUSES, unfinished_children
 from fedsweep.tracking.outage import patiently
 from fedsweep.tracking.provenance import verified_done_runs
 from fedsweep.tracking.records import RecordSpool
@@ -557,6 +557,9 @@ def unfinished_sibling(tracking_uri: str, parent_run_id: str, config_hash: str) 
     """An unfinished child run of ``parent_run_id`` with this config hash (to adopt), or None.
     (A finished or diverged one is found before, by ``fl_trial``, with any parent.)"""
     client = get_client(tracking_uri)
+    found = unfinished_children(client, parent_run_id, config_hash)  # one query (SQL store)
+    if found is not None:
+        return found[0] if found else None
     experiments = [e.experiment_id for e in client.search_experiments()]
     runs = client.search_runs(
         experiments,

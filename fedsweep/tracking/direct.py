@@ -198,6 +198,91 @@ def _done_sql(store, wanted: list[str]) -> list[tuple[str, str, int]]:
     return found
 
 
+def unfinished_children(client, parent_run_id: str, config_hash: str) -> list[str] | None:
+    """The child runs of ``parent_run_id`` tagged with ``config_hash`` whose ``fedsweep.status``
+    is not done (or missing), active and in an active experiment, in ``search_runs``' default
+    order (the latest started first, then by run id): one query on a SQL store (a sweep trial
+    asks it for the run to adopt); None on another store (the caller searches through the
+    client)."""
+    store = sql_store(client)
+    if store is None:
+        return None
+    from mlflow.entities import LifecycleStage
+    from mlflow.store.tracking.dbmodels.models import SqlExperiment, SqlRun, SqlTag
+    from sqlalchemy import and_, or_, select
+    from sqlalchemy.orm import aliased
+
+    parent, hashed, status = aliased(SqlTag), aliased(SqlTag), aliased(SqlTag)
+    query = (
+        select(SqlRun.run_uuid)
+        .join(
+            parent,
+            and_(
+                parent.run_uuid == SqlRun.run_uuid,
+                parent.key == "mlflow.parentRunId",
+                parent.value == parent_run_id,
+            ),
+        )
+        .join(
+            hashed,
+            and_(
+                hashed.run_uuid == SqlRun.run_uuid,
+                hashed.key == HASH_TAG,
+                hashed.value == config_hash,
+            ),
+        )
+        .outerjoin(status, and_(status.run_uuid == SqlRun.run_uuid, status.key == STATUS_TAG))
+        .join(SqlExperiment, SqlExperiment.experiment_id == SqlRun.experiment_id)
+        .where(
+            or_(status.value.is_(None), status.value.not_in(DONE_STATUSES)),
+            SqlRun.lifecycle_stage == LifecycleStage.ACTIVE,
+            SqlExperiment.lifecycle_stage == LifecycleStage.ACTIVE,
+        )
+        .order_by(SqlRun.start_time.desc(), SqlRun.run_uuid)
+    )
+    with store.ManagedSessionMaker() as session:
+        return [run_id for (run_id,) in session.execute(query)]
+
+
+def tagged_done_hashes(db, hashes: Iterable[str]) -> set[str] | None:
+    """Which of ``hashes`` have a done run by their tags alone (the query of :func:`_done_sql`),
+    read from the local SQLite store file ``db`` with the standard library: no MLflow import,
+    no provenance check, so a superset of what ``tracking.provenance.verified_done_runs``
+    finds. A missing or empty file has none; None when the file cannot be read so (not an
+    MLflow store, locked, damaged). For a sweep driver that decides, before MLflow is imported,
+    whether it will schedule anything."""
+    import sqlite3
+    from pathlib import Path
+
+    wanted = sorted(set(hashes))
+    path = Path(db)
+    if not path.is_file() or path.stat().st_size == 0:
+        return set()
+    found: set[str] = set()
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
+        try:
+            for i in range(0, len(wanted), CHUNK):
+                chunk = wanted[i : i + CHUNK]
+                marks = ",".join("?" * len(chunk))
+                rows = con.execute(
+                    "SELECT DISTINCT h.value FROM tags h"
+                    " JOIN tags s ON s.run_uuid = h.run_uuid AND s.key = ?"
+                    f" AND s.value IN ({','.join('?' * len(DONE_STATUSES))})"
+                    " JOIN runs r ON r.run_uuid = h.run_uuid"
+                    " JOIN experiments e ON e.experiment_id = r.experiment_id"
+                    f" WHERE h.key = ? AND h.value IN ({marks})"
+                    " AND r.lifecycle_stage = 'active' AND e.lifecycle_stage = 'active'",
+                    [STATUS_TAG, *DONE_STATUSES, HASH_TAG, *chunk],
+                )
+                found.update(value for (value,) in rows)
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return None
+    return found
+
+
 def _done_client(client, wanted: list[str]) -> list[tuple[str, str, int]]:
     """The same through the client API: every done run of the store (one paged search per
     status; MLflow's search has no ``IN`` for tags)."""
@@ -221,6 +306,25 @@ def _done_client(client, wanted: list[str]) -> list[tuple[str, str, int]]:
             if not token:
                 break
     return found
+
+
+def artifact_uri(client, run_id: str) -> str | None:
+    """The run's artifact location: one column of one row on a SQL store (``get_run`` reads
+    the run's params, tags and metrics too), ``get_run``'s otherwise. MLflow's exception when
+    the run does not exist, as ``get_run``."""
+    store = sql_store(client)
+    if store is None:
+        return client.get_run(run_id).info.artifact_uri
+    from mlflow.store.tracking.dbmodels.models import SqlRun
+    from sqlalchemy import select
+
+    with store.ManagedSessionMaker() as session:
+        found = session.execute(
+            select(SqlRun.artifact_uri).where(SqlRun.run_uuid == run_id)
+        ).one_or_none()
+    if found is None:
+        return client.get_run(run_id).info.artifact_uri  # MLflow's own "not found"
+    return found[0]
 
 
 def load_runs(client, run_ids: Iterable[str]) -> dict[str, object]:

@@ -4,6 +4,7 @@ the per-client record arrays as artifacts."""
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import tempfile
 import time
@@ -41,8 +42,11 @@ STATUS_TO_MLFLOW = {
 }
 
 
+@functools.cache
 def git_commit() -> str:
-    """The fedsweep source tree's commit (``unknown`` outside a git checkout)."""
+    """The fedsweep source tree's commit (``unknown`` outside a git checkout), with ``-dirty``
+    when tracked files differ from it; read once per process (two ``git`` processes: a sweep
+    worker tags every trial's run with it), as its code was imported once."""
     here = Path(__file__).resolve().parent
     try:
         out = subprocess.run(

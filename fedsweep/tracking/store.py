@@ -9,6 +9,7 @@ Artifacts of a sqlite store go next to the database, in ``<store dir>/artifacts`
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 from collections.abc import Iterator
@@ -105,10 +106,14 @@ TRACKING_SCHEMES = (
 )
 
 
-def check_tracking_uri(tracking_uri: str, *, write: bool = False) -> None:
+def check_tracking_uri(tracking_uri: str, *, write: bool = False, create: bool = True) -> None:
     """Refuse, in one sentence, a resolved tracking URI MLflow cannot open: an unknown scheme, a
     file store (a bare path; MLflow 3.17 refuses it unless ``MLFLOW_ALLOW_FILE_STORE=true``),
-    or a local sqlite database whose folder cannot be created (or, with ``write``, written)."""
+    or a local sqlite database whose folder cannot be created (or, with ``write``, written).
+    ``create=False``: a missing folder is tried (a temporary folder in the nearest existing one,
+    removed at once), not created, so a command can refuse a bad URI before its other checks
+    and leave nothing behind. Imports neither MLflow nor torch (a database URI: SQLAlchemy's
+    dialect, to name a missing driver)."""
     scheme = credentials.scheme(tracking_uri)
     if scheme not in TRACKING_SCHEMES:
         raise TrackingUriError(
@@ -133,7 +138,10 @@ def check_tracking_uri(tracking_uri: str, *, write: bool = False) -> None:
     if tracking_uri.startswith("sqlite:///"):
         db = Path(tracking_uri[len("sqlite:///") :])
         try:
-            db.parent.mkdir(parents=True, exist_ok=True)
+            if create:
+                db.parent.mkdir(parents=True, exist_ok=True)
+            else:
+                _try_folder(db.parent)
         except OSError as err:
             raise TrackingUriError(
                 f"tracking URI {tracking_uri!r}: cannot create the folder {db.parent} of the "
@@ -144,11 +152,33 @@ def check_tracking_uri(tracking_uri: str, *, write: bool = False) -> None:
                 f"tracking URI {tracking_uri!r}: {db} is not a file (a folder?); name the "
                 f"database file, e.g. sqlite:///{db / DB_NAME}"
             )
-        if write and not os.access(db if db.exists() else db.parent, os.W_OK):
+        if (
+            write
+            and db.parent.exists()
+            and not os.access(db if db.exists() else db.parent, os.W_OK)
+        ):
             raise TrackingUriError(
                 f"tracking URI {tracking_uri!r}: {db if db.exists() else db.parent} is not "
                 "writable; choose a store you can write to (--tracking-uri)"
             )
+
+
+def _try_folder(folder: Path) -> None:
+    """Raise the ``OSError`` that creating ``folder`` would raise, creating nothing: the
+    nearest existing folder must be a folder that a temporary folder can be made in."""
+    import errno
+    import tempfile
+
+    base = folder
+    while not os.path.exists(base) and base != base.parent:
+        base = base.parent
+    if base == folder:
+        if not folder.is_dir():
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(folder))
+        return
+    if not base.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(base))
+    os.rmdir(tempfile.mkdtemp(prefix=".fedsweep-probe-", dir=base))
 
 
 #: seconds a tracking server has to answer fedsweep's first request (env overrides)
@@ -287,9 +317,8 @@ def _schema_template() -> Path | None:
     if folder is None:
         return None
     import mlflow
-    from mlflow.store.db.utils import _get_latest_schema_revision
 
-    path = folder / f"mlflow-{mlflow.__version__}-{_get_latest_schema_revision()}.db"
+    path = folder / f"mlflow-{mlflow.__version__}-{_latest_schema_revision()}.db"
     try:
         if path.is_file() and _schema_complete(path):
             return path
@@ -355,14 +384,21 @@ def _create_schema(db: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+@functools.cache
+def _latest_schema_revision() -> str:
+    """This MLflow's schema revision (its alembic scripts' head), read once per process: each
+    read of MLflow's own scans every migration script (30 ms)."""
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    return _get_latest_schema_revision()
+
+
 def _schema_problem(db: Path) -> str | None:
     """Why MLflow cannot open the sqlite database ``db`` as it is, or None: leftover
     ``_alembic_tmp_*`` tables or a missing schema version (a migration stopped halfway), or a
     schema version other than this MLflow's (an older or newer MLflow, or a half-migrated
     store). Read-only; an empty database (no tables) is no problem (it is created)."""
     import sqlite3
-
-    from mlflow.store.db.utils import _get_latest_schema_revision
 
     try:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
@@ -387,7 +423,7 @@ def _schema_problem(db: Path) -> str | None:
         )
     if not tables:
         return None
-    head = _get_latest_schema_revision()
+    head = _latest_schema_revision()
     leftovers = sorted(t for t in tables if t.startswith("_alembic_tmp_"))
     if leftovers or len(versions) != 1:
         what = (
@@ -514,28 +550,38 @@ def _open_database(tracking_uri: str) -> None:
     goes wrong into one sentence: a missing driver, a refused connection, a wrong password."""
     from mlflow import MlflowClient
 
-    shown = credentials.redact(tracking_uri)
-    problem = database_driver_problem(tracking_uri)
-    if problem:
-        raise TrackingUriError(f"tracking URI {shown}: {problem}")
+    check_database(tracking_uri)
     try:
-        # one connection first, in seconds: MLflow retries a failed engine for minutes,
-        # logging a traceback per attempt
-        _connect_once(connect_uri(tracking_uri))
         MlflowClient(tracking_uri=connect_uri(tracking_uri)).search_experiments(max_results=1)
     except Exception as err:  # noqa: BLE001 - SQLAlchemy/MLflow wrap the driver's error
-        cause = err
-        while cause.__cause__ is not None or cause.__context__ is not None:
-            cause = cause.__cause__ or cause.__context__
-        text = str(getattr(cause, "orig", None) or cause).strip().splitlines() or [
-            type(err).__name__
-        ]
-        lines = [ln.strip() for ln in text if ln.strip()]
-        first = credentials.redact(" ".join(lines[:2]))[:300]
-        raise TrackingUriError(
-            f"tracking URI {shown}: the database cannot be opened ({first}); check the "
-            "server, the database name and the credentials (~/.pgpass, PGPASSWORD)"
-        ) from None
+        raise _unopened(tracking_uri, err) from None
+
+
+def check_database(tracking_uri: str) -> None:
+    """A database URI's driver loads and one connection opens, in seconds (MLflow retries a
+    failed engine for minutes, logging a traceback per attempt), without importing MLflow:
+    :class:`TrackingUriError` naming the cause otherwise."""
+    problem = database_driver_problem(tracking_uri)
+    if problem:
+        raise TrackingUriError(f"tracking URI {credentials.redact(tracking_uri)}: {problem}")
+    try:
+        _connect_once(connect_uri(tracking_uri))
+    except Exception as err:  # noqa: BLE001 - SQLAlchemy wraps the driver's error
+        raise _unopened(tracking_uri, err) from None
+
+
+def _unopened(tracking_uri: str, err: BaseException) -> TrackingUriError:
+    cause = err
+    while cause.__cause__ is not None or cause.__context__ is not None:
+        cause = cause.__cause__ or cause.__context__
+    text = str(getattr(cause, "orig", None) or cause).strip().splitlines() or [type(err).__name__]
+    lines = [ln.strip() for ln in text if ln.strip()]
+    first = credentials.redact(" ".join(lines[:2]))[:300]
+    return TrackingUriError(
+        f"tracking URI {credentials.redact(tracking_uri)}: the database cannot be opened "
+        f"({first}); check the server, the database name and the credentials (~/.pgpass, "
+        "PGPASSWORD)"
+    )
 
 
 #: seconds a database has to accept fedsweep's first connection

@@ -499,7 +499,7 @@ def test_the_progress_bar_counts_local_steps_inside_a_round():
     seen = []
     run.trainer.on_steps = lambda done, total: seen.append((done, total))
     run.step()
-    # 3 clients x 600 steps (not fused: FedVeca's estimates watch every step)
+    # 3 clients x 600 steps (fused or not: a fused client reports every 256 steps too)
     assert seen == [(d + 600 * c, 1800) for c in range(3) for d in (256, 512, 600)]
     progress = RunProgress(rounds=2, enabled=True, console=Console(file=io.StringIO()))
     progress.__enter__()

@@ -75,7 +75,12 @@ def test_sigterm_during_an_outage_stops_both_drivers_in_seconds(tmp_path):
         procs["waiting"] = subprocess.Popen([*cmd, "--wait"], env=env, cwd=tmp_path,
                                             stdout=logs["waiting"], stderr=subprocess.STDOUT,
                                             start_new_session=True)  # fmt: skip
-        time.sleep(8)  # it queues behind the running driver
+        deadline = time.time() + 120  # it queues behind the running driver
+        while "to end its sweep of" not in " ".join((tmp_path / "waiting.log").read_text().split()):
+            assert time.time() < deadline and procs["waiting"].poll() is None, (
+                tmp_path / "waiting.log"
+            ).read_text()[-3000:]
+            time.sleep(0.3)
         os.killpg(server.pid, signal.SIGKILL)  # the outage
         server.wait(timeout=30)
         time.sleep(3)
