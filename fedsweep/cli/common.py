@@ -158,9 +158,9 @@ def check_figure_names(names: list[str] | None, sweeps_dir: Path) -> None:
 
 def check_store_exists(tracking_uri: str | None) -> None:
     """Refuse a local store that does not exist (:class:`UsageError`, the message reading
-    commands give) before a reading command's heavy imports: ``figures`` and ``report`` never
-    create one, and a mistyped path costs the Python start, not torch's, plotly's and MLflow's
-    imports and the specs' expansion."""
+    commands give) before ``report``'s heavy imports: it never creates one, and a mistyped path
+    costs the Python start, not torch's, plotly's and MLflow's imports and the specs'
+    expansion. (``figures`` checks its options first, which needs them.)"""
     from fedsweep.tracking.store import missing_store_message, resolve_tracking_uri, store_missing
 
     uri = resolve_tracking_uri(tracking_uri)

@@ -16,7 +16,6 @@ from fedsweep.cli.common import (
     TrackingUriOption,
     UsageError,
     check_figure_names,
-    check_store_exists,
     clean_errors,
     complete_figure,
     fail,
@@ -108,7 +107,6 @@ def figures(
     not exist (this command never creates one)."""
     with clean_errors():
         check_figure_names(figure, sweeps_dir)  # a typo: before the heavy imports
-        check_store_exists(tracking_uri)  # so is a store that does not exist
         from dashboards import FigureOptions, FigureSelectionError, build_figures
         from dashboards.build import FigureBuildWarning
         from fedsweep.config.load import parse_overrides
