@@ -11,8 +11,8 @@ import pytest
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 # MLflow's schema template (fedsweep.tracking.store) in a folder of this test session, not the
-# user's cache; subprocesses inherit it, so every fresh store of the session is a copy (each
-# pytest-xdist worker has its own); removed when the session ends
+# user's cache; subprocesses and pytest-xdist's workers inherit it, so every fresh store of the
+# session is a copy; removed when the session that made it ends
 _SCHEMA_CACHE = None
 if "FEDSWEEP_SCHEMA_CACHE" not in os.environ:
     _SCHEMA_CACHE = os.environ["FEDSWEEP_SCHEMA_CACHE"] = tempfile.mkdtemp(
