@@ -22,56 +22,53 @@ Returns None where it cannot run (no numba): the reference loop runs then.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
-_KERNEL = None
 
-
+@functools.cache
 def _balance_kernel():
     """The compiled loop, or None without numba."""
-    global _KERNEL
-    if _KERNEL is None:
-        try:
-            import numba
-        except ImportError:  # pragma: no cover - numba is a dependency
-            _KERNEL = False
-            return None
+    try:
+        import numba
+    except ImportError:  # pragma: no cover - numba is a dependency
+        return None
 
-        # ``contract`` only: ``m + a g`` becomes one fused multiply-add, as torch's vectorised
-        # ``add_(g, alpha=a)`` computes it (no reassociation: the same sums in the same order)
-        @numba.njit(cache=True, nogil=True, fastmath={"contract"})
-        def balance(g, s, m, centre, gacc, selected, scale, weights, literal, z):
-            """``g`` ``[τ, d]`` (float32 or float64); ``s``, ``m``, ``centre``, ``z`` ``[d]``
-            float64 (``z`` scratch); ``gacc`` ``[d]`` and ``weights`` = [0, 1] in ``g``'s dtype;
-            ``selected`` ``[τ]`` bool; ``scale`` = 1/τ (literal). Updates ``s``, ``m``,
-            ``gacc`` in place; returns the number of selected steps."""
-            tau, d = g.shape
-            count = 0
-            for t in range(tau):
-                dot = 0.0
-                for j in range(d):
-                    gj = np.float64(g[t, j])
-                    if literal:
-                        mj = m[j] + scale * gj  # m + g/τ (fused, as torch)
-                        m[j] = mj
-                        zj = gj - mj
-                    else:
-                        m[j] = m[j] + gj  # Σ g: the next round's m_prev
-                        zj = gj - centre[j]
-                    z[j] = zj
-                    dot += s[j] * zj
-                take = dot < 0.0 if literal else dot <= 0.0  # ties: strict / to the + side
-                selected[t] = take
-                count += take
-                weight = weights[1] if take else weights[0]
-                for j in range(d):
-                    s[j] = s[j] + z[j] if take else s[j] - z[j]
-                    gacc[j] = gacc[j] + g[t, j] * weight  # g·[selected], then added (as torch)
-            return count
+    # ``contract`` only: ``m + a g`` becomes one fused multiply-add, as torch's vectorised
+    # ``add_(g, alpha=a)`` computes it (no reassociation: the same sums in the same order)
+    @numba.njit(cache=True, nogil=True, fastmath={"contract"})
+    def balance(g, s, m, centre, gacc, selected, scale, weights, literal, z):
+        """``g`` ``[τ, d]`` (float32 or float64); ``s``, ``m``, ``centre``, ``z`` ``[d]``
+        float64 (``z`` scratch); ``gacc`` ``[d]`` and ``weights`` = [0, 1] in ``g``'s dtype;
+        ``selected`` ``[τ]`` bool; ``scale`` = 1/τ (literal). Updates ``s``, ``m``,
+        ``gacc`` in place; returns the number of selected steps."""
+        tau, d = g.shape
+        count = 0
+        for t in range(tau):
+            dot = 0.0
+            for j in range(d):
+                gj = np.float64(g[t, j])
+                if literal:
+                    mj = m[j] + scale * gj  # m + g/τ (fused, as torch)
+                    m[j] = mj
+                    zj = gj - mj
+                else:
+                    m[j] = m[j] + gj  # Σ g: the next round's m_prev
+                    zj = gj - centre[j]
+                z[j] = zj
+                dot += s[j] * zj
+            take = dot < 0.0 if literal else dot <= 0.0  # ties: strict / to the + side
+            selected[t] = take
+            count += take
+            weight = weights[1] if take else weights[0]
+            for j in range(d):
+                s[j] = s[j] + z[j] if take else s[j] - z[j]
+                gacc[j] = gacc[j] + g[t, j] * weight  # g·[selected], then added (as torch)
+        return count
 
-        _KERNEL = balance
-    return _KERNEL or None
+    return balance
 
 
 def balance_compiled(

@@ -18,45 +18,42 @@ Returns None where it cannot run (no numba, off the CPU): the caller's tensor op
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
-_KERNEL = None
 
-
+@functools.cache
 def _sums_kernel():
     """The compiled pass, or None without numba."""
-    global _KERNEL
-    if _KERNEL is None:
-        try:
-            import numba
-        except ImportError:  # pragma: no cover - numba is a dependency
-            _KERNEL = False
-            return None
+    try:
+        import numba
+    except ImportError:  # pragma: no cover - numba is a dependency
+        return None
 
-        # ``reassoc`` only: the sums vectorise; no finite-math assumption (a NaN stays a NaN)
-        @numba.njit(cache=True, nogil=True, fastmath={"reassoc"})
-        def step_sums(y, g, v, w, ref, lr, out):
-            """``y``, ``g``, ``v`` ``[τ, d]`` (one dtype), ``w``, ``ref`` ``[d]`` float64,
-            ``out`` ``[τ, 3]`` float64."""
-            tau, d = y.shape
-            for t in range(tau):
-                a = 0.0
-                b = 0.0
-                c = 0.0
-                for j in range(d):
-                    r = np.float64(y[t, j]) - w[j]
-                    r_next = r - lr * np.float64(v[t, j])
-                    e = np.float64(g[t, j]) - ref[j]
-                    a += r * r
-                    b += r_next * r_next
-                    c += e * e
-                out[t, 0] = a
-                out[t, 1] = b
-                out[t, 2] = c
+    # ``reassoc`` only: the sums vectorise; no finite-math assumption (a NaN stays a NaN)
+    @numba.njit(cache=True, nogil=True, fastmath={"reassoc"})
+    def step_sums(y, g, v, w, ref, lr, out):
+        """``y``, ``g``, ``v`` ``[τ, d]`` (one dtype), ``w``, ``ref`` ``[d]`` float64,
+        ``out`` ``[τ, 3]`` float64."""
+        tau, d = y.shape
+        for t in range(tau):
+            a = 0.0
+            b = 0.0
+            c = 0.0
+            for j in range(d):
+                r = np.float64(y[t, j]) - w[j]
+                r_next = r - lr * np.float64(v[t, j])
+                e = np.float64(g[t, j]) - ref[j]
+                a += r * r
+                b += r_next * r_next
+                c += e * e
+            out[t, 0] = a
+            out[t, 1] = b
+            out[t, 2] = c
 
-        _KERNEL = step_sums
-    return _KERNEL or None
+    return step_sums
 
 
 def step_sums(
