@@ -69,8 +69,11 @@ def real_data_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def ray_session():
-    """One local Ray instance (2 CPUs) for every test that runs a real Ray Tune sweep."""
+    """One local Ray instance (2 CPUs) for every test that runs a real Ray Tune sweep, set up as
+    fedsweep sets up its own."""
     import ray
+
+    from fedsweep.sweep.ray_backend import LOCAL_SYSTEM_CONFIG
 
     ray.init(
         address="local",  # never a cluster this machine runs (`ray start`, a team head)
@@ -78,6 +81,7 @@ def ray_session():
         include_dashboard=False,
         logging_level="WARNING",
         configure_logging=True,
+        _system_config=LOCAL_SYSTEM_CONFIG,  # as fedsweep's own Ray
     )
     yield
     ray.shutdown()

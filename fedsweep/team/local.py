@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -607,9 +608,13 @@ def down(home: Path, echo=print) -> None:
     if team is None:
         echo(f"no team services recorded in {home}")
         return
+    # the Ray head and the MLflow server stop side by side (each may take its SIGTERM grace),
+    # then PostgreSQL, which the server used
+    pids = {name: pid for name in ("ray", "mlflow") if (pid := team.pids.pop(name, None))}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        stopped = dict(zip(pids, pool.map(stop_group, pids.values()), strict=True))
     for name in ("ray", "mlflow"):
-        pid = team.pids.pop(name, None)
-        if pid and stop_group(pid):
+        if stopped.get(name):
             echo(f"{'Ray head' if name == 'ray' else 'MLflow'}: stopped")
     stop_postgres(team, echo)
     team.save()

@@ -5,9 +5,7 @@ start-up stages and labels of the progress bar, the run summary's width and time
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -19,7 +17,6 @@ import yaml
 from typer.testing import CliRunner
 
 from fedsweep.cli.main import app
-from fedsweep.core.processes import free_port
 from tests.helpers import small_run
 
 runner = CliRunner()
@@ -243,81 +240,6 @@ def test_summary_lines_stay_within_80_columns_for_extreme_values():
 
 
 # ---------------------------------------------------------------------------------- ui
-def _answers(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.settimeout(1.0)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _session_members(sid: int) -> set[int]:
-    """Processes whose session id is ``sid`` (Linux /proc)."""
-    out = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[3]) == sid and fields[0] != "Z":
-                out.add(int(entry.name))
-    return out
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list processes")
-def test_ui_stops_its_whole_process_tree(tmp_path):
-    """SIGTERM to ``fedsweep ui``: the port is free and no process of its tree is left (Ctrl-C,
-    SIGINT, takes the same handler)."""
-    from fedsweep.cli.ui import _children_map, alive, descendants
-
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MLFLOW_DISABLE_TELEMETRY": "true"}
-    cmd = [sys.executable, "-m", "fedsweep", "ui", "--port", str(port), "--workers", "2"]
-    cmd += ["--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"]
-    from fedsweep.tracking.store import prepare_store
-
-    prepare_store(f"sqlite:///{tmp_path / 'mlflow.db'}")  # the UI reads a store, never makes one
-    proc = subprocess.Popen(
-        cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    try:
-        deadline = time.monotonic() + 300  # MLflow's start: minutes on a loaded 2-core machine
-        # ui.json: written once the server answers, just before the address line is printed
-        while not (_answers(port) and (tmp_path / "ui.json").exists()):
-            assert proc.poll() is None, proc.stdout.read()
-            assert time.monotonic() < deadline, "the MLflow UI did not answer within 300 s"
-            time.sleep(0.2)
-        # let the workers and the job consumer start: the tree once it has not changed for
-        # 0.5 s (they are up by the time the port answers; at most 2 s, as a fixed wait did)
-        tree, settled, until = descendants(proc.pid), time.monotonic(), time.monotonic() + 2.0
-        while time.monotonic() - settled < 0.5 and time.monotonic() < until:
-            time.sleep(0.1)
-            now = descendants(proc.pid)
-            if now != tree:
-                tree, settled = now, time.monotonic()
-        (server,) = _children_map()[proc.pid]  # mlflow, the leader of its own session
-        assert len(tree) >= 2, tree  # mlflow server and its uvicorn workers
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:  # a failed wait: stop its tree (SIGKILL would orphan MLflow)
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-    assert proc.returncode == 0, out
-    url = f"http://127.0.0.1:{port}/#/experiments?workflowType=machine_learning"
-    assert url in out and "MLflow UI stopped." in out
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and (_answers(port) or any(alive(p) for p in tree)):
-        time.sleep(0.2)
-    assert not _answers(port), "port still answers"
-    assert [p for p in tree if alive(p)] == []
-    assert _session_members(server) == set()
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list processes")
 def test_stop_tree_ends_descendants_in_other_sessions_too():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -102,12 +103,12 @@ class _Lines:
         self._thread.join(timeout=10)
 
 
-def _ui(tmp_path: Path, port: int, *extra: str) -> subprocess.Popen:
+def _ui(tmp_path: Path, port: int, *extra: str, workers: int = 1) -> subprocess.Popen:
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     prepare_store(uri)  # the UI reads a store, never makes one
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MLFLOW_DISABLE_TELEMETRY": "true"}
     env.pop(UI_URL_ENV, None)
-    cmd = [sys.executable, "-m", "fedsweep", "ui", "--port", str(port), "--workers", "1"]
+    cmd = [sys.executable, "-m", "fedsweep", "ui", "--port", str(port), "--workers", str(workers)]
     cmd += ["--tracking-uri", uri, *extra]
     return subprocess.Popen(
         cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -128,11 +129,51 @@ def _servers_on(port: int) -> list[int]:
     return out
 
 
+def _answers(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _session_members(sid: int) -> set[int]:
+    """Processes whose session id is ``sid`` (Linux /proc)."""
+    out = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == sid and fields[0] != "Z":
+                out.add(int(entry.name))
+    return out
+
+
+def _settled_tree(pid: int) -> list[int]:
+    """``pid``'s descendants once they have not changed for 0.5 s (the web workers and the job
+    consumer are up by the time the port answers; at most 2 s)."""
+    from fedsweep.cli.ui import descendants
+
+    tree, settled, until = descendants(pid), time.monotonic(), time.monotonic() + 2.0
+    while time.monotonic() - settled < 0.5 and time.monotonic() < until:
+        time.sleep(0.1)
+        now = descendants(pid)
+        if now != tree:
+            tree, settled = now, time.monotonic()
+    return tree
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list processes")
 def test_the_address_is_printed_once_it_answers_and_the_log_stays_off_the_console(tmp_path):
+    """One ``fedsweep ui`` with two web workers: the address is printed once the server
+    answers, the server's output goes to its log, the address is remembered in ``ui.json``;
+    then SIGTERM (Ctrl-C, SIGINT, takes the same handler) leaves the port free and no process
+    of its tree (MLflow's server, the leader of its own session, its workers) behind."""
+    from fedsweep.cli.ui import _children_map, alive
+
     port = free_port()
-    proc = _ui(tmp_path, port)
+    proc = _ui(tmp_path, port, workers=2)
     out = _Lines(proc.stdout)
     state = tmp_path / "store" / UI_STATE_FILE
     try:
@@ -154,6 +195,9 @@ def test_the_address_is_printed_once_it_answers_and_the_log_stays_off_the_consol
         (logged,) = [x for x in out.lines if "its log: " in x]
         log = Path(logged.split("its log: ", 1)[1].split(")")[0])
         assert log == tmp_path / "store" / f"ui-{port}.log"
+        tree = _settled_tree(proc.pid)
+        (server,) = _children_map()[proc.pid]  # mlflow, the leader of its own session
+        assert len(tree) >= 2, tree  # mlflow server and its uvicorn workers
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     finally:
@@ -167,6 +211,12 @@ def test_the_address_is_printed_once_it_answers_and_the_log_stays_off_the_consol
     text = log.read_text()
     assert '"GET /health' in text and '"GET /ajax-api/2.0/mlflow/experiments/search' in text
     assert not state.exists()  # forgotten when it stops
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (_answers(port) or any(alive(p) for p in tree)):
+        time.sleep(0.2)
+    assert not _answers(port), "port still answers"
+    assert [p for p in tree if alive(p)] == []
+    assert _session_members(server) == set()
     assert _servers_on(port) == []
 
 
