@@ -41,11 +41,11 @@ from dashboards.registry import BUILDERS, CRITERIA, METRIC_KEYS
 from dashboards.store import RunIndex
 from dashboards.style import BANDS, mark_coinciding
 from fedsweep.core import atomic
-from fedsweep.sweep.spec import (
+from fedsweep.specs.figure import figure_plan
+from fedsweep.specs.load import (
     PROFILES,
     SpecError,
     SweepSpec,
-    expand,
     load_spec,
     shadow_warning,
     spec_paths,
@@ -300,8 +300,8 @@ def build_figures(
     ids = select(specs, figures, extra)
     specs.update({s.figure: s for s in extra})
     check_baseline(options.diff_from, [specs[f] for f in ids])
-    for fid in ids:  # a bad --set key/value fails here, before MLflow, naming the field
-        expand(specs[fid], profile, extra=dict(overrides or {}))
+    # a bad --set key/value fails here, before MLflow, naming the field
+    plans = {fid: figure_plan(specs[fid], profile, extra=overrides) for fid in ids}
     uri = resolve_tracking_uri(tracking_uri)
     if _missing_sqlite(uri):
         if require_store:  # the CLI: a mistyped store is an error, not "0 runs" figures
@@ -321,7 +321,14 @@ def build_figures(
     pages: dict[int, tuple[Any, str]] = {}  # id(result) -> its runs page and runs CSV
     for fid in ids:
         ctx = BuildContext(
-            client, specs[fid], profile, index, dict(overrides or {}), options, criteria=CRITERIA
+            client,
+            specs[fid],
+            profile,
+            index,
+            dict(overrides or {}),
+            options,
+            criteria=CRITERIA,
+            plan=plans[fid],
         )
         result = _build_one(fid, ctx)
         result.experiment_url = experiment_url(client, fid, ui_base(uri, ui_url))
@@ -412,7 +419,9 @@ def _runs_page(result: FigureResult, ctx: BuildContext) -> tuple[Any, str] | Non
     from dashboards.store import load_metrics, resolve_runs
 
     try:
-        res = resolve_runs(ctx.spec, ctx.profile, ctx.index, ctx.overrides, ctx.client)
+        res = resolve_runs(
+            ctx.spec, ctx.profile, ctx.index, ctx.overrides, ctx.client, plan=ctx.plan
+        )
         if not res.found or ctx.client is None:
             return None
         logged = set().union(*(tr.run.metrics for tr in res.found))

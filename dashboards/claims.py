@@ -63,7 +63,7 @@ from dashboards.verdicts import (
 )
 from fedsweep.config.schema import RunConfig
 from fedsweep.data.catalog import CLASS_COUNTS
-from fedsweep.sweep.spec import CurveSpec
+from fedsweep.specs.load import CurveSpec
 
 ACC_TOL = 0.01  # an accuracy difference: "higher" above it, "matches" / "differs little" within it
 AUC_TOL = 0.05  # a relative loss-AUC reduction: "faster" above it, "little or no gain" below it

@@ -20,7 +20,7 @@ from dashboards.model import (
 )
 from dashboards.style import subtitle
 from fedsweep.config.schema import RunConfig
-from fedsweep.sweep.spec import CurveSpec
+from fedsweep.specs.load import CurveSpec
 
 #: what a cell without runs says
 NO_RUNS = "no runs"
@@ -135,7 +135,9 @@ class FigureData:
 
 def prepare(ctx: BuildContext, keys: list[str]) -> FigureData:
     """Resolve the figure's trials to runs (by config hash) and load ``keys`` for them."""
-    res = store.resolve_runs(ctx.spec, ctx.profile, ctx.index, ctx.overrides, ctx.client)
+    res = store.resolve_runs(
+        ctx.spec, ctx.profile, ctx.index, ctx.overrides, ctx.client, plan=ctx.plan
+    )
     long = store.load_metrics(ctx.client, res.found, keys)
     return FigureData(
         res,

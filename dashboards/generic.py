@@ -51,7 +51,7 @@ from dashboards.style import (
     round_ticks,
     seed_label,
 )
-from fedsweep.sweep.spec import CurveSpec, SweepSpec
+from fedsweep.specs.load import CurveSpec, SweepSpec
 
 CELL_WIDTH = 400  # px per column of a metric grid
 GRID_CELL = (440, 300)  # px per cell of a two-axis grid (width, height)

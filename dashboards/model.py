@@ -15,7 +15,8 @@ import plotly.graph_objects as go
 from fedsweep.config.hashing import drop_unused
 from fedsweep.config.load import build_config, set_dotted
 from fedsweep.config.schema import RunConfig
-from fedsweep.sweep.spec import CurveSpec, SweepSpec
+from fedsweep.specs.figure import FigurePlan
+from fedsweep.specs.load import CurveSpec, SweepSpec
 
 #: "supported"/"contradicted"/"inconclusive": a 95% interval over seeds against a declared
 #: threshold (``dashboards.verdicts``); "not-testable": these runs cannot test the claim (a
@@ -44,7 +45,7 @@ class Panel:
     panel_id: str
     label: str
     values: dict[str, Any] = field(default_factory=dict)
-    #: the regime its runs are in at the profile (``fedsweep.sweep.spec_model.Regime``): paper,
+    #: the regime its runs are in at the profile (``fedsweep.specs.model.Regime``): paper,
     #: reconstructed or scaled; None: not declared
     regime: Any = None
 
@@ -69,7 +70,7 @@ def panels_of(spec: SweepSpec, profile: str | None = None) -> list[Panel]:
 def run_base(spec: SweepSpec, profile: str | None = None) -> dict[str, Any]:
     """The config tree a curve's overrides apply to (:func:`curve_config`): the spec's
     ``base`` under the overrides of its first panel (of ``profile``'s panels), as the sweep
-    layers them (``fedsweep.sweep.spec.expand``: panels, then the curve)."""
+    layers them (``fedsweep.specs.load.expand``: panels, then the curve)."""
     tree = copy.deepcopy(spec.base)
     for key, value in spec.panel_cells(profile)[0].overrides.items():
         set_dotted(tree, key, value)
@@ -133,6 +134,9 @@ class BuildContext:
     #: ``build_figures``): how ``figdata.make_result`` checks the spec's claims; a claim
     #: without one is "n/a" ("no criterion defined")
     criteria: Mapping[str, Any] = field(default_factory=dict)
+    #: the figure's plan under ``profile`` and ``overrides`` (``build_figures`` builds it once,
+    #: checking the overrides); None: :func:`dashboards.store.resolve_runs` builds it
+    plan: FigurePlan | None = None
 
     def metrics(self, default: list[str] | tuple[str, ...] | None = None) -> list[str]:
         """The metric keys to draw: ``options.metrics``, else ``default``, else the spec's."""

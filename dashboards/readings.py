@@ -1,6 +1,6 @@
 """Alternative readings of a paper beside the figure as configured (issue 35).
 
-A spec's ``readings:`` (``fedsweep.sweep.spec_model.Reading``) are labelled config overrides:
+A spec's ``readings:`` (``fedsweep.specs.model.Reading``) are labelled config overrides:
 plausible readings of the paper that our faithful default does not take (BHerd's Eq. 7 without
 its ``1/α``, a damped FedVeca τ rule). Their runs are made with ``fedsweep sweep --set KEY=VALUE``
 and sit in the store beside the figure's own (each config has its own hash). The reproduction
@@ -106,7 +106,7 @@ def _spec_with_readings(figure: str, sweeps_dir: str | Path) -> Path | None:
     YAML first: loading a spec expands every profile, which costs seconds per spec)."""
     import yaml
 
-    from fedsweep.sweep.spec import spec_paths
+    from fedsweep.specs.load import spec_paths
 
     for path in spec_paths(sweeps_dir):
         try:
@@ -128,7 +128,7 @@ def add_reading_tables(
     the store only, into a temporary folder) and append :func:`reading_table` to the result's
     ``report_tables``."""
     from dashboards.build import FigureBuildWarning, build_figures
-    from fedsweep.sweep.spec import load_spec
+    from fedsweep.specs.load import load_spec
 
     for result in results:
         path = _spec_with_readings(result.figure_id, sweeps_dir)

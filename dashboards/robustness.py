@@ -31,7 +31,8 @@ from dashboards.verdict_map import (
     load_maps,
     report_section,
 )
-from fedsweep.sweep.spec import SpecError, SweepSpec, expand
+from fedsweep.specs.figure import figure_plan
+from fedsweep.specs.load import SpecError, SweepSpec
 
 
 def configured_columns(
@@ -45,14 +46,14 @@ def configured_columns(
     set have the config hashes of the trials without it (of the ``panels`` run). A value that
     is not valid for the schema, or a key no trial reads, raises a one-line ``SpecError``
     naming ``--axis KEY=VALUE``."""
-    own = sorted(t.config_hash for t in expand(spec, profile, panels=panels))
+    own = figure_plan(spec, profile, panels=panels).config_hashes
     out = []
     for v in values:
         try:
-            trials = expand(spec, profile, extra={key: v.value}, panels=panels)
+            plan = figure_plan(spec, profile, extra={key: v.value}, panels=panels)
         except SpecError as err:
             raise SpecError(f"--axis {key}={v.text}: {_one_line(str(err), key)}") from None
-        out.append(sorted(t.config_hash for t in trials) == own)
+        out.append(plan.config_hashes == own)
     return out
 
 
@@ -85,7 +86,7 @@ def build_map(
     columns' :func:`configured_columns`, when known. Reads the store only; a store that does
     not exist raises ``StoreMissingError``."""
     from dashboards.build import FigureBuildWarning, build_figures
-    from fedsweep.sweep.spec import load_spec, panel_filter_text
+    from fedsweep.specs.load import load_spec, panel_filter_text
 
     spec = load_spec(spec_path)
     if configured is None:

@@ -3,7 +3,8 @@
 Runs are found **by config hash**, never by figure tag: a trial whose config already ran under
 another figure (fig4d reuses fig4abc's runs) is skipped by the sweep driver and never logged
 under its own figure. One search over all experiments collects every done run
-(``fedsweep.status`` finished or diverged); each trial of ``expand(spec, profile)`` then picks
+(``fedsweep.status`` finished or diverged); each trial of the figure's plan
+(``fedsweep.specs.figure.figure_plan``) then picks
 the latest run with its hash, falling back to the profile's ``data_fallback`` data set.
 """
 
@@ -20,7 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fedsweep.sweep.spec import SweepSpec, Trial, expand
+from fedsweep.specs.figure import FigurePlan, figure_plan
+from fedsweep.specs.load import SweepSpec, Trial
 from fedsweep.tracking.direct import DONE_STATUSES as DONE
 
 #: set on a finished run whose loss grew past ``tracking.blowup_factor`` x its first value
@@ -129,30 +131,21 @@ class Resolution:
         return sorted({tr.trial.seed for tr in self.found})
 
 
-def resolve_derived(
-    spec: SweepSpec,
-    profile: str,
-    trials: list[Trial],
-    index: RunIndex,
-    client,
-    *,
-    extra: dict[str, Any],
-    substitute: dict[str, str] | None = None,
-) -> list[Trial]:
-    """``trials`` with every derived trial (a ``derive:`` curve) given its real config, computed
-    from its source trial's done run as the sweep did (``fedsweep.sweep.derive.resolve``): until
-    then its config hash is a placeholder that matches no run. Without a client, or a source
-    without a run, the trial stays unresolved (counted as missing)."""
+def resolve_derived(figure: FigurePlan, index: RunIndex, client) -> list[Trial]:
+    """The trials of ``figure`` with every derived trial (a ``derive:`` curve) given its real
+    config, computed from its source trial's done run as the sweep did
+    (:meth:`FigurePlan.resolve`): until then its config hash is a placeholder that matches no
+    run. Without a client, or a source without a run, the trial stays unresolved (counted as
+    missing)."""
+    trials = list(figure.trials)
     if client is None or not any(t.derive is not None for t in trials):
         return trials
-    from fedsweep.sweep.derive import resolve
 
     def run_of(config_hash: str) -> str | None:
         run = index.get(config_hash)
         return run.run_id if run is not None else None
 
-    done = resolve(spec, profile, trials, run_of, client, extra=extra, substitute=substitute)
-    return done.trials
+    return figure.resolve(run_of, client).trials
 
 
 def resolve_runs(
@@ -161,27 +154,22 @@ def resolve_runs(
     index: RunIndex,
     overrides: dict[str, Any] | None = None,
     client=None,
+    *,
+    plan: FigurePlan | None = None,
 ) -> Resolution:
-    """Match each trial of ``expand(spec, profile)`` to a done run by config hash.
+    """Match each trial of the figure's plan (``plan``, else :func:`figure_plan` of ``spec``
+    under ``profile`` with ``overrides``) to a done run by config hash.
 
     A trial without a run under the configured data set is looked up again with the profile's
     ``data_fallback`` data set; if any run is found that way, ``data_note`` says so. Derived
     trials are resolved from their sources' runs first (``client`` reads the sources'
     histories; without one they count as missing).
     """
-    extra = dict(overrides or {})
-    primary = expand(spec, profile, extra=extra)
-    primary = resolve_derived(spec, profile, primary, index, client, extra=extra)
-    prof = spec.profiles[profile]
-    substitute = {
-        name: fb
-        for name in {t.config.data.dataset for t in primary}
-        if (fb := prof.fallback_for(name)) is not None
-    }
+    figure = plan if plan is not None else figure_plan(spec, profile, extra=overrides)
+    primary = resolve_derived(figure, index, client)
     alt = None
-    if substitute:
-        alt = expand(spec, profile, extra=extra, substitute=substitute)
-        alt = resolve_derived(spec, profile, alt, index, client, extra=extra, substitute=substitute)
+    if figure.fallback is not None:  # the same trials on the profile's data_fallback data sets
+        alt = resolve_derived(figure.fallback, index, client)
     found: list[TrialRun] = []
     missing: list[Trial] = []
     for i, trial in enumerate(primary):
@@ -299,7 +287,7 @@ def skipped_data_note(client, figure: str, profile: str) -> str:
 def panel_filter(client, figure: str, profile: str) -> dict[str, list[str]]:
     """The ``--panel`` filter of the latest sweep of ``figure`` under ``profile`` (its parent
     run's ``fedsweep.panel_filter`` tag) as axis -> values; {} when it ran every panel."""
-    from fedsweep.sweep.spec import SpecError, parse_panel_filter
+    from fedsweep.specs.load import SpecError, parse_panel_filter
 
     text = _parent_tag(client, figure, profile, "fedsweep.panel_filter")
     try:

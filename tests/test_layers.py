@@ -18,6 +18,7 @@ LAYERS = [
     ("config", ("fedsweep.config",)),
     ("experiment", ("fedsweep.experiment", "fedsweep.plugins")),
     ("tracking", ("fedsweep.tracking",)),
+    ("specs", ("fedsweep.specs",)),
     ("sweep", ("fedsweep.sweep",)),
     ("team", ("fedsweep.team",)),
     ("dashboards", ("dashboards",)),

@@ -57,7 +57,7 @@ def fail(message: str, code: int = EXIT_USAGE) -> None:
 #: the bad-input errors (module, class) that :func:`clean_errors` turns into one line, exit 2
 _USAGE_ERRORS = (
     ("fedsweep.config.load", "ConfigError"),
-    ("fedsweep.sweep.spec_model", "SpecError"),
+    ("fedsweep.specs.model", "SpecError"),
     ("fedsweep.tracking.store", "TrackingUriError"),
     ("fedsweep.sweep.locking", "SweepBusyError"),
     ("fedsweep.sweep.locking", "ResumeMismatchError"),
@@ -147,8 +147,8 @@ def ui_hint(tracking_uri: str | None, store_option: str = "") -> str:
 def check_figure_names(names: list[str] | None, sweeps_dir: Path) -> None:
     """Refuse a figure argument that names no spec (:class:`UsageError`, the nearest id or
     file) before a command's heavy imports: a typo costs the Python start, not torch's, Ray's,
-    MLflow's and plotly's imports (``fedsweep.sweep.names``)."""
-    from fedsweep.sweep.names import name_problem
+    MLflow's and plotly's imports (``fedsweep.specs.names``)."""
+    from fedsweep.specs.names import name_problem
 
     for name in names or []:
         problem = name_problem(name, sweeps_dir)
@@ -169,11 +169,11 @@ def check_store_exists(tracking_uri: str | None) -> None:
 
 
 def figure_names(names: list[str] | None, sweeps_dir: Path) -> tuple[list[str], list[Path]]:
-    """A command's figure arguments (ids or spec paths, :func:`fedsweep.sweep.spec.find_spec`)
+    """A command's figure arguments (ids or spec paths, :func:`fedsweep.specs.load.find_spec`)
     as (figure ids of ``sweeps_dir``'s specs, other spec files). A path to
     ``<sweeps_dir>/<id>.yaml`` is the id; an id is returned as given (the command checks it
     against the figures it knows, with a "did you mean")."""
-    from fedsweep.sweep.spec import find_spec, looks_like_path
+    from fedsweep.specs.load import find_spec, looks_like_path
 
     ids: list[str] = []
     files: list[Path] = []

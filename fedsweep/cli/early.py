@@ -100,7 +100,7 @@ def refuse_sweep_early(
     """``fedsweep sweep``: an unknown ``--set`` key (named as the first spec's trials would
     name it), then, unless ``--plan`` (which reads the store and writes nothing), the tracking
     URI and ``--storage``."""
-    from fedsweep.sweep.names import spec_path
+    from fedsweep.specs.names import spec_path
 
     sets = overrides_of(items)
     if sets and names:

@@ -291,7 +291,7 @@ def run_config(client, run):
     import yaml
 
     from fedsweep.config.load import ConfigError, build_config
-    from fedsweep.sweep.spec import HASH_EXCLUDED, config_hash, legacy_config_hash
+    from fedsweep.specs.load import HASH_EXCLUDED, config_hash, legacy_config_hash
 
     tag = run.data.tags.get("fedsweep.config_hash")
     tree: dict[str, Any] = {}
@@ -386,7 +386,7 @@ def figure_id(name: str) -> str:
     declares (``sweeps/bherd-fig3a.yaml`` -> ``bherd-fig3a``); an unknown path is a usage
     error with the nearest file."""
     from fedsweep.cli.common import figure_names
-    from fedsweep.sweep.spec import load_spec
+    from fedsweep.specs.load import load_spec
 
     if not name.strip():  # not "every figure": a filter that filters nothing is a mistake
         raise UsageError(
@@ -650,7 +650,7 @@ def _group(client, runs_: list, metrics: list[str]):
     ({key: (Group, flat config)}, metric rows, repeated runs left out)."""
     from dashboards.compare import Group
     from fedsweep.config.load import flatten
-    from fedsweep.sweep.spec import config_hash
+    from fedsweep.specs.load import config_hash
 
     groups: dict[str, tuple[Group, dict]] = {}
     taken: set[tuple[str, int]] = set()

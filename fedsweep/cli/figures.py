@@ -198,7 +198,7 @@ def sweeping_now(uri: str, figures: list[str], profile: str) -> dict[str, str]:
 def store_profile(uri: str, ids: list[str], spec_files: list[Path]) -> str:
     """``--profile`` left out: the profile of the store's newest swept run of the figures
     (every figure when none is named), printed with the other profiles the store has."""
-    from fedsweep.sweep.spec import load_spec
+    from fedsweep.specs.load import load_spec
     from fedsweep.sweep.swept import swept_profiles
 
     wanted = ids + [load_spec(p).figure for p in spec_files]

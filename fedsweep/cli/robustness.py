@@ -92,7 +92,7 @@ def robustness(
     with clean_errors():
         check_figure_names([figure], sweeps_dir)  # a typo: before the heavy imports
     from fedsweep.plugins import load_plugins
-    from fedsweep.sweep.spec import check_panel_filter, find_spec, load_spec, parse_panel_filter
+    from fedsweep.specs.load import check_panel_filter, find_spec, load_spec, parse_panel_filter
     from fedsweep.tracking.store import check_tracking_uri, resolve_tracking_uri
 
     with clean_errors():
@@ -258,7 +258,7 @@ def check_axis_changes(spec, profile: str, key: str, values, panels) -> None:
     keys left out of the config hash) or two values that are one (``0.1`` and ``1e-1``) would
     map the same runs under several headings."""
     from fedsweep.config.hashing import HASH_EXCLUDED
-    from fedsweep.sweep.spec import expand
+    from fedsweep.specs.figure import figure_plan
 
     if key == "seed":
         raise UsageError(
@@ -274,8 +274,8 @@ def check_axis_changes(spec, profile: str, key: str, values, panels) -> None:
         )
     seen: dict[tuple, str] = {}
     for value in values:
-        trials = expand(spec, profile, extra={key: value.value}, panels=panels)
-        hashes = tuple(sorted(t.config_hash for t in trials))
+        plan = figure_plan(spec, profile, extra={key: value.value}, panels=panels)
+        hashes = tuple(plan.config_hashes)
         if hashes in seen:
             raise UsageError(
                 f"--axis {key}={seen[hashes]},{value.text}: the two values give the same runs "
@@ -288,7 +288,7 @@ def check_axis_changes(spec, profile: str, key: str, values, panels) -> None:
 def check_axis_key(spec, profile: str, key: str) -> None:
     """Refuse a key the figure itself varies: one its curves set (its comparison: one value for
     every curve would erase it) or a panel axis sets (choose panels with ``--panel``)."""
-    from fedsweep.sweep.spec import key_setters, overlaps
+    from fedsweep.specs.load import key_setters, overlaps
 
     if key in spec.panels:
         raise UsageError(

@@ -270,7 +270,7 @@ def _refuse_sweep_spec(config: Path) -> None:
     is left to :func:`_load`, which names the problem."""
     from fedsweep.cli.common import UsageError
     from fedsweep.config.yamlio import YamlFileError, read_yaml
-    from fedsweep.sweep.spec import SPEC_MARKERS, sweep_spec_keys
+    from fedsweep.specs.load import SPEC_MARKERS, sweep_spec_keys
 
     try:
         tree = read_yaml(config, "config file") if config.is_file() else None
@@ -293,7 +293,7 @@ def validate(config: ConfigArg, set_: SetOption = None, plugin: PluginOption = N
     import yaml
 
     from fedsweep.components.compose import config_sections, method_label
-    from fedsweep.sweep.spec import config_hash
+    from fedsweep.specs.load import config_hash
 
     with clean_errors():
         _refuse_sweep_spec(config)

@@ -155,7 +155,7 @@ def sweep(
         refuse_sweep_early(names, sweeps_dir, set_, plan, tracking_uri, storage)
     from fedsweep.config.load import parse_overrides
     from fedsweep.plugins import load_plugins
-    from fedsweep.sweep.spec import (
+    from fedsweep.specs.load import (
         SpecError,
         check_panel_filter,
         find_spec,
@@ -344,7 +344,7 @@ def check_size(spec, path: Path, profile: str, panels, yes: bool) -> None:
     """A spec of more than :data:`MAX_TRIALS` trials at ``profile`` is refused without
     ``--yes``; with it, or where the spec's other profiles are that large (loading checks
     them all), the count is said before the trials are built, which takes a while."""
-    from fedsweep.sweep.spec import PROFILES, trial_count
+    from fedsweep.specs.load import PROFILES, trial_count
 
     count = trial_count(spec, profile, panels)
     if count > MAX_TRIALS and not yes:

@@ -1,2 +1,2 @@
-"""Sweeps: a spec in sweeps/ expands into panels x curves x seeds of run configs (spec.py), which
-Ray Tune schedules as trials (runner.py), each tracked as an MLflow child run."""
+"""Sweeps: the trials of a figure's plan (``fedsweep.specs``: panels x curves x seeds of run
+configs) scheduled by Ray Tune (runner.py), each tracked as an MLflow child run."""

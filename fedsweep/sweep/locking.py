@@ -12,7 +12,7 @@ import socket
 import time
 from pathlib import Path
 
-from fedsweep.sweep.spec import Trial
+from fedsweep.specs.load import Trial
 
 STATE_FILE = "fedsweep_sweep.json"
 

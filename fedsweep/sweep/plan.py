@@ -34,9 +34,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fedsweep.data.datasets import resolve_data_root
-from fedsweep.sweep.data_check import check_data as check_sweep_data
+from fedsweep.specs.figure import FigurePlan, figure_plan
+from fedsweep.specs.load import SweepSpec, Trial, load_spec
 from fedsweep.sweep.report import duration
-from fedsweep.sweep.spec import SweepSpec, Trial, expand, load_spec
 from fedsweep.sweep.store_index import trial_runs
 from fedsweep.tracking.store import get_client, resolve_tracking_uri, store_missing
 
@@ -117,29 +117,22 @@ def plan_sweep(
     spec = load_spec(spec_path)
     data_root = resolve_data_root(data_dir)
     extra = {"data.root": str(data_root), **(overrides or {})}
-    trials = expand(spec, profile, extra=extra, panels=panels)
+    figure = figure_plan(spec, profile, extra=extra, panels=panels)
     uri = resolve_tracking_uri(tracking_uri)
     plan = SweepPlan(spec.figure, profile, workers=_workers(spec, max_concurrent))
     plan.never_starts = "" if address else never_starts(spec)
     skipped: set = set()
-    substitute: dict[str, str] = {}
     if check_data:
-        data = check_sweep_data(trials, spec, profile, data_root)
-        plan.data_note = data.note
-        substitute = data.substitute
-        if substitute:
-            trials = expand(spec, profile, extra=extra, substitute=substitute, panels=panels)
-        skipped = {
-            t.trial_id
-            for t in trials
-            if t.config.data.dataset in data.skipped
-            or (t.panel, t.curve, t.seed) in data.skipped_trials
-        }
+        figure = figure.with_data(data_root)
+        plan.data_note = figure.data.note
+        kept = {t.trial_id for t in figure.runnable}
+        skipped = {t.trial_id for t in figure.trials if t.trial_id not in kept}
+    trials = list(figure.trials)
     client = None if store_missing(uri) else get_client(uri, create=False)
     runs = {}
     if client is not None:
         runs = trial_runs(client, [t for t in trials if t.derive is None])
-        trials = _resolve_derived(spec, profile, trials, runs, client, extra, substitute)
+        trials = _resolve_derived(figure, runs, client)
         runs.update(trial_runs(client, [t for t in trials if t.derive is not None]))
     per_round, plan.measured_runs = _round_times(client, spec.figure, profile)
     scaled = _scaled_times(client, spec.figure, profile)
@@ -209,18 +202,17 @@ def _local_gpus() -> int:
         return 0
 
 
-def _resolve_derived(spec, profile, trials, runs, client, extra, substitute) -> list[Trial]:
-    """The derived trials resolved from their sources' finished runs (as the sweep's second
-    stage does); those whose source has none stay unresolved."""
-    if not any(t.derive is not None for t in trials):
-        return trials
-    from fedsweep.sweep.derive import resolve
+def _resolve_derived(figure: FigurePlan, runs, client) -> list[Trial]:
+    """The figure's trials, the derived ones resolved from their sources' finished runs (as
+    the sweep's second stage does); those whose source has none stay unresolved."""
+    if not figure.derived_curves:
+        return list(figure.trials)
 
     def run_of(config_hash: str) -> str | None:
         run = runs.get(config_hash)
         return run.info.run_id if run is not None else None
 
-    return resolve(spec, profile, trials, run_of, client, extra=extra, substitute=substitute).trials
+    return figure.resolve(run_of, client).trials
 
 
 def _round_times(client, figure: str, profile: str) -> tuple[dict, int]:

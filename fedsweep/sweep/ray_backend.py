@@ -15,8 +15,8 @@ from pathlib import Path
 
 from fedsweep.core import atomic
 from fedsweep.core.errors import first_line
+from fedsweep.specs.load import SpecError, SweepSpec, Trial
 from fedsweep.sweep.report import SweepReport
-from fedsweep.sweep.spec import SpecError, SweepSpec, Trial
 from fedsweep.sweep.store_index import used_by_tag
 
 #: in a sweep's folder (``<store>/ray_results/<figure>-<profile>-<key>``), beside STATE_FILE:

@@ -2,7 +2,8 @@
 
 Order of work (every input is checked before Ray starts):
 
-1. load and validate the specs, expand them under the profile (``spec.expand``);
+1. load and validate the specs, build the figure's plan under the profile (its trials:
+   ``fedsweep.specs.figure.figure_plan``);
 2. resolve every path to an absolute one (Ray Tune changes the trials' working directory);
 3. check the data: load each data set once in the driver (downloading if needed; the embedded
    mnist-5k: its file is there); when it can be neither found nor downloaded, a profile with a
@@ -19,14 +20,15 @@ Order of work (every input is checked before Ray starts):
    finds its checkpoint in a folder fedsweep writes for it (``trials/<config hash>``, see
    ``fedsweep.sweep.trial``) and its MLflow run by parent and config hash, so nothing of Ray's
    saved state (its pickles) is ever read back;
-6. a spec with derived curves (``fedsweep.sweep.derive``) runs in two stages under the same
+6. a spec with derived curves (``fedsweep.specs.derive``) runs in two stages under the same
    parent run: 1-5 are stage 0 (every ordinary trial, the same Ray experiment and state file as
    without derived curves); stage 1 then computes each derived trial's values from its source
    trial's finished run and runs those trials in a Ray experiment of their own
    (``<name>-derived``, its own state file and ``--resume``). A derived trial whose source
    failed is not run (``SweepReport.no_source``).
 
-The parts live beside this module: :mod:`~fedsweep.sweep.data_check` (step 3),
+The figure's plan (its trials, step 3's data check, the derived trials' resolution) comes from
+the spec layer (:mod:`fedsweep.specs.figure`); the parts of the run live beside this module:
 :mod:`~fedsweep.sweep.store_index` (finished runs by hash, figure membership, the parent run),
 :mod:`~fedsweep.sweep.locking` (one driver per sweep, the state file, ``--resume`` checks),
 :mod:`~fedsweep.sweep.ray_backend` (Ray up and down, the Tune fit) and
@@ -42,9 +44,15 @@ from pathlib import Path
 
 from fedsweep.core.device import device_problem
 from fedsweep.data.datasets import resolve_data_root
-from fedsweep.sweep.data_check import DataPlan, check_data
-from fedsweep.sweep.derivations import DerivationError
-from fedsweep.sweep.derive import resolve
+from fedsweep.specs.derivations import DerivationError
+from fedsweep.specs.figure import FigurePlan, figure_plan
+from fedsweep.specs.load import (
+    SpecError,
+    SweepSpec,
+    Trial,
+    load_spec,
+    panel_filter_text,
+)
 from fedsweep.sweep.locking import (
     STATE_FILE,
     check_resume_plan,
@@ -71,14 +79,6 @@ from fedsweep.sweep.ray_backend import (  # noqa: F401  (shutdown_ray: re-export
 )
 from fedsweep.sweep.remote_state import RemoteFolder, is_remote, join_uri, storage_env
 from fedsweep.sweep.report import SweepReport
-from fedsweep.sweep.spec import (
-    SpecError,
-    SweepSpec,
-    Trial,
-    expand,
-    load_spec,
-    panel_filter_text,
-)
 from fedsweep.sweep.store_index import (
     close_parent_run,
     end_parent_run,
@@ -146,7 +146,8 @@ def run_sweep(
     spec = load_spec(spec_path)
     data_root = resolve_data_root(data_dir)
     extra = {"data.root": str(data_root), **(overrides or {})}
-    trials = expand(spec, profile, extra=extra, panels=panels)
+    figure = figure_plan(spec, profile, extra=extra, panels=panels)
+    trials = figure.trials
     uri = resolve_tracking_uri(tracking_uri)
     check_tracking_uri(uri, write=True)  # before the data, MLflow and Ray
     if address is None:  # a cluster's workers may have the GPU this machine lacks
@@ -164,24 +165,18 @@ def run_sweep(
             check_artifact_root(artifact_root)
         except ArtifactRootError as err:
             raise SpecError(str(err)) from None
-    plan = check_data(trials, spec, profile, data_root)
-    data_note = plan.note
+    figure = figure.with_data(data_root)
+    data_note = figure.data.note
     if data_note:
         echo(f"note: {data_note}")
-    if plan.substitute:
-        trials = expand(spec, profile, extra=extra, substitute=plan.substitute, panels=panels)
-    runnable = [
-        t
-        for t in trials
-        if t.config.data.dataset not in plan.skipped
-        and (t.panel, t.curve, t.seed) not in plan.skipped_trials
-    ]
+    trials = figure.trials
+    runnable = figure.runnable
     report = SweepReport(
         spec.figure,
         profile,
         len(trials),
         data_note=data_note,
-        data_fallback=", ".join(sorted(set(plan.substitute.values()))) or None,
+        data_fallback=", ".join(sorted(set(figure.substitute.values()))) or None,
         unavailable=len(trials) - len(runnable),
     )
     trials = runnable
@@ -228,13 +223,12 @@ def run_sweep(
                     spec,
                     spec_path,
                     profile,
-                    plan,
+                    figure,
                     client,
                     uri,
                     experiment_id,
                     storage,
                     overrides or {},
-                    extra,
                     tune_name,
                     resume=resume,
                     address=address,
@@ -297,13 +291,12 @@ class _Drive:
     spec: SweepSpec
     spec_path: Path
     profile: str
-    plan: DataPlan
+    figure: FigurePlan  # the trials, their data check, and how derived trials are resolved
     client: object
     uri: str
     experiment_id: str
     storage: Path
     overrides: dict  # the user's --set (recorded in the state file)
-    extra: dict  # what ``expand`` got (--set and data.root): re-expanding derived trials
     tune_name: str  # stage 0's Ray experiment (the name of a sweep without derived curves)
     resume: bool
     address: str | None
@@ -358,15 +351,7 @@ def _resolve_stage(drive: _Drive, trials: list[Trial], report: SweepReport) -> l
         return run.info.run_id if run is not None else None
 
     try:
-        done = resolve(
-            drive.spec,
-            drive.profile,
-            trials,
-            run_of,
-            drive.client,
-            extra=drive.extra,
-            substitute=drive.plan.substitute,
-        )
+        done = drive.figure.resolve(run_of, drive.client, trials)
     except DerivationError as err:
         raise SpecError(f"{drive.spec_path}: derived curves: {err}") from None
     report.no_source += len(done.missing)
@@ -412,7 +397,7 @@ def _run_stage(
     pending = list(unique.values())
     shared = len(trials) - skipped - len(pending)
     report.shared += shared
-    tags = parent_tags(spec, drive.spec_path, profile, drive.plan, drive.panels)
+    tags = parent_tags(spec, drive.spec_path, profile, drive.figure.data, drive.panels)
     remote = drive.remote_folder(tune_name)  # the sweep's folder on an object store, or None
     if remote is not None:  # the state lives beside the trials' checkpoints there
         where = join_uri(drive.remote, tune_name, STATE_FILE)

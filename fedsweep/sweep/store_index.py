@@ -7,8 +7,8 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from fedsweep.sweep.data_check import DataPlan
-from fedsweep.sweep.spec import SweepSpec, Trial
+from fedsweep.specs.data_check import DataPlan
+from fedsweep.specs.load import SweepSpec, Trial
 from fedsweep.tracking.direct import load_runs
 from fedsweep.tracking.provenance import verified_done_runs
 from fedsweep.tracking.store import ui_path, ui_search_path
@@ -144,7 +144,7 @@ def parent_tags(
         "fedsweep.kind": "sweep",
         "fedsweep.figure": spec.figure,
         "fedsweep.profile": profile,
-        "fedsweep.spec": str(spec_path),
+        "fedsweep.specs": str(spec_path),
         "fedsweep.profile_note": spec.profiles[profile].note,
         "fedsweep.data_note": plan.note,
         "fedsweep.skipped_data": plan.skip_note,

@@ -25,7 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fedsweep.sweep.spec import Trial, expand, load_spec
+from fedsweep.specs.figure import FigurePlan, figure_plan
+from fedsweep.specs.load import Trial, load_spec
 from fedsweep.sweep.store_index import trial_runs
 from fedsweep.tracking.store import get_client, resolve_tracking_uri, store_missing
 
@@ -93,23 +94,15 @@ def figure_summary(
     ``extra``: what the sweep expanded with (``data.root``, ``--set``), so a sweep with
     ``--set`` is summarized from its own runs."""
     spec = load_spec(spec_path)
-    trials = expand(spec, profile, extra=extra)
-    summary = FigureSummary(spec.figure, profile, len(trials))
+    figure = figure_plan(spec, profile, extra=extra)
+    summary = FigureSummary(spec.figure, profile, len(figure.trials))
     if client is None:
         uri = resolve_tracking_uri(tracking_uri)
         if store_missing(uri):
             return summary
         client = get_client(uri, create=False)
-    prof = spec.profiles[profile]
-    substitute = {
-        name: fb
-        for name in {t.config.data.dataset for t in trials}
-        if (fb := prof.fallback_for(name)) is not None
-    }
-    alt = expand(spec, profile, extra=extra, substitute=substitute) if substitute else None
-    trials = _resolved(spec, profile, trials, client, extra, None)
-    if alt is not None:
-        alt = _resolved(spec, profile, alt, client, extra, substitute)
+    trials = _resolved(figure, client)
+    alt = _resolved(figure.fallback, client) if figure.fallback is not None else None
     runs = trial_runs(client, [*trials, *(alt or [])])
     matched: list[tuple[Trial, object]] = []
     for i, trial in enumerate(trials):
@@ -146,12 +139,13 @@ def figure_summary(
     return summary
 
 
-def _resolved(spec, profile, trials, client, extra, substitute) -> list[Trial]:
-    """``trials`` with the derived ones resolved from their sources' done runs (as the sweep's
-    second stage does); those whose source has none stay unresolved (they match no run)."""
+def _resolved(figure: FigurePlan, client) -> list[Trial]:
+    """The figure's trials with the derived ones resolved from their sources' done runs (as
+    the sweep's second stage does); those whose source has none stay unresolved (they match no
+    run)."""
+    trials = list(figure.trials)
     if not any(t.derive is not None for t in trials):
         return trials
-    from fedsweep.sweep.derive import resolve
 
     runs = trial_runs(client, [t for t in trials if t.derive is None])
 
@@ -159,7 +153,7 @@ def _resolved(spec, profile, trials, client, extra, substitute) -> list[Trial]:
         run = runs.get(config_hash)
         return run.info.run_id if run is not None else None
 
-    return resolve(spec, profile, trials, run_of, client, extra=extra, substitute=substitute).trials
+    return figure.resolve(run_of, client).trials
 
 
 # ------------------------------------------------------------------------------ histories

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fedsweep.sweep.spec import PROFILES
+from fedsweep.specs.load import PROFILES
 from fedsweep.tracking.store import get_client, store_missing
 
 

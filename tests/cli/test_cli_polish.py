@@ -60,7 +60,7 @@ def test_help_has_metavars_not_type_placeholders(command):
 @pytest.mark.parametrize("command", ["sweep", "figures"])
 def test_profile_is_a_choice(command):
     from fedsweep.cli.common import PROFILES
-    from fedsweep.sweep.spec import PROFILES as SPEC_PROFILES
+    from fedsweep.specs.load import PROFILES as SPEC_PROFILES
 
     assert tuple(PROFILES) == tuple(SPEC_PROFILES)
     res = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
@@ -125,7 +125,7 @@ def test_ui_refuses_a_port_in_use(tmp_path):
 # --------------------------------------------------------------------------- validate
 def test_validate_prints_only_the_sections_that_apply_then_hash_and_ok(tmp_path):
     from fedsweep.config.load import load_config
-    from fedsweep.sweep.spec import config_hash
+    from fedsweep.specs.load import config_hash
 
     cfg = write(tmp_path, TINY)
     res = runner.invoke(app, ["validate", str(cfg)])

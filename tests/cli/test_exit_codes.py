@@ -284,7 +284,7 @@ def test_issue_48_a_set_on_a_key_the_curves_or_panels_vary_is_refused(tmp_path):
     """issue 48, item 5: ``figures --set data.partition=case2`` on Fig. 4e drew the Case 2 runs
     under the labels "Case 1" and "Case 3": a ``--set`` on a key the figure's curves (or
     panels) set is refused, naming the key and the curves; ``sweep`` refuses it too."""
-    from fedsweep.sweep.spec import expand, load_spec
+    from fedsweep.specs.load import expand, load_spec
     from fedsweep.tracking.store import prepare_store
 
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"

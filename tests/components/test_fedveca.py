@@ -278,7 +278,7 @@ FEDVECA_SPECS = [f"fedveca-fig{i}" for i in range(3, 9)]
 
 @pytest.mark.parametrize("figure", FEDVECA_SPECS)
 def test_fedveca_specs_expand_at_every_profile(figure):
-    from fedsweep.sweep.spec import SWEEPS_DIRS, expand, load_spec
+    from fedsweep.specs.load import SWEEPS_DIRS, expand, load_spec
 
     spec = load_spec(SWEEPS_DIRS[1] / f"{figure}.yaml")
     for profile in ("paper", "quick", "smoke"):
@@ -295,7 +295,7 @@ def test_fedveca_specs_expand_at_every_profile(figure):
 
 
 def test_quick_profile_runs_the_svm_panels_at_paper_settings_and_fewer_cnn_seeds():
-    from fedsweep.sweep.spec import SWEEPS_DIRS, expand, load_spec
+    from fedsweep.specs.load import SWEEPS_DIRS, expand, load_spec
 
     trials = expand(load_spec(SWEEPS_DIRS[1] / "fedveca-fig3.yaml"), "quick")
     svm = [t for t in trials if t.panel_id == "setting=svm-mnist"]
@@ -307,12 +307,12 @@ def test_quick_profile_runs_the_svm_panels_at_paper_settings_and_fewer_cnn_seeds
 
 
 def test_panel_seeds_name_a_panel_of_the_spec(tmp_path):
-    from fedsweep.sweep.spec import SpecError, load_spec
+    from fedsweep.specs.load import SpecError, load_spec
     from tests.helpers import small_spec, write_yaml
 
     tree = small_spec("seeds-test", seeds=(0, 1, 2))
     tree["profiles"]["smoke"] = {"panel_seeds": {"data.partition=case1": [5]}}
-    from fedsweep.sweep.spec import expand
+    from fedsweep.specs.load import expand
 
     assert {t.seed for t in expand(load_spec(write_yaml(tmp_path / "a.yaml", tree)), "smoke")} == {
         5

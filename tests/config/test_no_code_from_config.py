@@ -28,7 +28,7 @@ from fedsweep.components.step_policies.fedveca import (
 )
 from fedsweep.config.hashing import config_hash, legacy_config_hash
 from fedsweep.config.load import ConfigError, build_config
-from fedsweep.sweep.spec import expand, load_spec
+from fedsweep.specs.load import expand, load_spec
 from tests.helpers import small_run, small_spec, tiny_config, tiny_dataset, write_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -519,7 +519,7 @@ def test_a_sweep_drops_unused_base_sections_per_curve_and_refuses_an_unused_set(
     """A sweep's shared ``base:`` section is dropped for the curves that do not use it (their
     config and hash are those of a config without it); a ``--set`` for a section no trial
     uses is refused."""
-    from fedsweep.sweep.spec import SpecError
+    from fedsweep.specs.load import SpecError
 
     spec = load_spec(_bherd_base_spec(tmp_path, "dropfig"))
     bherd, fedavg = expand(spec, "smoke")

@@ -18,8 +18,8 @@ from fedsweep.cli.main import app
 from fedsweep.config.load import load_config
 from fedsweep.config.schema import max_clients
 from fedsweep.experiment import FLRun
+from fedsweep.specs.load import figure_id_problem, load_spec, spec_paths
 from fedsweep.sweep.ray_backend import UnsafeRemovalError, remove_inside
-from fedsweep.sweep.spec import figure_id_problem, load_spec, spec_paths
 from fedsweep.sweep.trial import load_state
 from tests.helpers import small_run, small_spec, tiny_config, tiny_dataset, write_yaml
 
@@ -61,7 +61,6 @@ def no_ray_no_mlflow(monkeypatch):
 
     monkeypatch.setattr(runner_mod, "get_client", boom)
     monkeypatch.setattr(runner_mod, "fit_trials", boom)
-    monkeypatch.setattr(runner_mod, "check_data", boom)
 
 
 def config_file(tmp_path: Path, text: str | None = None, **sections) -> Path:

@@ -14,9 +14,9 @@ from dashboards import claims as C
 from dashboards.model import Panel, panels_of
 from dashboards.papers.bherd import claims as B
 from dashboards.store import aggregate
-from fedsweep.sweep.data_check import check_data
+from fedsweep.specs.data_check import check_data
+from fedsweep.specs.load import CurveSpec, SpecError, expand, load_spec
 from fedsweep.sweep.runner import run_sweep
-from fedsweep.sweep.spec import CurveSpec, SpecError, expand, load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = ROOT / "sweeps"

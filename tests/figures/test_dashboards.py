@@ -24,8 +24,8 @@ from dashboards.papers.bherd import claims as B
 from dashboards.store import RunIndex, aggregate, load_selected, resolve_runs
 from dashboards.verdicts import VERDICTS
 from fedsweep.config.schema import RunConfig
+from fedsweep.specs.load import CurveSpec, expand, load_spec
 from fedsweep.sweep.ray_backend import trial_payload
-from fedsweep.sweep.spec import CurveSpec, expand, load_spec
 from fedsweep.tracking.store import ensure_experiment, get_client
 from fedsweep.tracking.tracked_run import TrackedRun
 
@@ -496,7 +496,7 @@ def test_bherd_gain_by_model_criterion():
 
 
 def test_gain_by_model_is_judged_once_and_not_on_a_scaled_regime():
-    from fedsweep.sweep.spec_model import Regime
+    from fedsweep.specs.model import Regime
 
     assert B.bherd_gain_by_model.spans_regimes
     claim = "BHerd helps FedNova most on the SVM and SCAFFOLD most on the CNN"

@@ -19,7 +19,8 @@ from dashboards.model import Panel
 from dashboards.papers.fedveca import claims as V
 from dashboards.papers.fedveca import figures as fedveca
 from dashboards.store import RunIndex, aggregate, resolve_derived
-from fedsweep.sweep.spec import CurveSpec, DeriveSpec, Trial, expand, load_spec
+from fedsweep.specs.figure import figure_plan
+from fedsweep.specs.load import CurveSpec, DeriveSpec, Trial, expand, load_spec
 from fedsweep.tracking.store import ensure_experiment, get_client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -533,7 +534,7 @@ def built(tmp_path_factory):
             trials = expand(spec, "smoke")
             if stage:
                 index = RunIndex.load(client)
-                trials = resolve_derived(spec, "smoke", trials, index, client, extra={})
+                trials = resolve_derived(figure_plan(spec, "smoke"), index, client)
             for trial in trials:
                 if (trial.derive is not None) == bool(stage) and trial.config_hash not in logged:
                     log_trial(client, exp, trial)

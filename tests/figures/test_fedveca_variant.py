@@ -16,7 +16,7 @@ from dashboards.model import ClaimCheck, FigureResult
 from dashboards.papers.fedveca import figures as fedveca
 from dashboards.papers.fedveca import variant as V
 from fedsweep.cli.main import app
-from fedsweep.sweep.spec import expand, load_spec
+from fedsweep.specs.load import expand, load_spec
 from fedsweep.tracking.store import ensure_experiment, get_client
 
 ROOT = Path(__file__).resolve().parents[2]

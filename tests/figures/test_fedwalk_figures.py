@@ -27,7 +27,7 @@ from dashboards.papers.fedwalk import methods as M
 from dashboards.papers.fedwalk import table2
 from dashboards.reducers import Stat, per_run, reduce_cell, seed_stats, stat_of, value_at_best
 from dashboards.store import aggregate
-from fedsweep.sweep.spec import CurveSpec, load_spec
+from fedsweep.specs.load import CurveSpec, load_spec
 from fedsweep.tracking.store import ensure_experiment, get_client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -774,7 +774,7 @@ def log_store(uri: str, sweeps: Path, skip: set[str] = frozenset()) -> None:
     data set is "missing", as the sweep's parent run of Table 2 says)."""
     from mlflow.entities import Metric
 
-    from fedsweep.sweep.spec import expand
+    from fedsweep.specs.load import expand
 
     client = get_client(uri)
     logged: set[str] = set()

@@ -35,7 +35,7 @@ def log_smoke_runs(client, uri: str, figure: str, records=None) -> list[str]:
     distances; ``records(panel_index)`` = the clients whose selection record is logged."""
     from mlflow.entities import Metric
 
-    from fedsweep.sweep.spec import expand, load_spec
+    from fedsweep.specs.load import expand, load_spec
     from fedsweep.tracking.store import ensure_experiment
 
     spec = load_spec(SWEEPS / f"{figure}.yaml")

@@ -22,8 +22,8 @@ from dashboards.store import RunIndex
 from dashboards.style import CurveStyle, band_width, draw_curve, metric_bounds
 from fedsweep.cli.main import app
 from fedsweep.config.schema import RunConfig
+from fedsweep.specs.load import CurveSpec, expand, load_spec
 from fedsweep.sweep.ray_backend import trial_payload
-from fedsweep.sweep.spec import CurveSpec, expand, load_spec
 from fedsweep.tracking.store import ensure_experiment, get_client
 from fedsweep.tracking.tracked_run import TrackedRun
 

@@ -21,7 +21,7 @@ from dashboards.papers.intro import figures as intro
 from dashboards.store import aggregate
 from dashboards.style import wrap_subtitle
 from dashboards.targets import Reach, rounds_to_target, speedup
-from fedsweep.sweep.spec import CurveSpec, SpecError, expand, load_spec
+from fedsweep.specs.load import CurveSpec, SpecError, expand, load_spec
 from fedsweep.tracking.store import ensure_experiment, get_client
 
 ROOT = Path(__file__).resolve().parents[2]

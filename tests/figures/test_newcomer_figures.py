@@ -55,7 +55,7 @@ def log_runs(client, uri: str, spec, overrides: dict | None = None) -> dict[str,
     """One finished run per smoke trial (of ``overrides``' runs); run id -> its trial's keys."""
     from mlflow.entities import Metric
 
-    from fedsweep.sweep.spec import expand
+    from fedsweep.specs.load import expand
     from fedsweep.tracking.store import ensure_experiment
 
     exp = ensure_experiment(client, spec.figure, uri)
@@ -81,7 +81,7 @@ def log_runs(client, uri: str, spec, overrides: dict | None = None) -> dict[str,
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     """(store uri, spec path, run id -> trial keys of the runs as configured)."""
-    from fedsweep.sweep.spec import load_spec
+    from fedsweep.specs.load import load_spec
     from fedsweep.tracking.store import get_client
 
     tmp = tmp_path_factory.mktemp("i37")

@@ -9,8 +9,8 @@ import pytest
 from dashboards import claims as C
 from dashboards.model import Panel
 from dashboards.papers.fedveca import claims as V
-from fedsweep.sweep.spec import SpecError, load_spec
-from fedsweep.sweep.spec_model import Regime
+from fedsweep.specs.load import SpecError, load_spec
+from fedsweep.specs.model import Regime
 from tests.figures.test_fedveca_figures import cv, make
 
 CLAIM = "the premise stays above its lower bound after the first few rounds"

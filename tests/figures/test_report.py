@@ -186,7 +186,7 @@ def test_the_committed_quick_claims_hold_the_rules():
     --json`): every figure of every shipped spec, one object per claim with the fields the
     report promises, the four verdicts only, and nothing decided while its interval contains
     its threshold."""
-    from fedsweep.sweep.spec import load_spec, spec_paths
+    from fedsweep.specs.load import load_spec, spec_paths
 
     data = json.loads((ROOT / "docs" / "reproduction" / "claims-quick.json").read_text())
     rows = data["claims"]
@@ -244,7 +244,7 @@ def test_the_papers_words_are_quoted_verbatim(paper):
 # ------------------------------------------------------------------- readings (issue 35)
 def test_reading_table_sets_each_reading_beside_the_figure_as_configured():
     from dashboards.readings import reading_table
-    from fedsweep.sweep.spec_model import Reading
+    from fedsweep.specs.model import Reading
 
     supported = ClaimCheck(
         "B beats A",
@@ -283,7 +283,7 @@ def test_reading_table_sets_each_reading_beside_the_figure_as_configured():
 
 
 def test_a_reading_must_set_keys_the_figures_runs_read(tmp_path):
-    from fedsweep.sweep.spec import SpecError, load_spec
+    from fedsweep.specs.load import SpecError, load_spec
     from tests.helpers import small_spec, write_yaml
 
     ok = small_spec("reads", readings=[{"label": "ceil", "set": {"bherd.round": "ceil"}}])

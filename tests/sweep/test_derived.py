@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fedsweep.sweep.derivations import (
+from fedsweep.specs.derivations import (
     DERIVATIONS,
     TAU_TOTAL,
     DerivationError,
@@ -20,9 +20,9 @@ from fedsweep.sweep.derivations import (
     mean_tau,
     total_steps,
 )
-from fedsweep.sweep.derive import resolve
+from fedsweep.specs.derive import resolve
+from fedsweep.specs.load import SpecError, expand, load_spec
 from fedsweep.sweep.ray_backend import DERIVED_FROM, trial_payload
-from fedsweep.sweep.spec import SpecError, expand, load_spec
 from fedsweep.sweep.store_index import finished_runs
 from fedsweep.tracking.store import get_client
 from tests.helpers import small_spec, smoke_sweep, sweep_runs, write_yaml

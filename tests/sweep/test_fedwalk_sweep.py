@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dashboards import build_figures
-from fedsweep.sweep.spec import expand, load_spec
+from fedsweep.specs.load import expand, load_spec
 from fedsweep.tracking.store import get_client
 
 SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
@@ -87,8 +87,8 @@ def test_the_sweep_checks_leash_data_and_resnet_weights_before_it_starts(real_da
     with ``skip_missing_data``, the trials are left out with the reason."""
     import pytest
 
-    from fedsweep.sweep.data_check import check_data
-    from fedsweep.sweep.spec import SpecError
+    from fedsweep.specs.data_check import check_data
+    from fedsweep.specs.load import SpecError
 
     spec = load_spec(SWEEPS / "fedwalk-fig5.yaml")
     extra = {

@@ -11,8 +11,8 @@ import os
 import pytest
 
 from fedsweep.experiment import FLRun
+from fedsweep.specs.load import expand, load_spec
 from fedsweep.sweep import trial as trial_mod
-from fedsweep.sweep.spec import expand, load_spec
 from tests.helpers import small_spec, smoke_sweep, sweep_runs, tiny_config, tiny_dataset, write_yaml
 
 

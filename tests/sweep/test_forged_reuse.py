@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from fedsweep.cli.main import app
+from fedsweep.specs.load import expand, load_spec
 from fedsweep.sweep.plan import plan_sweep
-from fedsweep.sweep.spec import expand, load_spec
 from fedsweep.sweep.store_index import finished_trials, trial_runs
 from fedsweep.tracking import provenance
 from fedsweep.tracking.store import get_client

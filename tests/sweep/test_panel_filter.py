@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fedsweep.cli.main import app
-from fedsweep.sweep.spec import (
+from fedsweep.specs.load import (
     SpecError,
     check_panel_filter,
     expand,

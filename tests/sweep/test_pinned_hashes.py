@@ -10,7 +10,7 @@ from pathlib import Path
 
 from fedsweep.config.hashing import config_hash
 from fedsweep.config.load import load_config
-from fedsweep.sweep.spec import PROFILES, expand, load_spec, spec_paths
+from fedsweep.specs.load import PROFILES, expand, load_spec, spec_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 PINNED = json.loads(

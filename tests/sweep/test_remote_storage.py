@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from fedsweep.sweep.spec import SpecError, expand, load_spec
+from fedsweep.specs.load import SpecError, expand, load_spec
 from tests.helpers import small_spec, sweep_runs, write_yaml
 
 ROUNDS = 4

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fedsweep.cli.main import app
-from fedsweep.sweep.spec import SpecError, expand, load_spec
+from fedsweep.specs.load import SpecError, expand, load_spec
 from tests.helpers import small_spec, write_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +47,7 @@ def _no_ray_no_mlflow(tmp_path, monkeypatch):
 
     monkeypatch.setenv("FEDSWEEP_STORE_DIR", str(tmp_path / "default-store"))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    for name in ("get_client", "fit_trials", "check_data"):
+    for name in ("get_client", "fit_trials"):
         monkeypatch.setattr(runner_mod, name, boom)
 
 

@@ -13,7 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from fedsweep.cli.main import app
-from fedsweep.sweep.spec import SpecError, expand, load_spec
+from fedsweep.specs.load import SpecError, expand, load_spec
 from tests.helpers import small_spec
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedsweep.sweep.spec import SpecError, expand, load_spec
+from fedsweep.specs.load import SpecError, expand, load_spec
 from tests.helpers import small_spec, smoke_sweep, sweep_runs, write_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -324,7 +324,7 @@ def test_shipped_specs_expand_for_every_profile():
 
 def test_config_hash_ignores_paths_and_resources_but_not_numbers():
     from fedsweep.config.load import build_config
-    from fedsweep.sweep.spec import config_hash
+    from fedsweep.specs.load import config_hash
 
     base = build_config({"train": {"rounds": 7}})
     same = build_config(

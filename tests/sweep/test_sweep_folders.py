@@ -40,8 +40,8 @@ def test_a_sweeps_ray_state_is_beside_its_store_and_its_lock_file_goes(
     tree = small_spec("folders", alphas=(0.5,), max_failures=0, checkpoint_every=1)
     spec = write_yaml(tmp_path / "folders.yaml", tree)
     store = tmp_path / "elsewhere" / "mlflow.db"
+    from fedsweep.specs.load import expand, load_spec
     from fedsweep.sweep.runner import run_sweep
-    from fedsweep.sweep.spec import expand, load_spec
 
     (trial,) = expand(load_spec(spec), "smoke")
     report = run_sweep(  # a crash at round 2 keeps the trial's round-1 checkpoint

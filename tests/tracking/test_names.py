@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from fedsweep.cli.main import app
 from fedsweep.config.hashing import config_hash
 from fedsweep.config.load import load_config
-from fedsweep.sweep import spec as spec_module
-from fedsweep.sweep.spec import SpecError, expand, load_spec, spec_paths
+from fedsweep.specs import load as spec_module
+from fedsweep.specs.load import SpecError, expand, load_spec, spec_paths
 from fedsweep.sweep.store_index import membership_filter, used_by_tag
 from fedsweep.tracking.naming import run_name, trial_run_name
 from fedsweep.tracking.store import (

@@ -387,7 +387,7 @@ def add_variant_section(
     (``tracking_uri``, the spec in ``sweeps_dir``). Returns the block; None when ``results``
     has no FedVeca figure."""
     from dashboards.store import RunIndex
-    from fedsweep.sweep.spec import load_spec
+    from fedsweep.specs.load import load_spec
     from fedsweep.tracking.store import get_client
 
     veca = [r for r in results if r.figure_id in FIGURES]

@@ -36,7 +36,7 @@ from dashboards.model import Panel
 from dashboards.targets import Reach, speedup
 from dashboards.verdicts import Measure, decide, interval
 from fedsweep.config.schema import RunConfig
-from fedsweep.sweep.spec import CurveSpec
+from fedsweep.specs.load import CurveSpec
 
 
 # ------------------------------------------------------------------------- the machinery

@@ -17,7 +17,7 @@ from dashboards.model import BuildContext, Panel
 from dashboards.style import X_TITLE, paper_layout, subtitle, wrap_subtitle
 from dashboards.targets import Reach, rounds_to_target, target_text
 from fedsweep.config.schema import RunConfig
-from fedsweep.sweep.spec import CurveSpec
+from fedsweep.specs.load import CurveSpec
 
 TARGET_LINE = {"color": "#555", "width": 1.2, "dash": "dot"}
 TABLE_ROW_PX = 30

@@ -21,7 +21,7 @@ from dashboards.papers.intro.common import (
     make_table,
 )
 from dashboards.style import round_ticks, subtitle
-from fedsweep.sweep.spec import CurveSpec
+from fedsweep.specs.load import CurveSpec
 
 
 def build_fedopt(ctx: BuildContext) -> FigureResult:

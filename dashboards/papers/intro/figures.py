@@ -28,7 +28,7 @@ from dashboards.papers.intro.common import (
 from dashboards.style import round_ticks, wrap_subtitle
 from dashboards.targets import speedup, target_text
 from fedsweep.config.schema import RunConfig
-from fedsweep.sweep.spec import CurveSpec
+from fedsweep.specs.load import CurveSpec
 
 
 # ------------------------------------------------------------------------------ intro-fedavg

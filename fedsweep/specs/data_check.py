@@ -1,4 +1,5 @@
-"""Step 3 of a sweep (:mod:`fedsweep.sweep.runner`): check the data before Ray starts. Each data
+"""Step 3 of a sweep (:mod:`fedsweep.sweep.runner`, through :meth:`FigurePlan.with_data
+<fedsweep.specs.figure.FigurePlan.with_data>`): check the data before Ray starts. Each data
 set the trials use is loaded once in the driver (downloading if needed); a missing one switches
 to the profile's ``data_fallback`` or, with ``skip_missing_data``, skips its trials (both stated
 on the figures); so do missing ImageNet ResNet-18 weights and FedWalk's leash data."""
@@ -12,7 +13,7 @@ from fedsweep.components.compose import HOOKS
 from fedsweep.data.datasets import DatasetNotFoundError, load_dataset
 from fedsweep.data.leash import leash_problems
 from fedsweep.data.mnist5k import mnist5k_path
-from fedsweep.sweep.spec import SpecError, SweepSpec, Trial
+from fedsweep.specs.load import SpecError, SweepSpec, Trial
 
 
 @dataclass

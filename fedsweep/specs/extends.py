@@ -1,5 +1,5 @@
 """``extends:`` in a sweep spec: find the extended spec (a figure id or a path, kept among the
-specs) and merge the chain into one tree (rules: :mod:`fedsweep.sweep.spec`'s docstring).
+specs) and merge the chain into one tree (rules: :mod:`fedsweep.specs.load`'s docstring).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pydantic import ValidationError
 
 from fedsweep.config.schema import RunConfig
 from fedsweep.config.yamlio import YamlFileError, read_yaml
-from fedsweep.sweep.curves import CurveGrid
-from fedsweep.sweep.spec_model import SpecError, SweepSpec, figure_id_problem
+from fedsweep.specs.curves import CurveGrid
+from fedsweep.specs.model import SpecError, SweepSpec, figure_id_problem
 
 #: where ``extends: <figure id>`` looks after the extending file's own folder (the working
 #: directory's ``sweeps/``, then fedsweep's own); with that folder, the only folders an
@@ -60,7 +60,7 @@ def shadow_warning(found: Path, ref: str, where: str) -> None:
     )
 
 
-#: loads a spec file, raising ``SpecError`` (``fedsweep.sweep.spec.load_spec``, which imports
+#: loads a spec file, raising ``SpecError`` (``fedsweep.specs.load.load_spec``, which imports
 #: this module and so hands itself in: :func:`spec_tree`'s ``load``)
 Loader = Callable[[Path], object]
 

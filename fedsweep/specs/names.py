@@ -3,7 +3,7 @@ id (``bherd-fig3a``, the stem of ``<sweeps_dir>/<id>.yaml``) or a spec file's pa
 
 A typo is refused here, in the time Python takes to start (about 0.3 s), instead of after
 torch, Ray, MLflow and plotly are imported (5-9 s idle, up to 113 s under load, measured on a
-2-core machine: issue 48). :func:`fedsweep.sweep.spec.find_spec` gives the same messages."""
+2-core machine: issue 48). :func:`fedsweep.specs.load.find_spec` gives the same messages."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def name_problem(name: str | Path, sweeps_dir: str | Path = "sweeps") -> str | N
 
 
 def spec_path(name: str | Path, sweeps_dir: str | Path = "sweeps") -> Path:
-    """The spec file ``name`` names, as :func:`fedsweep.sweep.spec.find_spec` finds it (an
+    """The spec file ``name`` names, as :func:`fedsweep.specs.load.find_spec` finds it (an
     existing file, else ``<sweeps_dir>/<name>.yaml``), for a check that comes after
     :func:`name_problem` and before the heavy imports."""
     path = Path(str(name))

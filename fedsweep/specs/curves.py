@@ -1,7 +1,7 @@
 """A sweep spec's curves: named override sets (:class:`CurveSpec`), one curve per value of one key
 (:class:`CurveGrid`, ``curves: {key, values}``) and product grids (:class:`CurveProduct`, a
 ``grid:`` over several keys with a label template). The syntax is documented in
-:mod:`fedsweep.sweep.spec`'s docstring.
+:mod:`fedsweep.specs.load`'s docstring.
 
 Validators here raise ``ValueError`` (pydantic wraps them); the product grid's own checks
 (:meth:`CurveProduct.check`) run from the spec's validator, so their messages name the field
@@ -19,7 +19,7 @@ from pydantic import ConfigDict, Discriminator, Field, Tag, field_validator
 
 from fedsweep.core.section import NoBoolNumbers
 from fedsweep.core.suggest import closest
-from fedsweep.sweep.derivations import DERIVATIONS
+from fedsweep.specs.derivations import DERIVATIONS
 
 Dash = Literal["solid", "dash", "dot", "dashdot"]
 
@@ -40,7 +40,7 @@ class Strict(NoBoolNumbers):
 
 
 class DeriveSpec(Strict):
-    """A curve's settings computed from another curve's runs (:mod:`fedsweep.sweep.spec`)."""
+    """A curve's settings computed from another curve's runs (:mod:`fedsweep.specs.load`)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -144,7 +144,7 @@ def template_fields(template: str) -> list[tuple[str, str | None]]:
 
 class CurveProduct(Strict):
     """A product grid: one curve per combination of the values of ``grid``'s keys (the first
-    key outermost), labelled by the ``label`` template (:mod:`fedsweep.sweep.spec`)."""
+    key outermost), labelled by the ``label`` template (:mod:`fedsweep.specs.load`)."""
 
     #: config key -> its values
     grid: dict[str, list[Any]]

@@ -58,7 +58,7 @@ matching FedVeca run's mean local steps)::
         from: FedVeca
         set: {fixed_steps.steps: total_steps, train.rounds: 1}  # a number/bool is a literal
 
-A string in ``derive.set`` names a derivation of ``fedsweep.sweep.derivations.DERIVATIONS``
+A string in ``derive.set`` names a derivation of ``fedsweep.specs.derivations.DERIVATIONS``
 (``mean_tau``, ``total_steps``), computed from the source trial's finished run; numbers and
 booleans are set as they are. The derived layer comes after ``profiles.<p>.curve_set`` and
 before ``--set`` (a profile's ``train.rounds`` does not undo a derived ``train.rounds: 1``).
@@ -124,14 +124,14 @@ from fedsweep.config.hashing import (  # noqa: F401  (HASH_EXCLUDED, legacy_conf
 from fedsweep.config.load import ConfigError, build_config, set_dotted
 from fedsweep.config.schema import DataConfig
 from fedsweep.core.suggest import closest
-from fedsweep.sweep.curves import (  # noqa: F401  (the spec's types, re-exported)
+from fedsweep.specs.curves import (  # noqa: F401  (the spec's types, re-exported)
     CurveGrid,
     CurveProduct,
     CurveSpec,
     DeriveSpec,
 )
-from fedsweep.sweep.derivations import PLACEHOLDER, UNRESOLVED, Resolution
-from fedsweep.sweep.extends import (  # noqa: F401  (re-exported)
+from fedsweep.specs.derivations import PLACEHOLDER, UNRESOLVED, Resolution
+from fedsweep.specs.extends import (  # noqa: F401  (re-exported)
     SPEC_MARKERS,
     SWEEPS_DIRS,
     resolve_extends,
@@ -139,8 +139,7 @@ from fedsweep.sweep.extends import (  # noqa: F401  (re-exported)
     spec_tree,
     sweep_spec_keys,
 )
-from fedsweep.sweep.names import looks_like_path, name_problem, spec_paths  # noqa: F401  (re-exported)
-from fedsweep.sweep.spec_model import (  # noqa: F401  (the spec's types, re-exported)
+from fedsweep.specs.model import (  # noqa: F401  (the spec's types, re-exported)
     PROFILES,
     PanelCell,
     PanelChoice,
@@ -152,6 +151,7 @@ from fedsweep.sweep.spec_model import (  # noqa: F401  (the spec's types, re-exp
     figure_id_problem,
     panel_id,
 )
+from fedsweep.specs.names import looks_like_path, name_problem, spec_paths  # noqa: F401  (re-exported)
 
 
 def _models_in(annotation) -> list[type[BaseModel]]:
@@ -293,7 +293,7 @@ def expand(
     ``substitute`` maps configured data set names to the ones to run on instead (the profile's
     ``data_fallback`` after the driver found a data set missing); it is applied last.
     ``derived`` maps a derived trial's ``(panel id, curve label, seed)`` to its derived values
-    and source run ids (``fedsweep.sweep.derive.resolve``); derived trials not in it get
+    and source run ids (``fedsweep.specs.derive.resolve``); derived trials not in it get
     placeholders (each derivation = 1: the keys are validated, the trial is ``unresolved``).
     """
     source = source or str(getattr(spec, "_path", spec.figure))
@@ -451,7 +451,7 @@ def check_panel_filter(
     """Every axis of ``panels`` is a panel axis of ``spec`` and every value one of its values
     (the choice ids, or the values themselves) that ``profile`` runs; else :class:`SpecError`
     naming the bad axis or value and the allowed ones."""
-    from fedsweep.sweep.spec_model import axis_value
+    from fedsweep.specs.model import axis_value
 
     source = source or str(getattr(spec, "_path", spec.figure))
     axes = list(spec.panels)
@@ -561,7 +561,7 @@ def find_spec(name: str | Path, sweeps_dir: str | Path = "sweeps") -> Path:
     stem of ``<sweeps_dir>/<id>.yaml``) or a spec file's path. Every command that takes a figure
     resolves it here, so ``sweep``, ``figures``, ``runs``, ``compare``, ``report`` and
     ``robustness`` accept the same names; an unknown one is a :class:`SpecError` with the
-    nearest id or file name (:func:`fedsweep.sweep.names.name_problem`, which the commands
+    nearest id or file name (:func:`fedsweep.specs.names.name_problem`, which the commands
     also ask before their heavy imports)."""
     text = str(name)
     path = Path(text)

@@ -1,8 +1,8 @@
 """The derivations a derived curve may name (``derive: {from: <label>, set: {key: <name>}}``,
-:mod:`fedsweep.sweep.derive`): small functions of one source run (:class:`SourceRun`) returning a
+:mod:`fedsweep.specs.derive`): small functions of one source run (:class:`SourceRun`) returning a
 Python int, registered in :data:`DERIVATIONS` by the name a spec uses.
 
-The bottom of the sweep layer's imports: the spec types (:mod:`fedsweep.sweep.curves`) check
+The bottom of the spec layer's imports: the spec types (:mod:`fedsweep.specs.curves`) check
 derivation names against :data:`DERIVATIONS`, and nothing here imports a spec module.
 """
 
@@ -76,5 +76,5 @@ DERIVATIONS: dict[str, Derivation] = {"mean_tau": mean_tau, "total_steps": total
 
 #: (panel id, curve label, seed) of a derived trial
 TrialKey = tuple[str, str, int]
-#: per derived trial: (overrides, source run ids), what ``spec.expand(derived=...)`` takes
+#: per derived trial: (overrides, source run ids), what ``load.expand(derived=...)`` takes
 Resolution = dict[TrialKey, tuple[dict[str, Any], list[str]]]

@@ -8,8 +8,8 @@ from MLflow and sets ``key`` to the derivation's value. The sweep runs the sourc
 (stage 0), then resolves and runs the derived ones (stage 1, :mod:`fedsweep.sweep.runner`); the
 figures resolve them the same way (:func:`resolve`) to find their runs by config hash.
 
-The derivations themselves (:data:`~fedsweep.sweep.derivations.DERIVATIONS`, small functions of
-one :class:`~fedsweep.sweep.derivations.SourceRun`) live in :mod:`fedsweep.sweep.derivations`,
+The derivations themselves (:data:`~fedsweep.specs.derivations.DERIVATIONS`, small functions of
+one :class:`~fedsweep.specs.derivations.SourceRun`) live in :mod:`fedsweep.specs.derivations`,
 below the spec modules; this module sits above them (it re-expands a spec with the computed
 values), so the imports run one way: derivations <- spec <- derive.
 """
@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fedsweep.sweep.derivations import DERIVATIONS, Resolution, SourceRun, TrialKey
-from fedsweep.sweep.spec import SweepSpec, Trial, expand
+from fedsweep.specs.derivations import DERIVATIONS, Resolution, SourceRun, TrialKey
+from fedsweep.specs.load import SweepSpec, Trial, expand
 
 
 def trial_key(trial: Trial) -> TrialKey:

@@ -1,6 +1,6 @@
-"""The types of a sweep spec (:mod:`fedsweep.sweep.spec` documents the format): panels, profiles,
+"""The types of a sweep spec (:mod:`fedsweep.specs.load` documents the format): panels, profiles,
 the spec itself (:class:`SweepSpec`) and its trials (:class:`Trial`); the curves are in
-:mod:`fedsweep.sweep.curves`. Loading, ``extends`` and ``expand`` are in :mod:`fedsweep.sweep.spec`,
+:mod:`fedsweep.specs.curves`. Loading, ``extends`` and ``expand`` are in :mod:`fedsweep.specs.load`,
 which re-exports these names.
 """
 
@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from fedsweep.config.schema import RunConfig
-from fedsweep.sweep.curves import (
+from fedsweep.specs.curves import (
     CurveGrid,
     CurveItem,
     Curves,
@@ -375,7 +375,7 @@ class SweepSpec(Strict):
         """The panel grid in order (cartesian product of the axes), with overrides and labels;
         with ``profile``, only the axis values that profile runs (``profiles.<p>.panels``);
         with ``only`` (``fedsweep sweep --panel``, checked by
-        :func:`fedsweep.sweep.spec.check_panel_filter`), only these axis values too."""
+        :func:`fedsweep.specs.load.check_panel_filter`), only these axis values too."""
         keys = list(self.panels)
         wanted = (self.profiles[profile].panels if profile in self.profiles else None) or {}
         only = only or {}
