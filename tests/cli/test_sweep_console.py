@@ -62,7 +62,7 @@ def sweep_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     cmd = [sys.executable, "-m", "fedsweep.cli.main", "sweep", *args, "--profile", "smoke"]
     return subprocess.run(
-        [*cmd, "--tracking-uri", store],
+        [*cmd, "--tracking-uri", store, "--max-concurrent", "1"],  # one trial actor
         env=env,
         cwd=tmp_path,
         capture_output=True,

@@ -137,7 +137,8 @@ from fedsweep.sweep.ray_backend import shutdown_ray
 spec, store, out = sys.argv[1], sys.argv[2], {}
 handler = lambda signum, frame: None
 signal.signal(signal.SIGTERM, handler)
-quiet = dict(verbose=0, echo=lambda *a: None, storage_dir=Path(store).parent / "ray")
+quiet = dict(verbose=0, echo=lambda *a: None, storage_dir=Path(store).parent / "ray",
+             max_concurrent=1)
 real = runner.get_client
 
 def broken(uri, **kw):  # the store fails to open while Ray is starting
