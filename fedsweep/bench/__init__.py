@@ -19,7 +19,8 @@ rounds (as many pairs as fit in 8 s, at least ``--repeats``, at most 60: :func:`
 Then one ResNet-18 CIFAR-10 local step (B=32, engine vs raw loop), and the sweep overhead: a
 smoke sweep through Ray Tune into a fresh MLflow store, its wall time against the sum of its
 runs' own round times, and seconds per trial start, next to Ray Tune's floor for the same trials
-(:func:`bench_tune_floor`) (``--no-sweep`` skips it).
+(:func:`bench_tune_floor`), sweep and floor measured alternately ``--sweep-pairs`` times (default
+3), each in a fresh interpreter, the medians reported (``--no-sweep`` skips it).
 
 DivFL (issue 32): the peak memory and time of building DivFL's distance table ``Dst``, kept as
 its packed upper triangle (``samplers.divfl.packed_distance_table``) for ``--divfl-clients``
@@ -44,7 +45,9 @@ Modules, by what they measure (each imported only when one of its names is asked
   their ratios to FedAvg;
 * :mod:`~fedsweep.bench.resnet`: the ResNet-18 step;
 * :mod:`~fedsweep.bench.divfl`: DivFL's distance table (the ``--divfl-child`` interpreter);
-* :mod:`~fedsweep.bench.sweep_overhead`: the smoke sweep, Ray Tune's floor, the CPUs' busy time;
+* :mod:`~fedsweep.bench.sweep_overhead`: the smoke sweep, Ray Tune's floor, their pairs'
+  medians, the CPUs' busy time;
+* :mod:`~fedsweep.bench.sweep_main`: one sweep of that row in a fresh interpreter;
 * :mod:`~fedsweep.bench.floor_trial`: the floor's trainable and its fresh interpreter;
 * :mod:`~fedsweep.bench.store_overheads`: the overheads in a store and the schedule replay;
 * :mod:`~fedsweep.bench.child`: a row measured in a fresh interpreter;
@@ -81,7 +84,16 @@ _MODULES = {
     "resnet": ("bench_resnet_step",),
     "divfl": ("DIVFL_FEATURES", "bench_divfl", "divfl_child"),
     "child": ("child_json",),
-    "sweep_overhead": ("CpuBusy", "bench_sweep", "bench_tune_floor", "smoke_sweep_spec"),
+    "sweep_overhead": (
+        "CpuBusy",
+        "bench_sweep",
+        "bench_tune_floor",
+        "floors_of",
+        "measure_sweep",
+        "median_row",
+        "smoke_sweep_spec",
+        "sweep_child",
+    ),
     "store_overheads": (
         "list_schedule",
         "print_store_overheads",

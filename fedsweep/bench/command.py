@@ -21,7 +21,7 @@ from fedsweep.bench.local_step import MAX_PAIRS, PAIR_SECONDS, bench_model
 from fedsweep.bench.refusals import bench_refusals
 from fedsweep.bench.resnet import bench_resnet_step
 from fedsweep.bench.store_overheads import print_store_overheads
-from fedsweep.bench.sweep_overhead import bench_sweep
+from fedsweep.bench.sweep_overhead import SWEEP_PAIRS, bench_sweep
 from fedsweep.bench.workload import BATCH, CLIENTS, STEPS, STEPS_PER_CLIENT, synthetic_mnist
 from fedsweep.core.device import keep_freed_memory, set_threads
 from fedsweep.engine.fast import svm_trajectory as svm_kernel
@@ -63,6 +63,14 @@ def main(argv: list[str] | None = None) -> None:
         help="measure the sweep overhead on this spec file (default: a built-in smoke sweep)",
     )
     parser.add_argument("--sweep-profile", default="smoke", help="profile of --sweep-spec")
+    parser.add_argument(
+        "--sweep-pairs",
+        type=int,
+        default=SWEEP_PAIRS,
+        help="times the sweep and Ray Tune's floor are measured, alternately, each in a fresh "
+        "interpreter; the medians are reported, the range of fedsweep's share above the floor "
+        f"beside it (default {SWEEP_PAIRS})",
+    )
     parser.add_argument(
         "--from-store",
         metavar="URI",
@@ -173,9 +181,10 @@ def main(argv: list[str] | None = None) -> None:
         summary["divfl_build_s"] = round(dv["seconds"], 3)
         summary["divfl_build_mib"] = round(dv["build_bytes"] / mib, 1)
     if not args.no_sweep:
-        sw = bench_sweep(args.sweep_spec, args.sweep_profile)
+        sw = bench_sweep(args.sweep_spec, args.sweep_profile, pairs=args.sweep_pairs)
         print(
-            f"\n# sweep overhead: {sw['spec']} at {sw['profile']}, {sw['trials']} trials in "
+            f"\n# sweep overhead (medians of {sw['pairs']} sweeps, each in a fresh interpreter): "
+            f"{sw['spec']} at {sw['profile']}, {sw['trials']} trials in "
             f"{sw['wall_s']:.1f} s wall; the runs' own round times sum to {sw['runs_own_s']:.1f} s "
             f"({sw['ideal_wall_s']:.1f} s spread over the CPUs); overhead "
             f"{sw['overhead'] * 100:.0f}%: {sw['s_before_first_trial']:.1f} s before the first "
@@ -191,9 +200,11 @@ def main(argv: list[str] | None = None) -> None:
                 f"{sw['tune_floor_overhead'] * 100:.0f}%; with each actor importing torch and "
                 f"MLflow: {sw['tune_floor_imports_wall_s']:.1f} s, "
                 f"{sw['tune_floor_imports_overhead'] * 100:.0f}%; fedsweep above that floor: "
-                f"{sw['fedsweep_overhead'] * 100:.0f}% of the ideal wall time"
+                f"{sw['fedsweep_overhead'] * 100:.0f}% of the ideal wall time (median of "
+                f"{sw['pairs']} pairs of a sweep and its floor, measured alternately; range "
+                f"{sw['fedsweep_overhead_min'] * 100:.0f}–{sw['fedsweep_overhead_max'] * 100:.0f}%)"
             )
-        summary["sweep"] = {k: round(v, 3) if isinstance(v, float) else v for k, v in sw.items()}
+        summary["sweep"] = {k: _rounded(v) for k, v in sw.items()}
         summary["sweep_overhead"] = round(sw["overhead"], 4)
     if not args.no_refusals:
         rows = bench_refusals(args.repeats)
@@ -209,3 +220,12 @@ def main(argv: list[str] | None = None) -> None:
         summary["refusals"] = {r["command"]: round(r["median_s"], 3) for r in rows}
     if args.json:
         print(json.dumps(summary, sort_keys=True))
+
+
+def _rounded(value):
+    """A JSON value of the summary: floats (also in a list) to 3 decimals."""
+    if isinstance(value, float):
+        return round(value, 3)
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value

@@ -1,7 +1,12 @@
 """The sweep overhead: a sweep through Ray Tune into a fresh MLflow store, its wall time against
-the sum of its runs' own round times (:func:`bench_sweep`), next to Ray Tune's floor for the
-same trials (:func:`bench_tune_floor`, trials of :mod:`fedsweep.bench.floor_trial`), with the
-machine's busy CPU time while it starts (:class:`CpuBusy`).
+the sum of its runs' own round times (:func:`measure_sweep`, in a fresh interpreter), next to
+Ray Tune's floor for the same trials (:func:`bench_tune_floor`, trials of
+:mod:`fedsweep.bench.floor_trial`), with the machine's busy CPU time while it starts
+(:class:`CpuBusy`); :func:`bench_sweep` measures sweep and floor alternately, in pairs, and
+gives their medians (one run of either moves by a second on a busy machine).
+
+``python -m fedsweep.bench.sweep_main '{"spec": null, "profile": "smoke"}'`` measures one sweep
+and prints it as JSON (:func:`sweep_child`).
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ from pathlib import Path
 
 from fedsweep.bench.child import child_json
 from fedsweep.bench.store_overheads import sweep_overheads
+
+#: times ``make bench`` measures the sweep and its floor, alternately (``--sweep-pairs``)
+SWEEP_PAIRS = 3
 
 
 def smoke_sweep_spec(trials_seeds: int = 4) -> dict:
@@ -99,20 +107,91 @@ class CpuBusy:
 
 
 def bench_sweep(
-    spec_path: str | Path | None = None, profile: str = "smoke", floor: bool = True
+    spec_path: str | Path | None = None,
+    profile: str = "smoke",
+    floor: bool = True,
+    pairs: int = 1,
 ) -> dict:
     """A sweep through Ray Tune into a fresh store (default: :func:`smoke_sweep_spec`; or the
-    spec file ``spec_path`` at ``profile``): its wall time against the runs' own round times
-    spread over the CPUs (the overhead), the seconds before the first trial's run opens
-    (imports, spec checks, the store, Ray's start, the first actor), with the CPU work the
-    machine did until then (:class:`CpuBusy`: every process, Ray's included), and the seconds
-    each trial spends outside its rounds (opening its run, data and model, checkpoints,
-    logging).
+    spec file ``spec_path`` at ``profile``), measured in a fresh interpreter
+    (:func:`measure_sweep`), ``pairs`` times: its wall time against the runs' own round times
+    spread over the CPUs (the overhead), the seconds before the first trial's run opens, with
+    the CPU work the machine did until then, and the seconds each trial spends outside its
+    rounds.
 
-    With ``floor``, also Ray Tune's own cost for the same trials (:func:`bench_tune_floor`:
-    trials that only keep a CPU busy for their rounds' time, without and with the imports of a
-    tracked torch trial) and what fedsweep adds above the second, as a share of the ideal wall
-    time (``fedsweep_overhead``)."""
+    With ``floor``, each sweep is followed by Ray Tune's own cost for the same trials
+    (:func:`bench_tune_floor`: trials that only keep a CPU busy for that sweep's rounds' time,
+    without and with the imports of a tracked torch trial), and what fedsweep adds above the
+    second, as a share of the ideal wall time (``fedsweep_overhead``): one value per pair (a
+    sweep and the floor of its own trials, measured one after the other), their median, range
+    and list (``fedsweep_overhead_min``/``_max``/``_each``). Every other number is the median
+    over the pairs; ``wall_s_each`` and ``tune_floor_imports_wall_s_each`` list them."""
+    rows = []
+    for _ in range(max(1, pairs)):
+        row = sweep_child(spec_path, profile)
+        if row["trials"] and floor:
+            row.update(floors_of(row))
+        rows.append(row)
+    return median_row(rows)
+
+
+def floors_of(row: dict) -> dict:
+    """Ray Tune's floors for a measured sweep ``row``'s trials (each trial only keeping a CPU
+    busy for its rounds' time; then with each actor importing torch and MLflow), and what
+    fedsweep adds above the second, as a share of the ideal wall time."""
+    ideal = row["ideal_wall_s"]
+    floors = {}
+    for name, imports in (("tune_floor", False), ("tune_floor_imports", True)):
+        floor_wall = bench_tune_floor(row["runs_own_each_s"], imports, row["threads"])
+        floors[f"{name}_wall_s"] = floor_wall
+        floors[f"{name}_overhead"] = floor_wall / ideal - 1.0 if ideal > 0 else float("nan")
+    floors["fedsweep_overhead"] = (
+        (row["wall_s"] - floors["tune_floor_imports_wall_s"]) / ideal if ideal > 0 else math.nan
+    )
+    return floors
+
+
+#: per-pair lists kept beside the medians
+EACH = ("wall_s", "tune_floor_imports_wall_s", "fedsweep_overhead")
+
+
+def median_row(rows: list[dict]) -> dict:
+    """One row of measured sweeps ``rows``: every number their median (each pair's
+    ``fedsweep_overhead`` first, then the median of those), with ``pairs``, the range of
+    ``fedsweep_overhead`` and the per-pair values of :data:`EACH`."""
+    import statistics
+
+    out = {k: v for k, v in rows[0].items() if k not in ("runs_own_each_s", "threads")}
+    for key, value in out.items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out[key] = statistics.median(r[key] for r in rows)
+    out["pairs"] = len(rows)
+    if "fedsweep_overhead" in rows[0]:
+        each = [r["fedsweep_overhead"] for r in rows]
+        out["fedsweep_overhead_min"], out["fedsweep_overhead_max"] = min(each), max(each)
+    for key in EACH:
+        if key in rows[0]:
+            out[f"{key}_each"] = [r[key] for r in rows]
+    return out
+
+
+def sweep_child(spec_path: str | Path | None, profile: str) -> dict:
+    """:func:`measure_sweep` in a fresh interpreter (:mod:`fedsweep.bench.sweep_main`), so that
+    every sweep of a row starts as the first did: nothing of Ray, Tune or MLflow imported yet."""
+    spec = None if spec_path is None else str(Path(spec_path).resolve())
+    args = json.dumps({"spec": spec, "profile": profile})
+    return child_json(["fedsweep.bench.sweep_main", args], "the sweep overhead")
+
+
+def measure_sweep(spec_path: str | Path | None = None, profile: str = "smoke") -> dict:
+    """One sweep through Ray Tune into a fresh store, in this process (which must not have
+    imported Ray, Tune or MLflow yet, as ``make bench``'s had not): its wall time from
+    ``run_sweep``'s call to Ray's shutdown, the overhead against the runs' own round times
+    spread over the CPUs, the seconds before the first trial's run opens (imports, spec checks,
+    the store, Ray's start, the first actor) with the CPU work the machine did until then
+    (:class:`CpuBusy`: every process, Ray's included), and the seconds each trial spends
+    outside its rounds (opening its run, data and model, checkpoints, logging). Also the
+    trials' own round times and threads, for the floor (:func:`floors_of`)."""
     import yaml
 
     from fedsweep.sweep.ray_backend import shutdown_ray
@@ -147,19 +226,6 @@ def bench_sweep(
     first = row["first_run_start"] - opened if trials else float("nan")
     # how busy the machine's CPUs were until then (start-up bound by CPU work, or waiting?)
     busy_s, cpu_s = cpu.between(opened, row["first_run_start"]) if trials else (math.nan,) * 2
-    floors = {}
-    if trials and floor:
-        # the same trials through Ray Tune doing nothing but keep a CPU busy for their rounds'
-        # time (and, in the second, importing what a tracked torch trial imports): Ray Tune's
-        # own share
-        for name, imports in (("tune_floor", False), ("tune_floor_imports", True)):
-            floor_wall = bench_tune_floor(row["runs_own_each_s"], imports, row["threads"])
-            floors[f"{name}_wall_s"] = floor_wall
-            floors[f"{name}_overhead"] = floor_wall / ideal - 1.0 if ideal > 0 else float("nan")
-        # what fedsweep adds above Ray Tune and the imports, as a share of the ideal wall time
-        floors["fedsweep_overhead"] = (
-            (wall - floors["tune_floor_imports_wall_s"]) / ideal if ideal > 0 else float("nan")
-        )
     return {
         "spec": path.stem if spec_path is not None else "smoke (built in)",
         "profile": profile,
@@ -174,7 +240,8 @@ def bench_sweep(
         "cpu_s_before_first_trial": busy_s,
         "cpu_busy_before_first_trial": busy_s / cpu_s if cpu_s > 0 else math.nan,
         "s_per_trial_outside_rounds": row.get("s_per_trial_outside_rounds", float("nan")),
-        **floors,
+        "runs_own_each_s": row.get("runs_own_each_s", []),
+        "threads": row.get("threads", 1),
     }
 
 

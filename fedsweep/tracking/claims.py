@@ -102,9 +102,15 @@ class Claims:
         self.client.set_registered_model_tag(name, "beat", f"{token}:{time.time():.0f}")
 
     def release(self, name: str, token: str) -> None:
-        """Delete the claim if ``token`` still holds it."""
+        """Delete the claim if ``token`` still holds it: on a SQL store the check and the
+        delete in one transaction (MLflow's own delete, whose cascade removes the tags), else
+        through the client."""
         from mlflow.exceptions import MlflowException
 
+        store = _registry_sql_store(self.client)
+        if store is not None:
+            _release_sql(store, name, token)
+            return
         holder = self.holder(name)
         if holder is not None and holder.get("token") == token:
             try:
@@ -144,6 +150,30 @@ class Claims:
                     raise
         self._seen.pop(name, None)
         return self.try_acquire(name, tags)
+
+
+def _registry_sql_store(client):
+    """The client's model registry store when it is MLflow's SQLAlchemy one, else None."""
+    from mlflow.store.model_registry.sqlalchemy_store import SqlAlchemyStore
+
+    store = client._get_registry_client().store
+    return store if isinstance(store, SqlAlchemyStore) else None
+
+
+def _release_sql(store, name: str, token: str) -> None:
+    """:meth:`Claims.release` on a SQL registry store: one transaction."""
+    from mlflow.exceptions import MlflowException
+
+    with store.ManagedSessionMaker(read_only=False) as session:
+        try:
+            model = store._get_registered_model(session, name, eager=True)
+        except MlflowException as err:
+            if err.error_code == "RESOURCE_DOES_NOT_EXIST":
+                return
+            raise
+        tags = {t.key: t.value for t in model.registered_model_tags}
+        if tags.get("token") == token:
+            session.delete(model)
 
 
 def holder_tags(owner: str = "", **extra: str) -> dict[str, str]:

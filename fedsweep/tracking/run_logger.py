@@ -14,8 +14,13 @@ import numpy as np
 import yaml
 
 from fedsweep.config.load import flatten
-from fedsweep.tracking.direct import write_metrics
-from fedsweep.tracking.store import ensure_experiment, get_client, resolve_tracking_uri
+from fedsweep.tracking.direct import artifact_uri, end_run, write_metrics, write_params
+from fedsweep.tracking.store import (
+    ensure_experiment,
+    file_uri_path,
+    get_client,
+    resolve_tracking_uri,
+)
 
 MAX_PARAMS = 100
 #: the resolved config of a run, its last write at creation (``tracking.provenance`` reads it)
@@ -69,13 +74,16 @@ def git_commit() -> str:
 
 class MlflowRunLogger:
     def __init__(self, tracking_uri: str | None, experiment: str):
-        from mlflow.entities import Param, RunTag
+        from mlflow.entities import RunTag
 
-        self._Param, self._RunTag = Param, RunTag
+        self._RunTag = RunTag
         self.tracking_uri = resolve_tracking_uri(tracking_uri)
         self.client = get_client(self.tracking_uri)
         self.experiment_id = ensure_experiment(self.client, experiment, self.tracking_uri)
         self.run_id: str | None = None
+        #: MLflow's artifact repository of the run when its artifact location is local (the
+        #: client would read the whole run to find it at the run's first artifact), else None
+        self.artifacts = None
         #: (key, value, timestamp ms, step) of the rounds not yet written
         self._pending: list[tuple[str, float, int, int]] = []
         self._flushed_at = time.monotonic()
@@ -88,30 +96,34 @@ class MlflowRunLogger:
         tags: dict[str, str],
         run_name: str | None = None,
         run_id: str | None = None,
+        params: dict[str, str] | None = None,
     ) -> str:
-        """Create the run (or reopen ``run_id`` when resuming) and log its params and tags."""
+        """Create the run (or reopen ``run_id`` when resuming) and log its params (the
+        config's, then ``params``) and tags."""
         config = _without_secrets(config, self.tracking_uri)
         if run_id is not None:
             self.run_id = run_id
+            self.artifacts = _local_artifacts(artifact_uri(self.client, run_id))
             self.client.update_run(run_id, status="RUNNING")
             self.set_tags(tags)
             # a run whose creator was killed between its creation and its config.yaml (the
             # last write of a start): the params and config it lacks, so that a sweep can tell
             # it is this config's run (tracking.provenance)
             if CONFIG_FILE not in {f.path for f in self.client.list_artifacts(run_id)}:
-                self._log_config(config)
+                self._log_config(config, params)
         else:
             run = self.client.create_run(self.experiment_id, tags=tags, run_name=run_name)
             self.run_id = run.info.run_id
-            self._log_config(config)
+            self.artifacts = _local_artifacts(run.info.artifact_uri)
+            self._log_config(config, params)
         return self.run_id
 
-    def _log_config(self, config: dict) -> None:
-        """The run's params (the flattened config; values logged before are logged again
-        unchanged, which MLflow accepts) and its ``config.yaml``, written last."""
-        params = [self._Param(k, _param_str(v)) for k, v in sorted(flatten(config).items())]
-        for i in range(0, len(params), MAX_PARAMS):
-            self.client.log_batch(self.run_id, params=params[i : i + MAX_PARAMS])
+    def _log_config(self, config: dict, extra: dict[str, str] | None = None) -> None:
+        """The run's params (the flattened config, then ``extra``; values logged before are
+        logged again unchanged, which MLflow accepts) and its ``config.yaml``, written last."""
+        params = [(k, _param_str(v)) for k, v in sorted(flatten(config).items())]
+        params += [(k, str(v)) for k, v in (extra or {}).items()]
+        write_params(self.client, self.run_id, params)
         self.log_text(yaml.safe_dump(config, sort_keys=False), CONFIG_FILE)
 
     def last_logged_step(self, key: str = "round_time") -> int:
@@ -162,7 +174,15 @@ class MlflowRunLogger:
         self._flushed_at = time.monotonic()
 
     def log_text(self, text: str, artifact_file: str) -> None:
-        self.client.log_text(self.run_id, text, artifact_file)
+        if self.artifacts is None:
+            self.client.log_text(self.run_id, text, artifact_file)
+            return
+        with tempfile.TemporaryDirectory() as tmp:  # as the client writes it
+            path = Path(tmp) / artifact_file
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            parent = str(Path(artifact_file).parent)
+            self.artifacts.log_artifact(str(path), None if parent == "." else parent)
 
     def log_arrays(self, arrays: dict[str, np.ndarray], artifact_path: str) -> None:
         """Each array as its own compressed ``.npz`` (key ``data``) under ``artifact_path``."""
@@ -171,12 +191,31 @@ class MlflowRunLogger:
         with tempfile.TemporaryDirectory() as tmp:
             for name, arr in arrays.items():
                 np.savez_compressed(Path(tmp) / f"{name}.npz", data=arr)
-            self.client.log_artifacts(self.run_id, tmp, artifact_path)
+            if self.artifacts is None:
+                self.client.log_artifacts(self.run_id, tmp, artifact_path)
+            else:
+                self.artifacts.log_artifacts(tmp, artifact_path)
 
-    def end(self, status: str) -> None:
+    def end(self, status: str, tags: dict[str, str] | None = None) -> None:
+        """Write the pending rounds, then set ``tags`` and the ``fedsweep.status`` tag and end
+        the run with the status's MLflow status (one transaction on a SQL store)."""
         self.flush()
-        self.set_tags({"fedsweep.status": status})
-        self.client.set_terminated(self.run_id, STATUS_TO_MLFLOW[status])
+        end_run(
+            self.client,
+            self.run_id,
+            STATUS_TO_MLFLOW[status],
+            {**(tags or {}), "fedsweep.status": status},
+        )
+
+
+def _local_artifacts(uri: str | None):
+    """MLflow's artifact repository of a local artifact location ``uri`` (what the client
+    writes a run's artifacts with), None for another location (the client's own way)."""
+    if not uri or file_uri_path(uri) is None:
+        return None
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+    return get_artifact_repository(uri)
 
 
 def _without_secrets(config: dict, clean_uri: str) -> dict:

@@ -130,9 +130,8 @@ class MlflowObserver(Observer):
         self.blowup = self.watch.text() if result.status == "finished" else None
         if self.run.config.tracking.log_records:
             self.logger.log_arrays(self.records(), "records")
-        if self.blowup is not None:
-            self.logger.set_tags({BLOWUP_TAG: self.blowup})
-        self.logger.end(result.status)
+        tags = {BLOWUP_TAG: self.blowup} if self.blowup is not None else None
+        self.logger.end(result.status, tags)
 
     def on_abort(self, kind: str) -> None:
         self.logger.end(kind)
@@ -178,15 +177,13 @@ class TrackedRun:
                 {**run_tags(self.run), **(tags or {})},
                 run_name=config.tracking.run_name or config.name,
                 run_id=run_id,
+                params=params if run_id is None else None,
             )
             if run_id is not None:
                 # the last round with round_time may lack keys logged after it (a flush cut
                 # between two requests): from that round on, only missing (key, step) rows
                 self.logged_until = max(0, self.logger.last_logged_step() - 1)
                 self.logger.guard_rewrites(self.logged_until)
-            else:
-                for key, value in (params or {}).items():
-                    self.logger.client.log_param(self.logger.run_id, key, value)
         self.watch = BlowupWatch(config.tracking.blowup_factor)
         if self.logger is not None and run_id is not None:  # resumed: the rounds logged before
             for m in self.logger.client.get_metric_history(run_id, BLOWUP_KEY):

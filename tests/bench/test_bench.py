@@ -231,3 +231,30 @@ def test_paper_cost_counts_a_resumed_run_without_its_pause():
     assert paper_cost.active_segments(0.0, 40.0, [10.0, 20.0, 30.0]) == [(0.0, 40.0)]
     # two runs overlapping in time: the busy wall time is their union
     assert paper_cost.busy_seconds([(0.0, 30.0), (20.0, 50.0), (100.0, 110.0)]) == 60.0
+
+
+def test_sweep_pairs_give_medians_the_range_and_each_pair():
+    """``--sweep-pairs``: every number the median over the pairs; ``fedsweep_overhead`` the
+    median of each pair's own value (a sweep against the floor of its own trials), not one
+    computed from the medians; its range and the per-pair values beside it."""
+    rows = [
+        {
+            "spec": "smoke (built in)",
+            "trials": 8,
+            "wall_s": wall,
+            "ideal_wall_s": 1.0,
+            "tune_floor_imports_wall_s": floor,
+            "fedsweep_overhead": wall - floor,
+            "runs_own_each_s": [0.5] * 8,
+            "threads": 1,
+        }
+        for wall, floor in ((12.0, 11.0), (14.0, 11.5), (11.0, 10.0))
+    ]
+    out = bench.median_row(rows)
+    assert out["pairs"] == 3 and out["trials"] == 8 and out["spec"] == "smoke (built in)"
+    assert out["wall_s"] == 12.0 and out["tune_floor_imports_wall_s"] == 11.0
+    assert out["fedsweep_overhead"] == 1.0  # median of 1.0, 2.5, 1.0 (12.0 - 11.0 by chance)
+    assert (out["fedsweep_overhead_min"], out["fedsweep_overhead_max"]) == (1.0, 2.5)
+    assert out["wall_s_each"] == [12.0, 14.0, 11.0]
+    assert out["fedsweep_overhead_each"] == [1.0, 2.5, 1.0]
+    assert "runs_own_each_s" not in out and "threads" not in out

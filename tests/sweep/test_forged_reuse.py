@@ -84,6 +84,8 @@ def test_a_run_adopted_without_its_config_gets_it_and_is_then_reused(tmp_path, m
     test: the first 100 params written, nothing after) leaves a run that the resumed trial
     adopts and finishes: the adopting start writes the params and config it lacks, so the
     finished run passes the provenance check (else the sweep counted it as interrupted)."""
+    from mlflow.entities import Param
+
     from fedsweep.config.hashing import config_hash
     from fedsweep.config.load import flatten
     from fedsweep.tracking.run_logger import MAX_PARAMS, MlflowRunLogger, _param_str
@@ -96,7 +98,7 @@ def test_a_run_adopted_without_its_config_gets_it_and_is_then_reused(tmp_path, m
     tags = {"fedsweep.config_hash": config_hash(cfg), "fedsweep.status": "running"}
     killed = MlflowRunLogger(store, "e")
     run_id = killed.client.create_run(killed.experiment_id, tags=tags).info.run_id
-    params = [killed._Param(k, _param_str(v)) for k, v in sorted(flatten(tree).items())]
+    params = [Param(k, _param_str(v)) for k, v in sorted(flatten(tree).items())]
     assert len(params) > MAX_PARAMS
     killed.client.log_batch(run_id, params=params[:MAX_PARAMS])  # then kill -9
     client = get_client(store)

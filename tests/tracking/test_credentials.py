@@ -131,6 +131,23 @@ def test_a_claim_is_exclusive_and_released(store):
     assert claims_mod.Claims(store).holder(name) is None  # released: nothing left
 
 
+def test_a_release_deletes_only_its_own_claim(store):
+    """A holder whose claim was taken over (stale) releases nothing of the new holder's; a
+    claim released twice, or never held, is no error."""
+    c = claims_mod.Claims(store)
+    name = claims_mod.claim_name("trial", "own")
+    old, new = claims_mod.holder_tags(), claims_mod.holder_tags()
+    assert c.try_acquire(name, old)
+    assert c.take_over(name, c.holder(name), new)
+    c.release(name, old["token"])
+    assert c.holder(name)["token"] == new["token"]
+    c.release(name, new["token"])
+    assert c.holder(name) is None
+    c.release(name, new["token"])
+    assert c.try_acquire(name, old)  # the name is free again, its tags gone with it
+    assert c.holder(name) == old
+
+
 def test_an_abandoned_claim_is_taken_over(store, monkeypatch):
     c = claims_mod.Claims(store)
     name = claims_mod.claim_name("trial", "abc")

@@ -1,5 +1,6 @@
 """``tracking.direct`` against MLflow's own client API on real stores: the metric rows and
-latest-metric rows it writes equal ``log_batch``'s, and the done runs it finds equal a full
+latest-metric rows it writes equal ``log_batch``'s, the params it writes and the end it gives a
+run equal ``log_batch``'s and ``set_terminated``'s, and the done runs it finds equal a full
 ``search_runs`` scan's (finished/diverged, latest start, deleted runs and experiments left out).
 """
 
@@ -15,9 +16,11 @@ from fedsweep.tracking.direct import (
     _done_sql,
     _write_client,
     done_runs_by_hash,
+    end_run,
     load_runs,
     sql_store,
     write_metrics,
+    write_params,
 )
 from fedsweep.tracking.store import get_client
 
@@ -111,6 +114,74 @@ def test_write_metrics_refuses_a_deleted_run_and_a_bad_value(store):
     client.delete_run(run)
     with pytest.raises(MlflowException, match="must be in the 'active' state"):
         write_metrics(client, run, [("loss", 1.0, 1000, 1)])
+
+
+# 101 params (one more than a log_batch request takes), one value past MLflow's length limit
+PARAMS = [(f"p.{i:03d}", str(i)) for i in range(100)] + [("long", "x" * 7000)]
+
+
+def _params(db, run_id: str) -> list[tuple]:
+    with sqlite3.connect(db) as con:
+        return sorted(con.execute("select key, value from params where run_uuid = ?", (run_id,)))
+
+
+def test_write_params_equals_log_batch(store):
+    from mlflow.entities import Param
+
+    client, experiment, db = store
+    ours = client.create_run(experiment).info.run_id
+    theirs = client.create_run(experiment).info.run_id
+    write_params(client, ours, PARAMS)
+    items = [Param(k, v) for k, v in PARAMS]
+    for i in range(0, len(items), 100):
+        client.log_batch(theirs, params=items[i : i + 100])
+    assert _params(db, ours) == _params(db, theirs)
+    assert len(_params(db, ours)) == 101 and dict(_params(db, ours))["long"] == "x" * 6000
+    assert client.get_run(ours).data.params == client.get_run(theirs).data.params
+
+
+def test_write_params_again_equal_values_pass_a_changed_one_is_refused(store):
+    """Params the run has (a resumed run logging its config again) go through MLflow's own
+    path: equal values are accepted, a changed value is refused as log_batch refuses it."""
+    from mlflow.exceptions import MlflowException
+
+    client, experiment, db = store
+    run = client.create_run(experiment).info.run_id
+    write_params(client, run, PARAMS[:3])
+    write_params(client, run, PARAMS[:5])
+    assert len(_params(db, run)) == 5
+    with pytest.raises(MlflowException, match="Changing param values is not allowed"):
+        write_params(client, run, [("p.000", "changed")])
+    with pytest.raises(MlflowException, match="Duplicate parameter keys"):
+        write_params(client, run, [("dup", "1"), ("dup", "2")])
+    client.delete_run(run)
+    with pytest.raises(MlflowException, match="must be in the 'active' state"):
+        write_params(client, run, [("new", "1")])
+
+
+def test_end_run_equals_tags_then_set_terminated(store):
+    from mlflow.entities import RunTag
+
+    client, experiment, _ = store
+    tags = {"fedsweep.status": "running", "keep": "1"}
+    ours = client.create_run(experiment, tags=tags, run_name="r").info.run_id
+    theirs = client.create_run(experiment, tags=tags, run_name="r").info.run_id
+    ended = {"fedsweep.loss_blowup": "test_loss 9 > 2", "fedsweep.status": "finished"}
+    end_run(client, ours, "FINISHED", ended)
+    client.log_batch(theirs, tags=[RunTag(k, v) for k, v in ended.items()])
+    client.set_terminated(theirs, "FINISHED")
+    a, b = client.get_run(ours), client.get_run(theirs)
+    assert a.data.tags == b.data.tags and a.data.tags["fedsweep.status"] == "finished"
+    assert a.info.status == b.info.status == "FINISHED"
+    assert a.info.end_time >= a.info.start_time
+    killed = client.create_run(experiment).info.run_id
+    end_run(client, killed, "KILLED", {"fedsweep.status": "killed"})
+    assert client.get_run(killed).info.status == "KILLED"
+    client.delete_run(killed)
+    from mlflow.exceptions import MlflowException
+
+    with pytest.raises(MlflowException, match="must be in the 'active' state"):
+        end_run(client, killed, "FAILED", {"fedsweep.status": "failed"})
 
 
 def _done_store(client, experiment: str) -> dict[str, str]:
