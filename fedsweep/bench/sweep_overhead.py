@@ -220,6 +220,10 @@ def measure_sweep(spec_path: str | Path | None = None, profile: str = "smoke") -
         wall = time.perf_counter() - start
         shutdown_ray()
     rows = sweep_overheads(uri)
+    if spec_path is None or not Path(spec_path).resolve().is_relative_to(tmp):
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)  # the store and Ray's folder: read, not kept
     row = rows[0] if rows else {}
     trials = row.get("trials", 0)
     ideal = row.get("ideal_wall_s", 0.0)
