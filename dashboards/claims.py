@@ -63,6 +63,7 @@ from dashboards.verdicts import (
 )
 from fedsweep.config.schema import RunConfig
 from fedsweep.data.catalog import CLASS_COUNTS
+from fedsweep.specs.claims import Claim, ClaimEntry
 from fedsweep.specs.load import CurveSpec
 
 ACC_TOL = 0.01  # an accuracy difference: "higher" above it, "matches" / "differs little" within it
@@ -580,25 +581,39 @@ def _regime_text(panels: list[Panel]) -> str:
 
 
 def check_claims(
-    claims: list[str], data: ClaimData | None, criteria: Mapping[str, Criterion]
+    claims: list[ClaimEntry], data: ClaimData | None, criteria: Mapping[Any, Criterion]
 ) -> list[ClaimCheck]:
-    """One :class:`ClaimCheck` per claim text and declared regime (a figure whose panels mix
-    regimes is judged per regime), by its criterion in ``criteria`` (normalized claim text ->
-    criterion: ``dashboards.registry.CRITERIA``); "n/a" without data or without a criterion,
-    not testable (the numbers still given) when the panels' regime is ``scaled``, when a curve
-    the criterion read has a diverged (or blown-up) run, or when the figure's curves are
-    shorter than ``MIN_ROUNDS``."""
+    """One :class:`ClaimCheck` per claim and declared regime (a figure whose panels mix
+    regimes is judged per regime): a legacy claim text by its criterion in ``criteria``
+    (normalized claim text -> criterion: ``dashboards.registry.CRITERIA``), a declared claim
+    (:class:`fedsweep.specs.claims.Claim`) by the criterion ``criteria.get(claim)`` gives
+    (the registry's: :func:`dashboards.judge.criterion`); "n/a" without data or without a
+    criterion, not testable (the numbers still given) when the panels' regime is not one the
+    claim can be tested on (``scaled`` for a legacy claim), when a curve the criterion read has
+    a diverged (or blown-up) run, or when the figure's curves are shorter than
+    ``MIN_ROUNDS``."""
     out = []
     groups = regime_groups(data.panels) if data is not None else [("", [])]
-    for claim in claims:
-        fn = criteria.get(normalize(claim))
+    for entry in claims:
+        declared = isinstance(entry, Claim)
+        claim = entry.title if declared else entry
+        fn = criteria.get(entry if declared else normalize(entry))
+        ident = entry.id if declared else ""
+        words = (
+            (f"“{entry.text}” ({entry.where})" if entry.where else entry.text) if declared else ""
+        )
         if fn is None:
-            out.append(ClaimCheck(claim, "n/a", "no criterion defined for this claim"))
+            out.append(
+                ClaimCheck(
+                    claim, "n/a", "no criterion defined for this claim", id=ident, words=words
+                )
+            )
             continue
         criterion = f"{criterion_text(fn)} {TESTABLE_RULE}"
         if data is None or data.agg.empty:
-            out.append(ClaimCheck(claim, "n/a", "no runs", criterion))
+            out.append(ClaimCheck(claim, "n/a", "no runs", criterion, id=ident, words=words))
             continue
+        testable = getattr(fn, "regimes", ("paper", "reconstructed"))
         mine = groups
         if getattr(fn, "spans_regimes", False) and len(groups) > 1:
             # a claim comparing panels of different regimes (SVM against CNN) is judged once,
@@ -607,13 +622,14 @@ def check_claims(
         for kind, panels in mine:
             part = data if len(mine) == 1 else dataclasses.replace(data, panels=panels)
             check = _check_one(claim, fn, part, criterion)
+            check.id, check.words = ident, words
             if kind:
                 check.regime = _regime_text(panels)
                 if len(mine) > 1:
                     names = ", ".join(p.label or p.panel_id for p in panels)
                     check.numbers = f"[{kind} regime: {names}] {check.numbers}"
-            if kind == "scaled" and check.verdict != "n/a":
-                reason = f"not testable at this profile: scaled regime ({check.regime})"
+            if kind and kind not in testable and check.verdict != "n/a":
+                reason = f"not testable at this profile: {kind} regime ({check.regime})"
                 check.verdict = "not-testable"
                 check.label = reason if not check.label else f"{reason}; {check.label}"
             out.append(check)
@@ -629,7 +645,9 @@ def _check_one(claim: str, fn: Criterion, data: ClaimData, criterion: str) -> Cl
     if verdict not in (*VERDICTS, "n/a"):
         raise ValueError(f"criterion of {claim!r} returned {verdict!r}: not one of {VERDICTS}")
     label = ""
-    if div + blow:
+    if verdict == "not-testable" and numbers.startswith("degenerate"):
+        label = numbers.split(":", 1)[0] + ": the two sides are the same computation"
+    elif div + blow:
         verdict, label = "not-testable", diverged_label(div, blow, total)
         if t < MIN_ROUNDS:
             label += f"; T={t} < {MIN_ROUNDS} rounds"

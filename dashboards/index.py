@@ -199,6 +199,8 @@ def entry(
                 "criterion": c.criterion,
                 "evidence": list(c.evidence),
                 "regime": c.regime,
+                "id": c.id,
+                "words": c.words,
             }
             for c in r.claims
         ],

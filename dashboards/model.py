@@ -114,6 +114,10 @@ class ClaimCheck:
     #: the declared regime of the panels this check judged ("paper", "reconstructed: ...",
     #: "scaled: ..."); "" when the profile declares none
     regime: str = ""
+    #: a declared claim's id (``fedsweep.specs.claims.Claim``); "": a legacy prose claim
+    id: str = ""
+    #: a declared claim's words and where they stand; "": the registry's ``PAPER_WORDS``
+    words: str = ""
 
     @property
     def shown(self) -> str:

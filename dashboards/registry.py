@@ -7,7 +7,10 @@ extra block for ``fedsweep report``, called as ``add(results, rebuild, tracking_
 sweeps_dir)``: it may append Markdown to its figures' ``report_tables``).
 
 Each paper is a package of ``dashboards.papers`` exposing its ``BUILDERS`` and ``CRITERIA``; a
-figure id or claim text given by two papers is an error at import.
+figure id or claim text given by two papers is an error at import. A declared claim
+(``fedsweep.specs.claims.Claim``) needs no criterion of its own: ``CRITERIA.get(claim)`` is the
+generic judge's (:func:`dashboards.judge.criterion`), its measures and guards the registered
+ones (:mod:`dashboards.measures`, a paper's own registered on import).
 """
 
 from __future__ import annotations
@@ -16,12 +19,15 @@ from collections.abc import Callable
 
 from dashboards import claims
 from dashboards.claims import ClaimData, Criterion, normalize
+from dashboards.judge import criterion
+from dashboards.measures import GUARDS, MEASURES
 from dashboards.model import BuildContext, ClaimCheck, FigureResult
 
 # The one import from the generic layer into the papers: the registry collects them. Every
 # other module of dashboards/ is generic and imports no paper (the papers import it), so the
 # imports stay one-way and circle-free.
 from dashboards.papers import bherd, fedveca, fedwalk, intro
+from fedsweep.specs.claims import Claim, ClaimEntry
 
 Builder = Callable[[BuildContext], FigureResult]
 
@@ -38,8 +44,17 @@ def _collect(table: str) -> dict:
     return out
 
 
+class Criteria(dict):
+    """Normalized claim text -> a paper's criterion; a declared claim -> the generic judge's."""
+
+    def get(self, key, default=None):
+        if isinstance(key, Claim):
+            return criterion(key)
+        return super().get(key, default)
+
+
 BUILDERS: dict[str, Builder] = _collect("BUILDERS")
-CRITERIA: dict[str, Criterion] = _collect("CRITERIA")
+CRITERIA: dict[str, Criterion] = Criteria(_collect("CRITERIA"))
 METRIC_KEYS: dict[str, Callable[[str], str]] = _collect("METRIC_KEYS")
 REPORT_SECTIONS: dict[str, Callable[..., object]] = _collect("REPORT_SECTIONS")
 
@@ -54,23 +69,66 @@ for _claim in CRITERIA:  # the keys are looked up normalized
         raise ValueError(f"CRITERIA key {_claim!r} is not normalized ({normalize(_claim)!r})")
 
 
-def check_claims(texts: list[str], data: ClaimData | None) -> list[ClaimCheck]:
+def check_claims(entries: list[ClaimEntry], data: ClaimData | None) -> list[ClaimCheck]:
     """:func:`dashboards.claims.check_claims` with every paper's criteria (``CRITERIA``)."""
-    return claims.check_claims(texts, data, CRITERIA)
+    return claims.check_claims(entries, data, CRITERIA)
 
 
-def claim_problem(texts: list[str]) -> str:
-    """What is wrong with a spec's ``claims`` (one line), "" if nothing: each must be a claim
-    some paper's criteria judge (``CRITERIA``); any other text would read "n/a" in every
-    figure, after the whole sweep ran."""
+def claim_problem(entries: list[ClaimEntry]) -> str:
+    """What is wrong with a spec's ``claims`` (one line), "" if nothing: a legacy text must be a
+    claim some paper's criteria judge (``CRITERIA``; any other text would read "n/a" in every
+    figure, after the whole sweep ran); a declared claim's measures and guards must be
+    registered and fit its kinds (the rest is checked when the spec loads,
+    :func:`fedsweep.specs.claims.claim_problems`)."""
     from fedsweep.core.suggest import did_you_mean
 
     known = sorted(CRITERIA)
-    for i, text in enumerate(texts):
-        if normalize(text) not in CRITERIA:
+    for i, entry in enumerate(entries):
+        if isinstance(entry, Claim):
+            problem = declared_problem(entry, f"claims[{i}] ({entry.id})")
+            if problem:
+                return problem
+            continue
+        if normalize(entry) not in CRITERIA:
             return (
-                f"claims[{i}]: {text!r} is not a claim fedsweep can judge"
-                f"{did_you_mean(normalize(text), known)}; allowed: the {len(known)} claims of "
-                "docs/figures.md (e.g. 'alpha=1.0 matches FedAvg'), or `claims: []` for none"
+                f"claims[{i}]: {entry!r} is not a claim fedsweep can judge"
+                f"{did_you_mean(normalize(entry), known)}; allowed: a declared claim "
+                "(docs/how-to/own-claims.md), the "
+                f"{len(known)} claims of docs/figures.md (e.g. 'alpha=1.0 matches FedAvg'), or "
+                "`claims: []` for none"
             )
+    return ""
+
+
+def declared_problem(claim: Claim, at: str) -> str:
+    """The first problem of a declared claim's measures and guards, "" if none."""
+    from fedsweep.core.suggest import did_you_mean
+
+    names = sorted(MEASURES)
+    for n, comp in enumerate(claim.comparisons):
+        where = at if n == 0 else f"{at}.and[{n - 1}]"
+        m = MEASURES.get(comp.measure)
+        if m is None:
+            return (
+                f"{where}.measure: unknown measure {comp.measure!r}"
+                f"{did_you_mean(comp.measure, names)}; allowed: {', '.join(names)}"
+            )
+        if comp.kind == "faster" and not m.lower_is_better:
+            speed = [k for k, v in MEASURES.items() if v.lower_is_better and v.scope == "curve"]
+            return (
+                f"{where}.measure: {comp.measure!r} is not a speed measure (higher is better): "
+                f"kind 'faster' reads one of {', '.join(speed)}; or use kind 'higher'"
+            )
+        if m.scope == "panel" and comp.kind != "bound":
+            return (
+                f"{where}.measure: {comp.measure!r} measures a panel, not a curve; allowed with "
+                "kind 'bound' only"
+            )
+    for field in ("leave_out", "inconclusive_if"):
+        for name in getattr(claim, field):
+            if name not in GUARDS:
+                return (
+                    f"{at}.{field}: unknown guard {name!r}{did_you_mean(name, sorted(GUARDS))}; "
+                    f"allowed: {', '.join(sorted(GUARDS))}"
+                )
     return ""

@@ -77,7 +77,9 @@ def headline_text(evidence: Iterable[dict[str, Any]]) -> str:
 
 
 def claim_rows(results: Iterable[FigureResult]) -> list[dict[str, Any]]:
-    """One object per claim (and regime, where a figure mixes regimes)."""
+    """One object per claim (and regime, where a figure mixes regimes): a declared claim's
+    ``id`` (None for a legacy prose claim), its verdict, the headline panel's effect, 95%
+    interval, ``margin`` (the threshold decided against) and seeds, and the rest."""
     rows = []
     for r in results:
         for c in r.claims:
@@ -86,16 +88,18 @@ def claim_rows(results: Iterable[FigureResult]) -> list[dict[str, Any]]:
             head = headline(panels)
             rows.append(
                 {
+                    "id": c.id or None,
                     "paper": paper_of(r.figure_id),
                     "figure": r.figure_id,
                     "claim": c.claim,
-                    "paper_words": paper_words(c.claim),
+                    "paper_words": c.words or paper_words(c.claim),
                     "verdict": verdict,
                     "why": _clean(why),
                     "effect": head.get("effect"),
                     "ci_low": head.get("ci_low"),
                     "ci_high": head.get("ci_high"),
                     "threshold": head.get("threshold"),
+                    "margin": head.get("threshold"),
                     "holds_when": head.get("holds_when"),
                     "measure": head.get("measure"),
                     "interval": INTERVAL_METHOD if panels else None,
@@ -391,6 +395,8 @@ def result_of_entry(e: dict[str, Any]) -> FigureResult:
             "" if c.get("shown") == c["verdict"] else c.get("shown", ""),
             tuple(c.get("evidence", ())),
             c.get("regime", ""),
+            c.get("id", ""),
+            c.get("words", ""),
         )
         for c in e.get("claims", [])
     ]

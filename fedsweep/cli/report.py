@@ -38,7 +38,8 @@ def report(
         typer.Option(
             "--figure",
             metavar="ID|PATH",
-            help="Only these figures: ids or spec files of --sweeps-dir (default: every spec).",
+            help="Only these figures: ids or spec files (a study of your own, its claims "
+            "declared: docs/how-to/own-claims.md; default: every spec of --sweeps-dir).",
             autocompletion=complete_figure,
         ),
     ] = None,
@@ -73,15 +74,19 @@ def report(
         load_plugins(plugin)
         uri = resolve_tracking_uri(tracking_uri)
         figure, files = figure_names(figure, sweeps_dir)
-        if files:
-            raise UsageError(
-                f"--figure {files[0]}: not a spec of --sweeps-dir {sweeps_dir} (a report covers "
-                f"one folder of specs: --sweeps-dir {files[0].parent})"
-            )
+        # a spec file outside --sweeps-dir (a researcher's own study, its claims declared):
+        # reported beside the folder's figures; its claims checked before the store is read
+        from dashboards.registry import claim_problem
+        from fedsweep.specs.load import load_spec
+
+        for path in files:
+            problem = claim_problem(load_spec(path).claims)
+            if problem:
+                raise UsageError(f"{path}: {problem}")
         if profile is None:
             from fedsweep.cli.figures import store_profile
 
-            profile = store_profile(uri, figure, [])
+            profile = store_profile(uri, figure, files)
         try:
             with tempfile.TemporaryDirectory(prefix="fedsweep-report-") as tmp:
                 with warnings.catch_warnings():
@@ -93,6 +98,7 @@ def report(
                         figures=figure or None,
                         sweeps_dir=sweeps_dir,
                         png=False,
+                        spec_files=files,
                         require_store=True,
                     )
                     # the specs' labelled readings of the papers beside each figure as

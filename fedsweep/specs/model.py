@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from fedsweep.config.schema import RunConfig
+from fedsweep.specs.claims import ClaimEntry, claim_problems, claim_texts
 from fedsweep.specs.curves import (
     CurveGrid,
     CurveItem,
@@ -191,7 +192,9 @@ class SweepSpec(Strict):
     resources: Resources = Field(default_factory=Resources)
     max_failures: int = Field(2, ge=0)
     checkpoint_every: int = Field(10, ge=1)
-    claims: list[str] = Field(default_factory=list)
+    #: the claims the figure judges: declared (``fedsweep.specs.claims.Claim``: a mapping with an
+    #: id and a kind) or, while the papers migrate, a paper's prose judged by its criterion
+    claims: list[ClaimEntry] = Field(default_factory=list)
     #: labelled alternative readings of the paper (``Reading``), compared in the report
     readings: list[Reading] = Field(default_factory=list)
     profiles: dict[str, ProfileSpec]
@@ -261,6 +264,9 @@ class SweepSpec(Strict):
             )
         self._check_profile_grids()
         self._check_derived()
+        problem = claim_problems(self.claims, self.curve_list(), self.panel_values())
+        if problem:
+            raise ValueError(problem)
         seed_lists = [("seeds", self.seeds)] + [
             (f"profiles.{n}.seeds", p.seeds)
             for n, p in self.profiles.items()
@@ -286,6 +292,22 @@ class SweepSpec(Strict):
                 f"profiles must be exactly {PROFILES}; missing {missing}, unknown {unknown}"
             )
         return self
+
+    @property
+    def claim_texts(self) -> list[str]:
+        """The claims as the report names them (a declared claim's title, a legacy text)."""
+        return claim_texts(self.claims)
+
+    def panel_values(self) -> set[str]:
+        """What names a panel in a claim: ``axis=value`` (a choice's id) and the
+        ``config.key=value`` overrides a panel value sets."""
+        out = set()
+        for key, values in self.panels.items():
+            for v in values:
+                out.add(f"{key}={axis_value(v)}")
+                if isinstance(v, PanelChoice):
+                    out.update(f"{k}={x}" for k, x in v.set.items())
+        return out
 
     def _check_label_text(self, curve_labels: list[str]) -> None:
         """Every label is one line of printable text: it names trials (their ids), MLflow runs

@@ -149,14 +149,14 @@ def test_fig3d_flat_centralized_line(built):
 def test_claim_checks_on_real_runs(built):
     results = built[0]
     r = results["bherd-fig3a"]
-    assert [c.claim for c in r.claims] == load_spec(SWEEPS / "bherd-fig3a.yaml").claims
+    assert [c.claim for c in r.claims] == load_spec(SWEEPS / "bherd-fig3a.yaml").claim_texts
     for fid in ("bherd-fig3a", "bherd-fig3d", "bherd-fig4d", "bherd-fig4e"):
         for c in results[fid].claims:
             assert c.verdict in (*VERDICTS, "n/a") and c.numbers and c.criterion
     # 3 rounds cannot test a convergence claim: "not testable", with the numbers
     assert all(c.verdict == "not-testable" for c in r.claims)
     assert all(c.shown == "not testable at this profile (T=3)" for c in r.claims)
-    assert "α=1.0 − FedAvg effect" in r.claims[0].numbers and "Case 3" in r.claims[0].numbers
+    assert "α=1.0 − FedAvg (RR) effect" in r.claims[0].numbers and "Case 3" in r.claims[0].numbers
 
 
 # ----------------------------------------------------------------------------- fig 4
@@ -206,7 +206,7 @@ def test_fig4d_finds_fig4abc_runs_by_hash(store, built):
     trace = [t for t in curves if t.name.startswith("Client 4")][2]  # third panel = Case 3
     assert np.allclose(trace.y, history)
     assert "α τ" in r.figure.layout.yaxis.title.text
-    assert r.claims[0].verdict == "not-testable" and "client 4" in r.claims[0].numbers
+    assert r.claims[0].verdict == "not-testable" and "clients 4, 5" in r.claims[0].numbers
     assert "dist_paper" in r.claims[0].numbers
 
 

@@ -194,7 +194,7 @@ def test_the_committed_quick_claims_hold_the_rules():
     with_claims = {s.figure for s in specs if s.claims}
     assert {r["figure"] for r in rows} == with_claims
     for spec in specs:  # every claim text of the spec appears
-        assert {r["claim"] for r in rows if r["figure"] == spec.figure} == set(spec.claims)
+        assert {r["claim"] for r in rows if r["figure"] == spec.figure} == set(spec.claim_texts)
     keys = {"figure", "claim", "verdict", "effect", "ci_low", "ci_high", "threshold", "seeds"}
     for r in rows:
         assert keys | {"regime"} <= set(r), r["claim"]

@@ -1,0 +1,476 @@
+"""The generic judge of declared claims (``fedsweep.specs.claims``; issue 50).
+
+:func:`criterion` turns a :class:`~fedsweep.specs.claims.Claim` into a criterion
+(``ClaimData -> (verdict, numbers)``) that :func:`dashboards.claims.check_claims` runs like a
+paper's: the same not-testable rules (regimes, too few rounds, diverged runs), the same
+per-seed effects and 95% Student-t intervals (:func:`dashboards.verdicts.interval`), the same
+decision (:func:`~dashboards.verdicts.decide`, :func:`~dashboards.claims.judge`). One small
+function per kind (``KINDS``) gives a comparison's parts in one panel; the measures and guards
+are the registered ones (:mod:`dashboards.measures`).
+
+A comparison of two single curves whose typed run configs are identical is the same
+computation twice: reported "degenerate" (not testable, the reason in the label), not judged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+from dashboards.claims import (
+    Bounds,
+    ClaimData,
+    Criterion,
+    Part,
+    Result,
+    evidence_row,
+    judge,
+)
+from dashboards.measures import GUARDS, MEASURES, MeasureDef
+from dashboards.model import Panel
+from dashboards.verdicts import Evidence, Measure, all_of, decide, interval
+from fedsweep.specs.claims import Claim, Comparison, CurveRef, resolve
+
+DEGENERATE = "degenerate"
+_GREATER = {"above": "greater", "below": "less", "within": "within"}
+
+
+def criterion(claim: Claim) -> Criterion:
+    """The criterion of a declared claim, with the attributes ``check_claims`` reads."""
+
+    def fn(data: ClaimData) -> Result:
+        return judge_claim(claim, data)
+
+    fn.__doc__ = describe(claim)
+    fn.spans_regimes = claim.across_regimes  # type: ignore[attr-defined]
+    fn.regimes = tuple(claim.regimes)  # type: ignore[attr-defined]
+    fn.claim_id = claim.id  # type: ignore[attr-defined]
+    return fn
+
+
+def describe(claim: Claim) -> str:
+    """The criterion in words (the index's and the report's "criterion")."""
+    parts = []
+    for comp in claim.comparisons:
+        m = MEASURES.get(comp.measure)
+        what = m.what if m else comp.measure
+        side = {"above": ">", "below": "<", "within": "|effect| ≤"}[comp.side]
+        parts.append(f"{comp.kind} on {what}: effect {side} {_margin(claim, comp):g}")
+    where = ", ".join(claim.panels) or "every case panel"
+    return (
+        f"Declared claim {claim.id} ({'; '.join(parts)}), per seed, paired by seed, in {where}; "
+        f"at least {claim.min_seeds} seeds decide."
+    )
+
+
+def _margin(claim: Claim, comp: Comparison) -> float:
+    return max(comp.margin, claim.resolution) if claim.resolution else comp.margin
+
+
+def measure_of(claim: Claim, comp: Comparison, text: str) -> Measure:
+    return Measure(text, _margin(claim, comp), _GREATER[comp.side])  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------ values
+def values(
+    data: ClaimData, panel: str, label: str, m: MeasureDef, ref: CurveRef | None, after: int
+) -> dict[int, Any]:
+    """Seed -> the measure of one cell; a failed seed counted as ``ref.failed`` says."""
+    failed = ref.failed if ref is not None else "untestable"
+    if failed == "untestable":
+        return m.fn(data, panel, label, after)
+    out = m.fn(data, panel, label, after, mark=False)
+    bad = data.failed_seeds(panel, label)
+    if failed == "last":
+        out.update(dict.fromkeys(bad, math.inf if m.lower_is_better else -math.inf))
+        if not bad:
+            data.used.add((panel, label))
+    else:  # chance: the failure is the evidence
+        chance = data.chance(label)
+        out.update(dict.fromkeys(bad, 0.1 if chance is None else chance))
+    return out
+
+
+def _ref_of(label: str, refs: list[CurveRef], curves) -> CurveRef | None:
+    for ref in refs:
+        if any(c.label == label and (ref.matches(c) or ref.others) for c in curves):
+            return ref
+    return None
+
+
+def _advantage(m: MeasureDef, kind: str, base: Any, mine: Any) -> Any:
+    """The claimed value's advantage over ``base`` on one seed: a relative reduction (a
+    relative lower-is-better measure, ``faster``), ``base − mine`` (lower is better) or ``mine −
+    base``; censored values give ``(low, high)``."""
+    if isinstance(base, tuple) or isinstance(mine, tuple):
+        b0, b1 = base if isinstance(base, tuple) else (base, base)
+        m0, m1 = mine if isinstance(mine, tuple) else (mine, mine)
+        if m.lower_is_better and kind == "faster":
+            return (b0 - m1, b1 - m0)
+        return (m0 - b1, m1 - b0)
+    if kind == "faster" and m.lower_is_better:
+        if m.relative:
+            return (base - mine) / base if base else math.nan
+        return base - mine
+    return mine - base
+
+
+def _effects(pairs: dict[int, Any]) -> Evidence | Bounds | None:
+    if not pairs:
+        return None
+    seeds = sorted(pairs)
+    if any(isinstance(v, tuple) for v in pairs.values()):
+        low = {s: v[0] if isinstance(v, tuple) else v for s, v in pairs.items()}
+        high = {s: v[1] if isinstance(v, tuple) else v for s, v in pairs.items()}
+        return Bounds(low, high)
+    return interval([pairs[s] for s in seeds], seeds)
+
+
+# ------------------------------------------------------------------------------ the kinds
+Kind = Callable[..., list[tuple[str, Any]] | None]
+
+
+def _two(claim, comp, data, panel, m, mine, theirs) -> list[tuple[str, Any]] | None:
+    """faster / higher / equivalent: per pair of curves, the claimed curve's advantage."""
+    pairs = _pairs(comp, data, mine, theirs)
+    out = []
+    for c, v in pairs:
+        a = values(data, panel, v, m, _ref_of(v, comp.versus, data.curves), claim.after)
+        b = values(data, panel, c, m, _ref_of(c, comp.curve, data.curves), claim.after)
+        seeds = set(a) & set(b)
+        if not seeds:
+            return None
+        kind = "faster" if comp.kind == "faster" else "higher"
+        ev = _effects({s: _advantage(m, kind, a[s], b[s]) for s in seeds})
+        out.append((f"{c} − {v}", ev))
+    return out or None
+
+
+def _pairs(comp: Comparison, data: ClaimData, mine: list[str], theirs: list[str]):
+    """(claimed, other) label pairs: each with each, or (``pair``) those whose typed configs
+    differ only in the keys the two sides set."""
+    if not comp.pair:
+        return [(c, v) for c in mine for v in theirs]
+    keys = {k for ref in [*comp.curve, *comp.versus] for k in (ref.set or {})}
+    curves = {c.label: c for c in data.curves}
+
+    def rest(label: str) -> str:
+        dump = data.config(curves[label]).model_dump(mode="json")
+        for key in keys:
+            *head, last = key.split(".")
+            node = dump
+            for h in head:
+                node = node.get(h, {})
+            node.pop(last, None)
+        return json.dumps(dump, sort_keys=True)
+
+    theirs_by = {rest(v): v for v in theirs}
+    return [(c, theirs_by[rest(c)]) for c in mine if rest(c) in theirs_by]
+
+
+def _rank(data, panel, m, claimed, rivals, refs, after, every=False) -> Evidence | None:
+    """The margin, per seed, by which the best claimed curve beats the best rival
+    (:func:`dashboards.claims.rank_margin`, with each side's failure rule)."""
+    if not claimed or not rivals:
+        return None
+    got = [values(data, panel, c, m, refs.get(c), after) for c in [*claimed, *rivals]]
+    seeds = sorted(set.intersection(*(set(v) for v in got)))
+    if not seeds:
+        return None
+    mine, theirs = got[: len(claimed)], got[len(claimed) :]
+    pick = min if m.lower_is_better else max
+    effects = []
+    for s in seeds:
+        a, b = pick(v[s] for v in mine), pick(v[s] for v in theirs)
+        margin = (b - a) if m.lower_is_better else (a - b)
+        if m.relative and b and math.isfinite(b):
+            margin /= abs(b)
+        effects.append(margin)
+    return interval(effects, seeds)
+
+
+def _first(claim, comp, data, panel, m, mine, theirs):
+    refs = {c: _ref_of(c, comp.curve, data.curves) for c in mine}
+    refs |= {c: _ref_of(c, comp.versus, data.curves) for c in theirs}
+    ev = _rank(data, panel, m, mine, theirs, refs, claim.after)
+    return None if ev is None else [("", ev)]
+
+
+def _ordered(comp: Comparison, data: ClaimData, mine: list[str]) -> list[tuple[Any, str]]:
+    out = [(c.set[comp.over], c.label) for c in data.curves if comp.over in c.set]
+    if comp.curve:
+        out = [(v, label) for v, label in out if label in mine]
+    return sorted(out, key=lambda p: p[0])
+
+
+def _monotone(claim, comp, data, panel, m, mine, theirs):
+    grid = _ordered(comp, data, mine)
+    have = [(v, c) for v, c in grid if m.fn(data, panel, c, claim.after, mark=False)]
+    out = []
+    for (v0, c0), (v1, c1) in zip(have, have[1:], strict=False):
+        a = m.fn(data, panel, c0, claim.after)
+        b = m.fn(data, panel, c1, claim.after)
+        seeds = set(a) & set(b)
+        if seeds:
+            kind = "faster" if m.lower_is_better else "higher"
+            ev = _effects({s: _advantage(m, kind, a[s], b[s]) for s in seeds})
+            out.append((f"{comp.over.rsplit('.', 1)[-1]}={v0:g}→{v1:g}", ev))
+    return out or None
+
+
+def _interior(claim, comp, data, panel, m, mine, theirs):
+    grid = [c for _, c in _ordered(comp, data, mine)]
+    if len(grid) < 3:
+        return None
+    ev = _rank(data, panel, m, grid[1:-1], [grid[0], grid[-1]], {}, claim.after)
+    return None if ev is None else [("inner − ends", ev)]
+
+
+def _bound(claim, comp, data, panel, m, mine, theirs):
+    if m.scope == "panel":
+        got = m.fn(data, panel, claim.after)
+        ev = _effects(got)
+        return None if ev is None else [("", ev)]
+    out = []
+    for c in mine:
+        ev = _effects(values(data, panel, c, m, _ref_of(c, comp.curve, data.curves), claim.after))
+        if ev is None:
+            return None
+        out.append((c if len(mine) > 1 else "", ev))
+    return out or None
+
+
+KINDS: dict[str, Kind] = {
+    "faster": _two,
+    "higher": _two,
+    "equivalent": _two,
+    "first": _first,
+    "monotone": _monotone,
+    "interior_optimum": _interior,
+    "bound": _bound,
+}
+
+
+# ------------------------------------------------------------------------------ a claim
+def _panel_matches(p: Panel, value: str) -> bool:
+    key, _, want = value.partition("=")
+    return key in p.values and str(p.values[key]) == want
+
+
+def _sides(comp: Comparison, data: ClaimData, p: Panel | None) -> tuple[list[str], list[str]]:
+    """(claimed, other) labels of a comparison (in ``p``: its ``by_panel`` curves); a curve of
+    one side is never on the other (``{others: true}``: every curve not on the other side)."""
+    refs = comp.curve
+    if comp.by_panel and p is not None:
+        refs = next((r for v, r in comp.by_panel.items() if _panel_matches(p, v)), [])
+    elif comp.by_panel:
+        refs = [r for rs in comp.by_panel.values() for r in rs]
+    if any(r.others for r in refs):
+        theirs = resolve(comp.versus, data.curves)
+        return resolve(refs, data.curves, exclude=theirs), theirs
+    mine = resolve(refs, data.curves)
+    return mine, resolve(comp.versus, data.curves, exclude=mine)
+
+
+def _labels(comp: Comparison, data: ClaimData, p: Panel | None) -> list[str]:
+    """Every curve a comparison reads (a grid's curves in order)."""
+    mine, theirs = _sides(comp, data, p)
+    if comp.kind in ("monotone", "interior_optimum"):
+        return [c for _, c in _ordered(comp, data, mine)]
+    return mine + theirs
+
+
+def _missing(comp: Comparison, data: ClaimData) -> str | None:
+    """Why a comparison cannot be made in this figure (a side without a curve)."""
+    mine, theirs = _sides(comp, data, None)
+    if comp.kind in ("monotone", "interior_optimum"):
+        if len(_ordered(comp, data, mine)) >= 2:
+            return None
+        return f"fewer than two curves set {comp.over}"
+    if comp.kind == "bound":
+        return None
+    named = comp.curve or [r for rs in comp.by_panel.values() for r in rs]
+    for got, refs, what in ((mine, named, "claimed"), (theirs, comp.versus, "compared")):
+        if not got:
+            return f"the spec has no {' or '.join(r.text() for r in refs)} curve ({what} side)"
+    return None
+
+
+def degenerate(comp: Comparison, data: ClaimData) -> str | None:
+    """ "degenerate: ..." when the comparison's two sides are the same computation: single
+    curves whose typed run configs are identical."""
+    if comp.kind not in ("faster", "higher", "equivalent") or comp.pair or comp.by_panel:
+        return None
+    mine, theirs = _sides(comp, data, None)
+    if len(mine) != 1 or len(theirs) != 1:
+        return None
+    curves = {c.label: c for c in data.curves}
+    if data.config(curves[mine[0]]) == data.config(curves[theirs[0]]):
+        return (
+            f"{DEGENERATE}: {mine[0]!r} and {theirs[0]!r} are the same computation (identical "
+            "typed run configs): not judged"
+        )
+    return None
+
+
+def judge_claim(claim: Claim, data: ClaimData) -> Result:
+    """The verdict and numbers of a declared claim on one figure's data."""
+    comps = claim.comparisons
+    for comp in comps:
+        why = _missing(comp, data)
+        if why:
+            return "n/a", why
+        if comp.measure not in MEASURES:
+            return "n/a", f"no measure {comp.measure!r}"
+    for comp in comps:
+        why = degenerate(comp, data)
+        if why:
+            return "not-testable", why
+    if comps[0].contrast is not None:
+        verdict, numbers = _contrasts(claim, data)
+    else:
+        verdict, numbers = _per_panel(claim, data)
+    if claim.factor is not None and verdict != "n/a":
+        verdict, numbers = _factor(claim, data, verdict, numbers)
+    if verdict != "n/a":
+        labels = [lab for comp in comps for lab in _labels(comp, data, None)]
+        for name in claim.inconclusive_if:
+            reason = GUARDS[name](data, None, labels)
+            if reason:
+                for row in data.evidence:
+                    row["verdict"], row["note"] = "inconclusive", reason
+                return "inconclusive", f"{numbers}; {reason}"
+    return verdict, numbers
+
+
+def _panels(claim: Claim, data: ClaimData) -> list[Panel]:
+    if claim.panels:
+        return [p for p in data.panels if any(_panel_matches(p, v) for v in claim.panels)]
+    if claim.by_panel:
+        return [p for p in data.cases() if any(_panel_matches(p, v) for v in claim.by_panel)]
+    return data.cases()
+
+
+def _per_panel(claim: Claim, data: ClaimData) -> Result:
+    def check(p: Panel) -> tuple[list[Part] | None, str]:
+        labels = [lab for comp in claim.comparisons for lab in _sides(comp, data, p)[0]]
+        for name in claim.leave_out:
+            reason = GUARDS[name](data, p, labels)
+            if reason:
+                return [], f"left out ({reason})"
+        parts: list[Part] = []
+        shown: list[str] = []
+        for n, comp in enumerate(claim.comparisons):
+            m = MEASURES[comp.measure]
+            mine, theirs = _sides(comp, data, p)
+            got = KINDS[comp.kind](claim, comp, data, p.panel_id, m, mine, theirs)
+            if got is None:
+                if n == 0:
+                    return None, "a curve of the claim has no runs here"
+                continue
+            if comp.kind in ("first", "monotone", "interior_optimum"):
+                shown.append(_means(data, p.panel_id, m, _labels(comp, data, p), claim.after))
+            elif m.scope == "panel":
+                shown.append(m.what)
+            for name, effect in got:
+                text = f"{comp.kind} on {m.what}: {', '.join(mine) or comp.over}"
+                if theirs:
+                    text += f" against {', '.join(theirs)}"
+                blocked = _too_few(claim, effect)
+                label = " · ".join(x for x in (comp.name, name) if x)
+                parts.append(Part(label, effect, measure_of(claim, comp, text), blocked))
+        return parts, "; ".join(x for x in shown if x)
+
+    return judge(data, check, _panels(claim, data))
+
+
+def _means(data: ClaimData, panel: str, m: MeasureDef, labels: list[str], after: int) -> str:
+    """``"loss_auc α=0.1 0.312, α=0.3 0.298"``: each curve's seed mean, for the reader (not
+    marked, not deciding)."""
+    shown = []
+    for label in labels:
+        got = [v for v in m.fn(data, panel, label, after, mark=False).values()]
+        finite = [v for v in got if isinstance(v, float) and math.isfinite(v)]
+        if finite:
+            shown.append(f"{label} {math.fsum(finite) / len(finite):.4g}")
+    return f"{m.name} " + ", ".join(shown) if shown else ""
+
+
+def _too_few(claim: Claim, effect: Evidence | Bounds) -> str | None:
+    n = effect.n if isinstance(effect, Evidence) else len(set(effect.low) & set(effect.high))
+    if 2 <= n < claim.min_seeds:
+        return f"{n} seeds, fewer than the {claim.min_seeds} this claim needs"
+    return None
+
+
+def _contrasts(claim: Claim, data: ClaimData) -> Result:
+    """Each comparison's effect averaged over its ``above`` panels minus over its ``below``
+    panels, per seed (the seeds pair by number across panels), judged once."""
+    verdicts, texts = [], []
+    for comp in claim.comparisons:
+        m = MEASURES[comp.measure]
+        mine, theirs = _sides(comp, data, None)
+        sides: dict[str, dict[int, float]] = {}
+        for side in ("above", "below"):
+            chosen = [
+                p for p in data.panels if any(_panel_matches(p, v) for v in comp.contrast[side])
+            ]
+            cells = []
+            for p in chosen:
+                got = _two(claim, comp, data, p.panel_id, m, mine, theirs)
+                if got and isinstance(got[0][1], Evidence):
+                    ev = got[0][1]
+                    cells.append(dict(zip(ev.seeds, ev.effects, strict=True)))
+            if cells:
+                seeds = sorted(set.intersection(*(set(c) for c in cells)))
+                sides[side] = {s: math.fsum(c[s] for c in cells) / len(cells) for s in seeds}
+        name = comp.name or ", ".join(mine)
+        shown = " − ".join(" / ".join(comp.contrast[s]) for s in ("above", "below"))
+        if len(sides) < 2 or not sides["above"] or not sides["below"]:
+            texts.append(f"{name}: no panel of one side has runs of both curves")
+            continue
+        seeds = sorted(set(sides["above"]) & set(sides["below"]))
+        if not seeds:
+            texts.append(f"{name}: no seed with data on both sides")
+            continue
+        ev = interval([sides["above"][s] - sides["below"][s] for s in seeds], seeds)
+        text = f"{comp.kind} on {m.what} of {', '.join(mine)} against {', '.join(theirs)}: {shown}"
+        measure = measure_of(claim, comp, text)
+        verdict = decide(ev, measure)
+        verdicts.append(verdict)
+        data.evidence.append(evidence_row(f"{name} · {shown}", ev, measure))
+        texts.append(f"{name}: {shown} {ev.text()} → {verdict}")
+    if not verdicts:
+        return "n/a", "; ".join(texts)
+    return all_of(verdicts), "; ".join(texts)
+
+
+def _factor(claim: Claim, data: ClaimData, verdict: str, numbers: str) -> Result:
+    """``equivalent`` + ``factor``: supported only if some other value of the factor differs
+    from ``versus`` beyond the margin somewhere (else matching it shows nothing)."""
+    m = MEASURES[claim.measure]
+    mine, theirs = _sides(claim, data, None)
+    others = [c.label for c in data.curves if claim.factor in c.set and c.label not in mine]
+    differs = []
+    measure = measure_of(claim, claim, "")
+    for p in _panels(claim, data):
+        for other in others:
+            for v in theirs:
+                a = m.fn(data, p.panel_id, v, claim.after, mark=False)
+                b = m.fn(data, p.panel_id, other, claim.after, mark=False)
+                seeds = sorted(set(a) & set(b))
+                if not seeds:
+                    continue
+                ev = interval([b[s] - a[s] for s in seeds], seeds)
+                if decide(ev, measure) == "contradicted":
+                    differs.append(f"{other} in {p.label or p.panel_id}")
+    if differs:
+        return verdict, f"{numbers}; {claim.factor} matters: {', '.join(differs[:3])} differ(s)"
+    if verdict == "supported":
+        return "inconclusive", (
+            f"{numbers}; no other {claim.factor} differs from {', '.join(theirs)} anywhere in "
+            f"this figure, so matching it shows nothing about {claim.factor} (inconclusive)"
+        )
+    return verdict, numbers

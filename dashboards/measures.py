@@ -1,0 +1,139 @@
+"""The measures and guards a declared claim names (``fedsweep.specs.claims``): one registry.
+
+A **measure** is a small function giving one number per seed: of one curve in one panel
+(``scope="curve"``: ``fn(data, panel, label, after) -> {seed: value}``, a value being a float or,
+censored, a ``(low, high)`` pair: rounds to a target not reached within T are only known to be
+> T), or of a panel itself (``scope="panel"``: ``fn(data, panel, after)``, e.g. BHerd's client
+distances). Its declaration says whether lower is better (what "faster" / "first" read) and
+whether a comparison of two curves is relative (a loss AUC: ``(base − claimed) / base``).
+Built in: ``loss_auc``, ``final_loss``, ``final_acc``, ``best_acc``, ``loss_rises``,
+``rounds_to_target``; a paper registers its own (``dashboards.papers.<paper>.measures``) with
+:func:`measure`.
+
+A **guard** is a named test ``fn(data, panel_or_None, labels) -> reason | None``: a claim's
+``leave_out`` guards leave a panel out (e.g. a curve that never updated the model), its
+``inconclusive_if`` guards make it hold "by construction" (the statistics shown, the verdict
+inconclusive).
+
+Reading a curve's cell counts it as read (``ClaimData.per_seed``): a diverged seed then makes
+the claim not testable, unless the claim's curve reference says what a failed seed counts as
+(``failed: last`` or ``chance``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pandas as pd
+
+from dashboards.claims import ClaimData, rises, seed_reach
+
+Value = float | tuple[float, float]
+
+
+@dataclass(frozen=True)
+class MeasureDef:
+    """A registered measure (the module's docstring)."""
+
+    name: str
+    fn: Callable[..., dict[int, Value]]
+    what: str
+    lower_is_better: bool
+    relative: bool = False
+    scope: Literal["curve", "panel"] = "curve"
+    #: the metric a failed seed's chance level applies to ("test_acc" measures)
+    accuracy: bool = False
+
+
+MEASURES: dict[str, MeasureDef] = {}
+GUARDS: dict[str, Callable[..., str | None]] = {}
+
+
+def measure(
+    name: str,
+    what: str,
+    *,
+    lower_is_better: bool,
+    relative: bool = False,
+    scope: Literal["curve", "panel"] = "curve",
+    accuracy: bool = False,
+):
+    """Register ``fn`` as the measure ``name`` (a name given twice is an error at import)."""
+
+    def add(fn):
+        if name in MEASURES:
+            raise ValueError(f"measure {name!r} is registered twice")
+        MEASURES[name] = MeasureDef(name, fn, what, lower_is_better, relative, scope, accuracy)
+        return fn
+
+    return add
+
+
+def guard(name: str):
+    """Register ``fn`` as the guard ``name``."""
+
+    def add(fn):
+        if name in GUARDS:
+            raise ValueError(f"guard {name!r} is registered twice")
+        GUARDS[name] = fn
+        return fn
+
+    return add
+
+
+def _after(how: str, after: int) -> Any:
+    """``how`` (a ``ClaimData.per_seed`` reducer) over the rounds after ``after``."""
+    if not after:
+        return how
+    reduce = {
+        "mean": lambda s: float(s.mean()),
+        "final": lambda s: float(s.iloc[-1]),
+        "best": lambda s: float(s.max()),
+        "rises": rises,
+    }[how]
+
+    def fn(s: pd.Series) -> float:
+        s = s[s.index > after]
+        return reduce(s) if len(s) else math.nan
+
+    return fn
+
+
+def _metric(metric: str, how: str):
+    def fn(data: ClaimData, panel: str, label: str, after: int = 0, mark: bool = True):
+        return data.per_seed(panel, label, metric, _after(how, after), mark=mark)
+
+    return fn
+
+
+measure("loss_auc", "loss AUC (mean test loss over the rounds)", lower_is_better=True,
+        relative=True)(_metric("test_loss", "mean"))  # fmt: skip
+measure("final_loss", "final test loss", lower_is_better=True)(_metric("test_loss", "final"))
+measure("final_acc", "final test accuracy", lower_is_better=False, accuracy=True)(
+    _metric("test_acc", "final")
+)
+measure("best_acc", "best test accuracy", lower_is_better=False, accuracy=True)(
+    _metric("test_acc", "best")
+)
+measure("loss_rises", "round-to-round rises of the test loss", lower_is_better=False)(
+    _metric("test_loss", "rises")
+)
+
+
+@measure("rounds_to_target", "rounds to the profile's target accuracy", lower_is_better=True)
+def rounds_to_target(
+    data: ClaimData, panel: str, label: str, after: int = 0, mark: bool = True
+) -> dict[int, Value]:
+    """Per seed the rounds the run took to reach ``ClaimData.target`` (censored: ``(T + 1,
+    inf)`` when not reached within its T rounds); {} without a target."""
+    if data.target is None:
+        return {}
+    if not mark:
+        was = (panel, label) in data.used
+    reach = seed_reach(data, panel, label, data.target)
+    if not mark and not was:
+        data.used.discard((panel, label))
+    return {s: float(r.rounds) if r.reached else (float(r.low), math.inf) for s, r in reach.items()}

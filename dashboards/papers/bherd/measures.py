@@ -1,0 +1,63 @@
+"""BHerd's named measures and guards (registered in :mod:`dashboards.measures`), for what is
+specific to the paper: its claims themselves are declared in ``sweeps/bherd-*.yaml``."""
+
+from __future__ import annotations
+
+from dashboards.claims import ClaimData, same
+from dashboards.measures import guard, measure
+from dashboards.model import Panel
+
+#: a curve whose mean test loss moves less than this over the run never updated the model
+STILL = 1e-9
+
+
+@measure(
+    "bherd.client_distance_gap",
+    "mean-over-rounds distance, min of clients 4, 5 − max of clients 1–3 (one run gives all "
+    "five clients; metric dist_paper, else dist)",
+    lower_is_better=False,
+    scope="panel",
+)
+def client_distance_gap(data: ClaimData, panel: str, after: int = 0) -> dict[int, float]:
+    """Per seed, the smaller of the mean-over-rounds distances of clients 4 and 5 minus the
+    largest of clients 1–3 (Fig. 4d's curves "Client 1".."Client 5"); {} unless every client
+    has a seed."""
+    metric = "dist_paper" if "dist_paper" in set(data.agg["metric"]) else "dist"
+    runs = {i: data.per_seed(panel, f"Client {i}", metric, "mean") for i in range(1, 6)}
+    if not all(runs.values()):
+        return {}
+    seeds = sorted(set.intersection(*(set(r) for r in runs.values())))
+    near, far = [runs[i] for i in (1, 2, 3)], [runs[i] for i in (4, 5)]
+    return {s: min(r[s] for r in far) - max(r[s] for r in near) for s in seeds}
+
+
+@guard("bherd.never_updated")
+def never_updated(data: ClaimData, panel: Panel | None, labels: list[str]) -> str | None:
+    """A claimed curve whose mean test loss never moves (GraB with α_t = 0 every round: the
+    initial model) is no evidence of "little gain": its panel is left out."""
+    for label in labels:
+        s = data.peek(panel.panel_id, label, "test_loss") if panel is not None else []
+        if len(s) >= 2 and float(s.max() - s.min()) < STILL:
+            return f"{label} never updated the model: its curve is the initial model's"
+    return None
+
+
+@guard("bherd.e_over_alpha")
+def e_over_alpha(data: ClaimData, panel: Panel | None, labels: list[str]) -> str | None:
+    """The literal Eq. 7 server factor E/α (``bherd.scale: E_over_alpha``, docs/algorithms.md
+    §3.4, B3) on a BHerd curve with E ≠ 1 scales the step with E: "faster with larger E" then
+    holds by construction."""
+    for c in data.curves:
+        if c.label not in labels or same(c.set.get("train.local_epochs", 1.0), 1.0):
+            continue
+        config = data.config(c)
+        if config.selector == "bherd" and config.bherd.scale == "E_over_alpha":
+            return (
+                "the E/α server factor scales the step with E: faster with larger E follows by "
+                "construction; run the 1/α reading (bherd.scale: one_over_alpha) to test it "
+                "(inconclusive)"
+            )
+    return None
+
+
+__all__ = ["client_distance_gap", "never_updated", "e_over_alpha"]

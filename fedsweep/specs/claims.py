@@ -1,0 +1,350 @@
+"""Claims as declared data (issue 50): what a figure claims, typed, checked before anything runs.
+
+A spec's ``claims:`` holds the claims its figure judges. An entry is a mapping (a
+:class:`Claim`); a plain string is the legacy form (a paper's prose, judged by a Python criterion
+of ``dashboards.papers``), accepted beside the declared form while the papers migrate.
+
+A declared claim says *what* it compares and *how* it is decided, never in Python::
+
+    - id: alpha04-faster                     # a slug: the claim's row in the report
+      text: α=0.4 converges faster than α=0.5 # the paper's (or your) words
+      where: my notes, §2                     # where they stand
+      kind: faster                            # one of KINDS
+      measure: loss_auc                       # a registered measure (dashboards.measures)
+      curve: α=0.4                            # the claimed side: a label, or {set: {...}}
+      versus: α=0.5                           # the other side
+      margin: 0.05                            # the practical margin (>= 0; its side: holds)
+
+The kinds (:data:`KINDS`) and what their effect is, per seed (the judge:
+:mod:`dashboards.judge`):
+
+* ``faster``: the relative (or absolute, by the measure) reduction of a lower-is-better measure
+  of ``curve`` against ``versus`` (loss AUC, rounds to a target);
+* ``higher``: ``curve − versus`` of the measure (final / best accuracy, ...);
+* ``equivalent``: ``curve − versus``, holding when ``|effect| ≤ margin``;
+* ``first``: the margin by which the best of ``curve`` beats the best of ``versus`` (a ranking);
+* ``monotone``: each step up the config key ``over`` beats the step below by the margin;
+* ``interior_optimum``: the best inner point of the grid ``over`` beats both ends;
+* ``bound``: the measure itself (of ``curve`` or of the panel, after round ``after``) stays
+  above (or below) the line ``margin``.
+
+``holds`` is the margin's side: ``above`` (the default: the effect must exceed the margin),
+``below`` ("little or no gain": the effect stays under it) or ``within`` (``equivalent``). A
+comparison kind's margin is never negative (the effect is already the claimed side's advantage).
+``and`` adds further comparisons the claim needs (each with its own kind, measure, margin; its
+curves default to the claim's): the claim holds where all of them hold.
+
+Curves are named by their label or by the typed config overrides they set (``{set:
+{bherd.alpha: 0.3}}``; ``{sets: train.batch_size}``: every curve that sets the key; ``{others:
+true}``: every curve not on the other side), never by a YAML string. Panels are named
+``axis=value`` (``data.partition=case3``) or by a config value the panel sets
+(``model.name=svm``).
+
+:func:`claim_problems` checks a claim against its spec (curves, panels, kinds, margins, a curve
+compared with itself) when the spec loads; the measure names are checked against the judge's
+registry by ``dashboards.registry.claim_problem`` before a sweep or a report runs. A comparison
+whose two sides are the same computation (identical typed configs) is reported "degenerate" by
+the judge, not judged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from fedsweep.core.suggest import did_you_mean
+from fedsweep.specs.curves import CurveSpec, Strict, same_value
+
+KINDS = ("faster", "higher", "equivalent", "first", "monotone", "interior_optimum", "bound")
+Kind = Literal["faster", "higher", "equivalent", "first", "monotone", "interior_optimum", "bound"]
+Holds = Literal["above", "below", "within"]
+#: what a seed of a curve that diverged (or whose loss blew up) counts as: ``untestable`` (the
+#: claim is then not testable, the default), ``last`` (it ranks last on that seed: a rival that
+#: failed is no faster than any other), ``chance`` (its accuracy is chance: the failure is the
+#: claim's evidence)
+Failed = Literal["untestable", "last", "chance"]
+REGIMES = ("paper", "reconstructed", "scaled")
+CLAIM_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+class CurveRef(Strict):
+    """One side's curve(s): a label (a plain string in YAML), the curves whose overrides set
+    every key of ``set`` to its value, every curve that sets ``sets``, or every curve not on the
+    other side (``others``)."""
+
+    curve: str | None = None
+    set: dict[str, Any] | None = None
+    sets: str | None = None
+    others: bool = False
+    failed: Failed = "untestable"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _label(cls, value: Any) -> Any:
+        return {"curve": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _one(self) -> CurveRef:
+        given = [self.curve is not None, self.set is not None, self.sets is not None, self.others]
+        if sum(given) != 1:
+            raise ValueError(
+                "a curve reference is one of: a label, {set: {key: value}}, {sets: key}, "
+                "{others: true}"
+            )
+        return self
+
+    def text(self) -> str:
+        if self.curve is not None:
+            return repr(self.curve)
+        if self.set is not None:
+            return "{set: " + ", ".join(f"{k}={v}" for k, v in self.set.items()) + "}"
+        return f"{{sets: {self.sets}}}" if self.sets is not None else "{others: true}"
+
+    def matches(self, curve: CurveSpec) -> bool:
+        """Whether ``curve`` is one this reference names (``others`` names none by itself)."""
+        if self.curve is not None:
+            return curve.label == self.curve
+        if self.set is not None:
+            return all(k in curve.set and _same(curve.set[k], v) for k, v in self.set.items())
+        return self.sets is not None and self.sets in curve.set
+
+
+def resolve(refs: Sequence[CurveRef], curves: Sequence[CurveSpec], exclude=()) -> list[str]:
+    """The labels ``refs`` name among ``curves`` (spec order; ``others``: every curve), each
+    once, none of ``exclude`` (the other side's)."""
+    return [
+        c.label
+        for c in curves
+        if c.label not in exclude and any(r.others or r.matches(c) for r in refs)
+    ]
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        if isinstance(a, bool) or isinstance(b, bool):
+            return same_value(a, b)
+        return abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(a)), abs(float(b)))
+    return same_value(a, b)
+
+
+def _refs(value: Any) -> Any:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+class Comparison(Strict):
+    """One decided comparison of a claim: the kind, the measure, the two sides and the margin."""
+
+    model_config = Strict.model_config | {"populate_by_name": True}
+
+    kind: Kind
+    measure: str = Field(min_length=1)
+    #: the claimed side (``first``: the curves of which the best must rank first)
+    curve: list[CurveRef] = Field(default_factory=list)
+    #: the other side (``first``: the rivals)
+    versus: list[CurveRef] = Field(default_factory=list)
+    #: ``monotone`` / ``interior_optimum``: the config key whose values order the curves
+    over: str | None = None
+    margin: float
+    #: the margin's side; None: the kind's (``within`` for ``equivalent``, else ``above``)
+    holds: Holds | None = None
+    #: per panel value (``data.partition=case1``) the claimed curve(s) there, instead of ``curve``
+    by_panel: dict[str, list[CurveRef]] = Field(default_factory=dict)
+    #: pair the curves of both sides whose typed configs differ only in the keys the sides set
+    #: (``{set: {train.order: rr}}`` against ``{set: {train.order: fixed}}``): one part per pair
+    pair: bool = False
+    #: the effect is the mean over the ``above`` panels minus the mean over the ``below`` panels
+    #: (per seed): "helps most on the SVM", judged once over the figure
+    contrast: dict[Literal["above", "below"], list[str]] | None = None
+    #: the name of the comparison in the numbers (e.g. "loss AUC")
+    name: str = ""
+
+    @field_validator("curve", "versus", mode="before")
+    @classmethod
+    def _listed(cls, value: Any) -> Any:
+        return _refs(value)
+
+    @field_validator("by_panel", mode="before")
+    @classmethod
+    def _listed_panels(cls, value: Any) -> Any:
+        return {k: _refs(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+    @property
+    def side(self) -> Holds:
+        if self.holds is not None:
+            return self.holds
+        return "within" if self.kind == "equivalent" else "above"
+
+
+class Claim(Comparison):
+    """A declared claim (the module's docstring): an id, the words, where they stand, one
+    comparison (and more under ``and``), the panels it covers, the regimes that can test it,
+    the measure's resolution and the fewest seeds that decide."""
+
+    id: str
+    text: str = Field(min_length=1)
+    where: str = ""
+    #: the short form shown in the report's tables; "": ``text``
+    summary: str = ""
+    #: the panels it covers (``axis=value`` or ``config.key=value``); []: every case panel
+    panels: list[str] = Field(default_factory=list)
+    #: the regimes whose panels can test it; a panel of another regime: not testable
+    regimes: list[Literal["paper", "reconstructed", "scaled"]] = Field(
+        default_factory=lambda: ["paper", "reconstructed"]
+    )
+    #: judged once over every panel (a comparison across panels: ``contrast``), not per regime
+    across_regimes: bool = False
+    #: ``equivalent``: the factor must matter somewhere: some other curve setting this key
+    #: differs from ``versus`` beyond the margin, else matching it shows nothing (inconclusive)
+    factor: str | None = None
+    #: ``bound``: the rounds after this one
+    after: int = Field(0, ge=0)
+    #: the smallest difference the measure can show (1 round for rounds to a target): the margin
+    #: decided is at least this; None: continuous
+    resolution: float | None = Field(None, gt=0)
+    #: the fewest seeds that decide; fewer: inconclusive
+    min_seeds: int = Field(2, ge=1)
+    #: named guards (``dashboards.measures``): leave a panel out when one gives a reason
+    leave_out: list[str] = Field(default_factory=list)
+    #: named guards: the claim holds by construction when one gives a reason (inconclusive)
+    inconclusive_if: list[str] = Field(default_factory=list)
+    and_: list[Comparison] = Field(default_factory=list, alias="and")
+
+    @field_validator("id")
+    @classmethod
+    def _slug(cls, value: str) -> str:
+        if not CLAIM_ID.match(value):
+            raise ValueError(
+                f"claim id {value!r} is not a slug: 1-64 lowercase letters, digits, '-' or '_' "
+                "(e.g. alpha04-faster)"
+            )
+        return value
+
+    @property
+    def title(self) -> str:
+        """The claim as the report's tables show it."""
+        return self.summary or self.text
+
+    @property
+    def comparisons(self) -> list[Comparison]:
+        """This claim's comparison and those under ``and`` (their sides default to the claim's)."""
+        out: list[Comparison] = [self]
+        for c in self.and_:
+            fill = {}
+            if not c.curve and not c.by_panel:
+                fill["curve"] = self.curve
+                fill["by_panel"] = self.by_panel
+            if not c.versus:
+                fill["versus"] = self.versus
+            out.append(c.model_copy(update=fill))
+        return out
+
+
+ClaimEntry = Claim | str
+
+
+def claim_texts(claims: Iterable[ClaimEntry]) -> list[str]:
+    """The claims as the report names them: a declared claim's title, a legacy claim's text."""
+    return [c.title if isinstance(c, Claim) else c for c in claims]
+
+
+# ------------------------------------------------------------------------------ checking
+def _bad(where: str, value: Any, allowed: Sequence[str], what: str) -> str:
+    shown = ", ".join(map(str, allowed[:12])) + (", ..." if len(allowed) > 12 else "")
+    return f"{where}: {what} {value!r}{did_you_mean(str(value), allowed)}; allowed: {shown}"
+
+
+def claim_problems(
+    claims: Sequence[ClaimEntry], curves: Sequence[CurveSpec], panel_values: Iterable[str]
+) -> str | None:
+    """The first problem of the declared ``claims`` against the spec's ``curves`` and panel
+    values (``axis=value`` and ``config.key=value``), one line naming the field, the bad value
+    and the allowed ones; None when there is none."""
+    labels = [c.label for c in curves]
+    panels = sorted(set(panel_values))
+    ids: list[str] = []
+    for i, claim in enumerate(claims):
+        if not isinstance(claim, Claim):
+            continue
+        at = f"claims[{i}] ({claim.id})"
+        if claim.id in ids:
+            return f"{at}.id: {claim.id!r} is another claim's id too; each claim has its own"
+        ids.append(claim.id)
+        for value in claim.panels:
+            if value not in panels:
+                return _bad(f"{at}.panels", value, panels or ["(the spec has no panels)"], "panel")
+        for n, comp in enumerate(claim.comparisons):
+            where = at if n == 0 else f"{at}.and[{n - 1}]"
+            problem = _comparison_problem(comp, where, curves, labels, panels)
+            if problem:
+                return problem
+        if claim.factor is not None and not any(claim.factor in c.set for c in curves):
+            keys = sorted({k for c in curves for k in c.set})
+            return _bad(f"{at}.factor", claim.factor, keys, "no curve sets the key")
+    return None
+
+
+def _comparison_problem(
+    comp: Comparison, where: str, curves: Sequence[CurveSpec], labels: list[str], panels: list[str]
+) -> str | None:
+    if comp.side == "within" and comp.kind != "equivalent":
+        return (
+            f"{where}.holds: 'within' is the side of kind 'equivalent' only; allowed: above, below"
+        )
+    if comp.kind == "equivalent" and comp.side != "within":
+        return f"{where}.holds: {comp.side!r} for kind 'equivalent'; allowed: within"
+    if comp.kind == "equivalent" and comp.margin <= 0:
+        return (
+            f"{where}.margin: {comp.margin:g} has the wrong sign for kind 'equivalent'; allowed: "
+            "a margin > 0 (|effect| ≤ margin)"
+        )
+    if comp.kind != "bound" and comp.margin < 0:
+        return (
+            f"{where}.margin: {comp.margin:g} has the wrong sign for kind {comp.kind!r}; allowed: "
+            "a margin ≥ 0 (the effect is the claimed side's advantage; holds: below for 'little "
+            "or no gain')"
+        )
+    for ref in [*comp.curve, *comp.versus, *(r for rs in comp.by_panel.values() for r in rs)]:
+        if ref.curve is not None and ref.curve not in labels:
+            return _bad(f"{where}.curve", ref.curve, labels, "unknown curve")
+        if ref.set is not None and not any(ref.matches(c) for c in curves):
+            return (
+                f"{where}: no curve sets {ref.text()}; allowed: a label of {labels} or the "
+                "overrides one of them sets"
+            )
+        if ref.sets is not None and not any(ref.matches(c) for c in curves):
+            keys = sorted({k for c in curves for k in c.set})
+            return _bad(where, ref.sets, keys, "no curve sets the key")
+    for value in comp.by_panel:
+        if value not in panels:
+            return _bad(f"{where}.by_panel", value, panels or ["(no panels)"], "panel")
+    for side in (comp.contrast or {}).values():
+        for value in side:
+            if value not in panels:
+                return _bad(f"{where}.contrast", value, panels or ["(no panels)"], "panel")
+    if comp.kind in ("monotone", "interior_optimum"):
+        if comp.over is None:
+            return f"{where}.over: kind {comp.kind!r} needs the config key whose values order the curves"
+        if not any(comp.over in c.set for c in curves):
+            keys = sorted({k for c in curves for k in c.set})
+            return _bad(f"{where}.over", comp.over, keys, "no curve sets the key")
+        return None
+    if comp.kind == "bound":
+        return None
+    if not comp.curve and not comp.by_panel:
+        return f"{where}.curve: kind {comp.kind!r} needs the claimed curve(s)"
+    if not comp.versus:
+        return f"{where}.versus: kind {comp.kind!r} needs the curve(s) it is compared with"
+    explicit = [r for r in [*comp.curve, *comp.versus] if r.curve is not None or r.set is not None]
+    if comp.kind != "first" and len(explicit) == len(comp.curve) + len(comp.versus):
+        same = sorted(set(resolve(comp.curve, curves)) & set(resolve(comp.versus, curves)))
+        if same:
+            return (
+                f"{where}: compares curve {same[0]!r} with itself (curve and versus both name "
+                "it); allowed: two different curves"
+            )
+    return None
