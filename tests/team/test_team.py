@@ -155,7 +155,7 @@ def test_the_howto_sweep_runs_on_the_team_services(team):
     )  # fmt: skip
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
-    assert re.search(r"bherd-fig3a \[smoke\]: \d+ run, 0 skipped, \d+ shared, 0 failed", out), out
+    assert re.search(r"bherd-fig4e \[smoke\]: \d+ run, 0 skipped, \d+ shared, 0 failed", out), out
     index = (team["work"] / "figures" / "team" / "index.html").read_text()
     assert SERVER in index and "127.0.0.1:5000" not in index
     assert _duplicate_metric_rows(team["env"]) == 0
