@@ -70,14 +70,12 @@ def real_data_dir() -> Path:
 @pytest.fixture(scope="session")
 def ray_session():
     """One local Ray instance for every test that runs a real Ray Tune sweep in this process,
-    set up as fedsweep sets up its own, with one CPU: a test sweep's trials are a few rounds
+    with one CPU: a test sweep's trials are a few rounds
     long, so they run one after the other on one trial actor (Tune reuses it) instead of
     starting a second actor (its Python, Ray, torch and MLflow: about 5 s of CPU) for each fit.
     Measured on 2 cores (tests/sweep/test_derived.py's two sweeps, 7 fits): 88.5 s of CPU with 2
     CPUs, 68.7 s with 1, and no longer."""
     import ray
-
-    from fedsweep.sweep.ray_backend import LOCAL_SYSTEM_CONFIG
 
     ray.init(
         address="local",  # never a cluster this machine runs (`ray start`, a team head)
@@ -85,7 +83,6 @@ def ray_session():
         include_dashboard=False,
         logging_level="WARNING",
         configure_logging=True,
-        _system_config=LOCAL_SYSTEM_CONFIG,
     )
     yield
     ray.shutdown()

@@ -53,8 +53,9 @@ def run_floor(seconds: list[float], imports: bool, cpu: float = 1.0) -> float:
     from fedsweep.sweep.runner import init_ray, shutdown_ray
 
     tmp = Path(tempfile.mkdtemp(prefix="fedsweep-bench-floor-"))
-    # Ray as fedsweep starts it (``init_ray``: no idle workers pre-started) and its trial actors
-    # as fedsweep's (``plain_trial_workers``: no runtime_env): the least Ray Tune costs
+    # Ray as fedsweep starts it (``init_ray``) and its trial actors as fedsweep's
+    # (``plain_trial_workers``: no runtime_env, so they take Ray's pre-started workers): the
+    # least Ray Tune costs
     try:
         with ray_output_to(tmp / "ray.log"):
             start = time.perf_counter()

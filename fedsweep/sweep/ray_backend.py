@@ -418,14 +418,6 @@ class RayStartError(RuntimeError):
 RAY_RETRY_PAUSE_S = 5.0
 RAY_RETRY_GCS_WAIT_S = "120"
 
-#: Ray's settings for a local node of fedsweep's own. Ray starts one idle worker process per
-#: CPU when the driver connects, for tasks; fedsweep runs only Tune's trial actors, whose
-#: runtime_env (Tune's propagated environment variables) no pre-started worker has, so each
-#: actor starts a worker of its own and the pre-started ones only cost a Python and Ray start
-#: each while the driver and the first trials start (checked with Ray 2.60: the trials' PIDs
-#: are new, the idle workers' are never used)
-LOCAL_SYSTEM_CONFIG = {"prestart_worker_first_driver": False}
-
 
 def _start_local(ray, kwargs: dict, echo=None) -> None:
     """``ray.init(address="local")``, once more after a pause (with a longer wait for Ray's
@@ -435,7 +427,6 @@ def _start_local(ray, kwargs: dict, echo=None) -> None:
     import sys
     import time
 
-    kwargs = {**kwargs, "_system_config": LOCAL_SYSTEM_CONFIG}
     try:
         ray.init(address="local", **kwargs)
         return
@@ -631,9 +622,12 @@ def plain_trial_workers():
     every trial actor the environment variable ``PL_DISABLE_FORK=1`` (for PyTorch Lightning,
     which fedsweep does not use) as a ``runtime_env``; Ray starts a worker with a
     ``runtime_env`` through its ``setup_worker.py``, which imports Ray and then replaces itself
-    with the worker, which imports Ray again. Measured with Ray 2.60 on 2 cores: 0.7 s more CPU
-    and 0.4-0.8 s more before the trial starts, per actor. The variables Tune propagates from
-    the driver's environment (when they are set) still make a ``runtime_env``."""
+    with the worker, which imports Ray again, and never gives such an actor one of the idle
+    workers it pre-starts (one per CPU, while the driver opens the store and imports Tune).
+    Measured with Ray 2.60 on 2 cores: 0.7 s more CPU and 0.4-0.8 s more before the trial
+    starts, per actor; a plain trial actor takes a pre-started worker. The variables Tune
+    propagates from the driver's environment (when they are set) still make a
+    ``runtime_env``."""
     try:
         from ray.tune.execution import class_cache
 
