@@ -10,12 +10,6 @@ import pytest
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-# Ray starts one idle worker per CPU when a driver connects, for the first actors; a test sweep
-# of a few trials on 2 busy cores rarely uses them all, and every Ray the suite starts (the
-# session's, each driver's in a subprocess) paid for them: 1,153.7 CPU-s over the whole suite
-# without them, 1,243.5 with (2026-11-28); the product keeps Ray's default (a sweep's first
-# trials start in them, sooner)
-os.environ.setdefault("RAY_prestart_worker_first_driver", "false")
 # MLflow's schema template (fedsweep.tracking.store) in a folder of this test session, not the
 # user's cache; subprocesses and pytest-xdist's workers inherit it, so every fresh store of the
 # session is a copy; removed when the session that made it ends

@@ -476,10 +476,11 @@ def prepare_store(tracking_uri: str, *, create: bool = True) -> None:
     process takes ``<db>.lock``; under it a missing store's schema is built on a private file
     and linked into place (:func:`_create_schema`), an existing one is checked
     (:func:`_schema_problem`; a broken store raises :class:`StoreBrokenError` saying how to
-    recover), and the store is opened once, after the lock (a complete schema is never migrated
-    by MLflow). MLflow's store modules and its schema revision are loaded before the lock, so
-    that processes opening one store at once (a sweep's trial workers) import side by side and
-    hold the lock for milliseconds, not one after the other.
+    recover), and the store is opened once (a complete schema: MLflow migrates nothing; a store
+    without experiments gets its Default one, which two processes must not create at once).
+    MLflow's store modules and its schema revision are loaded before the lock, so that processes
+    opening one store at once (a sweep's trial workers) import side by side and hold the lock
+    for milliseconds, not one after the other.
 
     ``create=False`` (reading commands): a missing local store raises
     :class:`StoreMissingError`; nothing is created, not even its folder."""
@@ -497,6 +498,8 @@ def prepare_store(tracking_uri: str, *, create: bool = True) -> None:
     from mlflow import MlflowClient
 
     _latest_schema_revision()  # imports MLflow's store modules: outside the lock
+    import mlflow.store.tracking.sqlalchemy_store  # noqa: F401 - the same: its import is long
+
     lock = db.with_name(db.name + ".lock")
     with _file_lock(lock) if create or os.access(db.parent, os.W_OK) else contextlib.nullcontext():
         if store_missing(tracking_uri):
@@ -509,17 +512,21 @@ def prepare_store(tracking_uri: str, *, create: bool = True) -> None:
                     "nothing was left behind, so it can be retried as it is"
                 ) from err
         problem = _schema_problem(db)
-    if problem:
-        raise StoreBrokenError(problem)
-    try:  # a complete schema (checked above): MLflow's first open migrates nothing
-        MlflowClient(tracking_uri=connect_uri(tracking_uri)).search_experiments(max_results=1)
-    except Exception as err:  # noqa: BLE001 - MLflow's open errors vary
-        first = first_line(err)
-        raise StoreBrokenError(
-            f"the MLflow store {db} cannot be opened ({type(err).__name__}: {first}); if "
-            f"it holds no runs you need, remove it (rm {db}) and run again, else back it "
-            f"up and run: mlflow db upgrade {tracking_uri}"
-        ) from None
+        if problem:
+            raise StoreBrokenError(problem)
+        # under the lock: MLflow's first open of a store without experiments creates the
+        # Default one and its tags, and two processes doing it at once collide on the tags'
+        # key (IntegrityError, seen with 4 runs starting on a fresh store); the schema is
+        # complete (checked above), so the open migrates nothing and takes milliseconds
+        try:
+            MlflowClient(tracking_uri=connect_uri(tracking_uri)).search_experiments(max_results=1)
+        except Exception as err:  # noqa: BLE001 - MLflow's open errors vary
+            first = first_line(err)
+            raise StoreBrokenError(
+                f"the MLflow store {db} cannot be opened ({type(err).__name__}: {first}); if "
+                f"it holds no runs you need, remove it (rm {db}) and run again, else back it "
+                f"up and run: mlflow db upgrade {tracking_uri}"
+            ) from None
     _READY.add(tracking_uri)
 
 
