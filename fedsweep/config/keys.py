@@ -27,6 +27,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from fedsweep.core.cache import cache_folder, is_off
 from fedsweep.core.suggest import closest
 
 #: section path (``""``: the top level, ``"train"``, ...) -> its keys in the schema's order; a
@@ -99,20 +100,10 @@ def unknown_line(tree: KeyTree, key: str) -> str:
 def _cache_dir() -> Path | None:
     """:data:`CACHE_ENV`, else ``config-keys`` beside MLflow's schema template when its folder
     is set (``FEDSWEEP_SCHEMA_CACHE``: the test session's own), else the user cache dir's."""
-    value = os.environ.get(CACHE_ENV, "").strip()
-    if value.lower() in ("0", "off", "false", "no"):
-        return None
-    if value:
-        return Path(value).expanduser()
     schema = os.environ.get("FEDSWEEP_SCHEMA_CACHE", "").strip()
-    if schema and schema.lower() not in ("0", "off", "false", "no"):
+    if not os.environ.get(CACHE_ENV, "").strip() and schema and not is_off(schema):
         return Path(schema).expanduser() / "config-keys"
-    try:
-        import platformdirs
-
-        return Path(platformdirs.user_cache_dir("fedsweep")) / "config-keys"
-    except ImportError:
-        return Path.home() / ".cache" / "fedsweep" / "config-keys"
+    return cache_folder(CACHE_ENV, "config-keys")
 
 
 @functools.cache

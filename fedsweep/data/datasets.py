@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from fedsweep.core.cache import user_cache
 from fedsweep.data.catalog import DATASETS  # noqa: F401  (re-exported)
 from fedsweep.data.images import (  # noqa: F401  (re-exported)
     NORMALIZATIONS,
@@ -59,11 +60,7 @@ class DatasetNotFoundError(RuntimeError):
 
 def _default_cache_dir() -> Path:
     """``platformdirs.user_cache_dir("fedsweep") / "data"``, else ``~/.cache/fedsweep/data``."""
-    try:
-        import platformdirs
-    except ImportError:
-        return Path.home() / ".cache" / "fedsweep" / "data"
-    return Path(platformdirs.user_cache_dir("fedsweep")) / "data"
+    return user_cache("data")
 
 
 def resolve_data_root(root: str | os.PathLike[str] | None) -> Path:

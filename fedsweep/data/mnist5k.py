@@ -99,19 +99,9 @@ def _cached_table(source: Path) -> np.ndarray:
 
 def _cache_folder() -> Path | None:
     """``<user cache>/fedsweep/mnist-5k`` (``FEDSWEEP_DATA_CACHE=off``: no cache)."""
-    import os
+    from fedsweep.core.cache import cache_folder
 
-    value = os.environ.get("FEDSWEEP_DATA_CACHE", "").strip()
-    if value.lower() in ("0", "off", "false", "no"):
-        return None
-    if value:
-        return Path(value).expanduser()
-    try:
-        import platformdirs
-
-        return Path(platformdirs.user_cache_dir("fedsweep")) / "mnist-5k"
-    except ImportError:
-        return Path.home() / ".cache" / "fedsweep" / "mnist-5k"
+    return cache_folder("FEDSWEEP_DATA_CACHE", "mnist-5k")
 
 
 def stratified_split(

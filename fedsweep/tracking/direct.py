@@ -48,28 +48,32 @@ def write_metrics(client, run_id: str, rows: Sequence[tuple[str, float, int, int
     step) makes the whole batch go through ``log_batch``, which skips it."""
     if not rows:
         return
-    store = sql_store(client)
-    if store is not None:
-        try:
-            _write_sql(store, run_id, rows)
-            return
-        except Exception as err:  # MLflow's session wraps it in an MlflowException
-            if not _integrity_error(err):
-                raise
-            # a row logged before (the batch rolled back as a whole): MLflow's path skips it
-    _write_client(client, run_id, rows)
+    # a row logged before rolls the batch back as a whole: MLflow's path then skips it
+    if not _written_by_sql(client, lambda store: _write_sql(store, run_id, rows)):
+        _write_client(client, run_id, rows)
 
 
 #: MLflow's limit on the metrics of one ``log_batch`` request
 MAX_METRICS = 1000
 
 
-def _integrity_error(err: Exception) -> bool:
-    """Whether ``err`` (or the error MLflow's session wrapped in it) is SQLAlchemy's
-    IntegrityError: a row the table has already (the transaction rolled back as a whole)."""
-    from sqlalchemy.exc import IntegrityError
+def _written_by_sql(client, write) -> bool:
+    """``write(store)`` on the client's SQL store, in its own transaction: True when it wrote;
+    False where the store is not a SQL one, or where a row the table has already (SQLAlchemy's
+    IntegrityError, possibly wrapped in MLflow's exception) rolled the transaction back as a
+    whole: the caller then takes MLflow's client path, which skips or checks that row."""
+    store = sql_store(client)
+    if store is None:
+        return False
+    try:
+        write(store)
+    except Exception as err:  # MLflow's session wraps it in an MlflowException
+        from sqlalchemy.exc import IntegrityError
 
-    return isinstance(err, IntegrityError) or isinstance(err.__cause__, IntegrityError)
+        if not isinstance(err, IntegrityError) and not isinstance(err.__cause__, IntegrityError):
+            raise
+        return False
+    return True
 
 
 # ------------------------------------------------------------------------------- params
@@ -84,16 +88,10 @@ def write_params(client, run_id: str, params: Sequence[tuple[str, str]]) -> None
     100 params, each reading the run again). A key the run has already makes the ``INSERT``
     fail as a whole: then ``log_batch`` logs them, which accepts an equal value and refuses a
     changed one."""
-    if not params:
+    if not params or _written_by_sql(
+        client, lambda store: _write_params_sql(store, run_id, params)
+    ):
         return
-    store = sql_store(client)
-    if store is not None:
-        try:
-            _write_params_sql(store, run_id, params)
-            return
-        except Exception as err:  # MLflow's session wraps it in an MlflowException
-            if not _integrity_error(err):
-                raise
     from mlflow.entities import Param
 
     items = [Param(k, v) for k, v in params]

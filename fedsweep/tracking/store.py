@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
+from fedsweep.core.cache import cache_folder
 from fedsweep.core.errors import first_line
 from fedsweep.core.processes import alive
 from fedsweep.tracking import credentials
@@ -283,17 +284,7 @@ SCHEMA_CACHE_ENV = "FEDSWEEP_SCHEMA_CACHE"
 
 
 def _schema_cache_dir() -> Path | None:
-    value = os.environ.get(SCHEMA_CACHE_ENV, "").strip()
-    if value.lower() in ("0", "off", "false", "no"):
-        return None
-    if value:
-        return Path(value).expanduser()
-    try:
-        import platformdirs
-
-        return Path(platformdirs.user_cache_dir("fedsweep")) / "mlflow-schema"
-    except ImportError:
-        return Path.home() / ".cache" / "fedsweep" / "mlflow-schema"
+    return cache_folder(SCHEMA_CACHE_ENV, "mlflow-schema")
 
 
 def _build_schema(path: Path) -> None:
