@@ -24,6 +24,14 @@ interval over the seeds (``mean ± t_{0.975, n−1} s / √n``; one seed: no int
 
 So no verdict is *supported* or *contradicted* while its interval contains its threshold; two
 seeds rarely decide anything (t_{0.975, 1} = 12.7).
+
+Beyond one interval (issue 51): :func:`p_values` gives the one-sided p-values of an effect on
+either side of its threshold (the tests the 95% interval inverts: each side at 0.025),
+:func:`holm` controls the family-wise error of a claim made of k parts ("contradicted if any
+part is"), :func:`seeds_needed` says how many seeds would decide an inconclusive effect at the
+spread observed, and :func:`look_level` is the sequential rule of ``sweep --until-decided``
+(seeds added in batches: each look's interval at a level that keeps the stated error over all
+the looks).
 """
 
 from __future__ import annotations
@@ -48,11 +56,18 @@ _T975 = (
 _Z975 = 1.959964
 
 
-def t_quantile(df: int) -> float:
-    """``t_{0.975, df}`` (df ≥ 1)."""
+def t_quantile(df: int, level: float = LEVEL) -> float:
+    """``t_{(1+level)/2, df}`` (df ≥ 1): the table above at the 95% level (the numbers every
+    report so far was computed with), SciPy's Student-t quantile at any other level."""
     if df < 1:
         raise ValueError(f"degrees of freedom must be >= 1, got {df}")
-    return _T975[df - 1] if df <= len(_T975) else _Z975
+    if level == LEVEL:
+        return _T975[df - 1] if df <= len(_T975) else _Z975
+    if not 0 < level < 1:
+        raise ValueError(f"a confidence level lies in (0, 1), got {level}")
+    from scipy.stats import t
+
+    return float(t.ppf((1 + level) / 2, df))
 
 
 @dataclass(frozen=True)
@@ -102,10 +117,13 @@ class Evidence:
         )
 
 
-def interval(effects: Sequence[float], seeds: Sequence[int] | None = None) -> Evidence:
-    """Mean and 95% Student-t interval of per-seed ``effects``; one seed: ``(−inf, inf)``. A
-    non-finite effect (a diverged seed) makes the interval ``(−inf, inf)`` too: such a seed is no
-    evidence either way (the caller usually declares the claim not testable instead)."""
+def interval(
+    effects: Sequence[float], seeds: Sequence[int] | None = None, level: float = LEVEL
+) -> Evidence:
+    """Mean and Student-t interval (95% unless ``level`` says otherwise) of per-seed
+    ``effects``; one seed: ``(−inf, inf)``. A non-finite effect (a diverged seed) makes the
+    interval ``(−inf, inf)`` too: such a seed is no evidence either way (the caller usually
+    declares the claim not testable instead)."""
     values = tuple(float(e) for e in effects)
     ids = tuple(seeds) if seeds is not None else tuple(range(len(values)))
     if len(ids) != len(values):
@@ -117,7 +135,7 @@ def interval(effects: Sequence[float], seeds: Sequence[int] | None = None) -> Ev
     if n == 1 or not all(math.isfinite(v) for v in values):
         return Evidence(ids, values, mean, -math.inf, math.inf)
     var = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
-    half = t_quantile(n - 1) * math.sqrt(var / n)
+    half = t_quantile(n - 1, level) * math.sqrt(var / n)
     return Evidence(ids, values, mean, mean - half, mean + half)
 
 
@@ -148,3 +166,100 @@ def all_of(verdicts: Sequence[str]) -> Verdict4:
     if verdicts and all(v == "supported" for v in verdicts):
         return "supported"
     return "contradicted" if "contradicted" in verdicts else "inconclusive"
+
+
+# ------------------------------------------------------------------ several tests, more seeds
+def _spread(evidence: Evidence) -> tuple[float, float] | None:
+    """Mean and standard deviation of finite effects over ≥ 2 seeds, else None."""
+    values = evidence.effects
+    if len(values) < 2 or not all(math.isfinite(v) for v in values):
+        return None
+    mean = math.fsum(values) / len(values)
+    return mean, math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def p_values(evidence: Evidence, measure: Measure) -> tuple[float, float]:
+    """One-sided p-values ``(support, contradict)`` of the effect against the threshold: the
+    Student-t tests the interval inverts (each side at (1 − LEVEL)/2 = 0.025 gives the 95%
+    interval's verdict). ``support`` tests "the claim does not hold" (small: it holds);
+    ``contradict`` tests "the claim holds" (small: it does not). ``within`` (an equivalence):
+    support is the larger of the two one-sided tests inside ``[−t, t]`` (TOST), contradict the
+    smaller of the tests outside it. Fewer than two seeds, or no spread: ``(1, 1)`` unless the
+    seeds all lie strictly on one side (no spread, then 0 for that side)."""
+    from scipy.stats import t as student
+
+    spread = _spread(evidence)
+    if spread is None:
+        return 1.0, 1.0
+    mean, sd = spread
+    n = len(evidence.effects)
+    se = sd / math.sqrt(n)
+
+    def above(threshold: float) -> float:  # p of "effect ≤ threshold" (small: above it)
+        if se == 0:
+            return 0.0 if mean > threshold else 1.0
+        return float(student.sf((mean - threshold) / se, n - 1))
+
+    def below(threshold: float) -> float:  # p of "effect ≥ threshold" (small: below it)
+        if se == 0:
+            return 0.0 if mean < threshold else 1.0
+        return float(student.cdf((mean - threshold) / se, n - 1))
+
+    t = measure.threshold
+    if measure.direction == "greater":
+        return above(t), below(t)
+    if measure.direction == "less":
+        return below(t), above(t)
+    return max(above(-t), below(t)), min(above(t), below(-t))
+
+
+def holm(pvalues: Sequence[float], alpha: float = (1 - LEVEL) / 2) -> list[bool]:
+    """Holm's step-down procedure: which of the k hypotheses are rejected at family-wise error
+    ``alpha`` (sorted ascending, the i-th smallest against ``alpha / (k − i)``, i from 0,
+    stopping at the first that is not)."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    rejected = [False] * len(pvalues)
+    for rank, i in enumerate(order):
+        if pvalues[i] > alpha / (len(pvalues) - rank):
+            break
+        rejected[i] = True
+    return rejected
+
+
+def seeds_needed(
+    evidence: Evidence,
+    measure: Measure,
+    *,
+    floor: float = 0.0,
+    level: float = LEVEL,
+    cap: int = 1000,
+) -> int | None:
+    """The fewest seeds whose interval would decide the claim if the mean and the spread stayed
+    as observed (the planning estimate an FL paper's "n seeds" should come from): the current
+    count when it already decides, None when no count up to ``cap`` would (the mean on the
+    threshold, an equivalence whose mean lies outside its margin, fewer than two finite
+    seeds). ``floor``: the measure's resolution; the interval is never narrower than ± it."""
+    spread = _spread(evidence)
+    if spread is None:
+        return None
+    mean, sd = spread
+    t = measure.threshold
+    for n in range(len(evidence.effects), cap + 1):
+        half = max(t_quantile(n - 1, level) * sd / math.sqrt(n), floor)
+        lo, hi = mean - half, mean + half
+        if measure.direction == "within":
+            if -t < lo and hi < t or lo > t or hi < -t:
+                return n
+        elif lo > t or hi < t:
+            return n
+    return None
+
+
+def look_level(looks: int, level: float = LEVEL) -> float:
+    """The confidence level of each interval when a claim is looked at up to ``looks`` times as
+    seeds are added (``sweep --until-decided``): the error ``1 − level`` split evenly over the
+    looks (Bonferroni's alpha spending: conservative, and the stated error holds whatever the
+    number of looks actually taken)."""
+    if looks < 1:
+        raise ValueError(f"looks: got {looks} (allowed: 1 or more)")
+    return 1 - (1 - level) / looks

@@ -9,7 +9,17 @@ import math
 import numpy as np
 import pytest
 
-from dashboards.verdicts import Measure, decide, interval, paired, t_quantile
+from dashboards.verdicts import (
+    Measure,
+    decide,
+    holm,
+    interval,
+    look_level,
+    p_values,
+    paired,
+    seeds_needed,
+    t_quantile,
+)
 
 FASTER = Measure("loss-AUC reduction of B against A, per seed", 0.0, "greater")
 MATCHES = Measure("final accuracy B − A, per seed", 0.01, "within")
@@ -109,3 +119,66 @@ def test_a_blocked_part_is_inconclusive_whatever_its_interval():
     verdict, row, text = decide_part(Part("FedWalk", ev, measure, "grid not converged: widen it"))
     assert verdict == row["verdict"] == "inconclusive" and row["why"].startswith("grid not")
     assert "the interval alone: supported" in text
+
+
+# ------------------------------------------------------------------- issue 51's building blocks
+def test_other_levels_use_the_student_t_quantile_and_95_keeps_the_table():
+    assert t_quantile(4) == 2.7764  # the table every report so far used, unchanged
+    assert t_quantile(4, 0.99) == pytest.approx(4.6041, abs=1e-4)
+    assert t_quantile(10, 0.90) == pytest.approx(1.8125, abs=1e-4)
+    wide = interval([0.03, 0.05, 0.07], level=0.99)
+    assert wide.ci_low < interval([0.03, 0.05, 0.07]).ci_low
+    with pytest.raises(ValueError):
+        t_quantile(3, 1.0)
+
+
+@pytest.mark.parametrize("measure", [FASTER, FEW_BELOW, MATCHES], ids=lambda m: m.direction)
+def test_one_sided_p_values_give_the_interval_s_verdict(measure):
+    """Each side at 0.025 is the test the 95% interval inverts: p < 0.025 exactly where the
+    interval decides (cases far from the boundary, so no rounding of the t table decides)."""
+    rng = np.random.default_rng(7)
+    seen = set()
+    for _ in range(300):
+        n = int(rng.integers(2, 12))
+        centre = 0.0 if measure.direction == "within" else measure.threshold
+        effects = rng.normal(centre + rng.uniform(-0.05, 0.05), rng.uniform(0.001, 0.05), n)
+        ev = interval(effects)
+        verdict = decide(ev, measure)
+        support, contradict = p_values(ev, measure)
+        if min(abs(support - 0.025), abs(contradict - 0.025)) < 1e-3:
+            continue  # too near the boundary for the 4-digit table
+        assert (support < 0.025) == (verdict == "supported"), (effects, support)
+        assert (contradict < 0.025) == (verdict == "contradicted"), (effects, contradict)
+        seen.add(verdict)
+    assert seen == {"supported", "contradicted", "inconclusive"}
+
+
+def test_holm_steps_down_and_stops_at_the_first_kept_hypothesis():
+    assert holm([0.01, 0.04, 0.03, 0.005], alpha=0.05) == [True, False, False, True]
+    assert holm([0.02, 0.02], alpha=0.05) == [True, True]  # 0.02 <= 0.025, then <= 0.05
+    assert holm([0.03, 0.001], alpha=0.05) == [True, True]
+    # 0.001 <= 0.05/3; 0.03 > 0.05/2 stops it: 0.045 is kept although it is <= 0.05
+    assert holm([0.045, 0.03, 0.001], alpha=0.05) == [False, False, True]
+    assert holm([0.06, 0.001], alpha=0.05) == [False, True]
+    assert holm([], alpha=0.05) == []
+
+
+def test_seeds_needed_at_the_observed_spread():
+    ev = interval([0.0, 1.0, 2.0])  # mean 1, sd 1, threshold 0
+    assert decide(ev, FASTER) == "inconclusive"
+    # t_{0.975,5} / sqrt(6) = 1.049 > 1, t_{0.975,6} / sqrt(7) = 0.925 < 1
+    assert seeds_needed(ev, FASTER) == 7
+    assert seeds_needed(ev, FASTER, floor=1.5) is None  # the resolution never lets it decide
+    assert seeds_needed(interval([-1.0, 0.0, 1.0]), FASTER) is None  # the mean on the threshold
+    decided = interval([0.9, 1.0, 1.1])
+    assert decide(decided, FASTER) == "supported" and seeds_needed(decided, FASTER) == 3
+    assert seeds_needed(interval([0.5]), FASTER) is None
+    # an equivalence decides only when its mean lies inside the margin (or far outside)
+    assert seeds_needed(interval([0.002, 0.004, 0.006, 0.0]), MATCHES) is not None
+    assert seeds_needed(interval([0.0095, 0.0105, 0.0100]), MATCHES, cap=50) is None
+
+
+def test_the_sequential_rule_splits_the_error_over_the_looks():
+    assert look_level(1) == 0.95 and look_level(5) == pytest.approx(0.99)
+    with pytest.raises(ValueError):
+        look_level(0)
