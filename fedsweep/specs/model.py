@@ -93,7 +93,7 @@ class Regime(Strict):
     about the paper's regime is not testable on it). ``reason``: one line (``"η 100× the
     paper's, 6 local steps"``), required unless ``paper``."""
 
-    kind: Literal["paper", "reconstructed", "scaled"]
+    kind: Literal["paper", "reconstructed", "truncated", "scaled"]
     reason: str = ""
 
     @model_validator(mode="after")
