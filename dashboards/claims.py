@@ -53,13 +53,13 @@ from dashboards.model import ClaimCheck, Panel, Verdict, curve_config
 from dashboards.reducers import Stat, per_run, stat_of
 from dashboards.targets import Reach, rounds_to_target
 from dashboards.verdicts import (
-    INTERVAL_METHOD,
     VERDICTS,
     Evidence,
     Measure,
     all_of,
     decide,
     interval,
+    interval_method,
 )
 from fedsweep.config.schema import RunConfig
 from fedsweep.data.catalog import CLASS_COUNTS
@@ -326,7 +326,7 @@ def evidence_row(panel: str, ev: Evidence, measure: Measure) -> dict[str, Any]:
         "effect": num(ev.mean),
         "ci_low": num(ev.ci_low),
         "ci_high": num(ev.ci_high),
-        "interval": INTERVAL_METHOD,
+        "interval": interval_method(),
         "threshold": measure.threshold,
         "holds_when": measure.holds_when,
         "seeds": list(ev.seeds),

@@ -21,7 +21,7 @@ from typing import Any
 
 from dashboards.claims import normalize
 from dashboards.model import ClaimCheck, FigureResult
-from dashboards.verdicts import INTERVAL_METHOD, VERDICTS
+from dashboards.verdicts import VERDICTS, interval_method
 
 PAPERS = {
     "bherd": "BHerd (beneficial herd of local gradients)",
@@ -102,7 +102,7 @@ def claim_rows(results: Iterable[FigureResult]) -> list[dict[str, Any]]:
                     "margin": head.get("threshold"),
                     "holds_when": head.get("holds_when"),
                     "measure": head.get("measure"),
-                    "interval": INTERVAL_METHOD if panels else None,
+                    "interval": interval_method() if panels else None,
                     "seeds": len(head.get("seeds", [])) if panels else len(r.seeds),
                     "regime": c.regime or "not declared",
                     "profile": r.profile,
@@ -257,7 +257,7 @@ def markdown(paper: str, rows: list[dict[str, Any]], results: list[FigureResult]
         f"# Reproduction report: {PAPERS.get(paper, paper)}",
         "",
         f"Profile `{meta['profile']}`, built at commit `{meta['commit']}` on {meta['date']} "
-        f"from one store. Verdicts: *supported* / *contradicted* when the {INTERVAL_METHOD} "
+        f"from one store. Verdicts: *supported* / *contradicted* when the {interval_method()} "
         "clears the claim's threshold, *inconclusive* when it straddles it (or a rule of the "
         "criterion keeps it from deciding, said in its numbers), *not-testable* when the runs "
         "cannot test the claim here "
@@ -375,7 +375,7 @@ def write_report(
         robust = report_section(out_dir, meta["profile"], [r.figure_id for r in figs])
         write_text(path, markdown(paper, mine, figs, meta) + robust)
         files.append(path)
-    data = {**meta, "interval": INTERVAL_METHOD, "claims": rows}
+    data = {**meta, "interval": interval_method(), "claims": rows}
     path = out_dir / f"claims-{meta['profile']}.json"
     write_text(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     files.append(path)
@@ -441,7 +441,7 @@ def html_page(results: list[FigureResult], meta: dict[str, str]) -> str:
         f"<style>{_CSS}</style></head><body>",
         f"<h1>Reproduction report, profile <code>{escape(meta['profile'])}</code></h1>",
         f"<p class='small'>Built at commit <code>{escape(meta['commit'])}</code> on "
-        f"{escape(meta['date'])}. {escape(INTERVAL_METHOD)}; <b>supported</b> / "
+        f"{escape(meta['date'])}. {escape(interval_method())}; <b>supported</b> / "
         "<b>contradicted</b> when it clears the claim's threshold, <b>inconclusive</b> when it "
         "straddles it, <b>not-testable</b> when these runs cannot test the claim (scaled "
         f"regime, too few rounds, diverged runs, no runs). {escape(counts)}. "

@@ -36,8 +36,10 @@ the looks).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -46,6 +48,35 @@ Verdict4 = Literal["supported", "contradicted", "inconclusive", "not-testable"]
 VERDICTS: tuple[Verdict4, ...] = ("supported", "contradicted", "inconclusive", "not-testable")
 LEVEL = 0.95
 INTERVAL_METHOD = "two-sided 95% Student-t interval over seeds"
+#: the level of the intervals judged now: 95% unless a caller says otherwise (:func:`confidence`)
+_LEVEL: contextvars.ContextVar[float] = contextvars.ContextVar("level", default=LEVEL)
+
+
+@contextlib.contextmanager
+def confidence(level: float) -> Iterator[None]:
+    """Judge at ``level`` inside the block (every :func:`interval` without its own level): the
+    sequential rule of ``sweep --until-decided`` and ``report --level``."""
+    if not 0 < level < 1:
+        raise ValueError(f"a confidence level lies in (0, 1), got {level}")
+    token = _LEVEL.set(level)
+    try:
+        yield
+    finally:
+        _LEVEL.reset(token)
+
+
+def current_level() -> float:
+    """The level intervals are judged at now (95% unless inside :func:`confidence`)."""
+    return _LEVEL.get()
+
+
+def interval_method() -> str:
+    """The interval in words at the current level (:data:`INTERVAL_METHOD` at 95%)."""
+    level = current_level()
+    if level == LEVEL:
+        return INTERVAL_METHOD
+    return f"two-sided {100 * level:.4g}% Student-t interval over seeds"
+
 
 #: t_{0.975, df} for df = 1..30 (beyond: the normal quantile), so no SciPy is needed
 _T975 = (
@@ -56,9 +87,11 @@ _T975 = (
 _Z975 = 1.959964
 
 
-def t_quantile(df: int, level: float = LEVEL) -> float:
-    """``t_{(1+level)/2, df}`` (df ≥ 1): the table above at the 95% level (the numbers every
-    report so far was computed with), SciPy's Student-t quantile at any other level."""
+def t_quantile(df: int, level: float | None = None) -> float:
+    """``t_{(1+level)/2, df}`` (df ≥ 1; ``level`` None: :func:`current_level`): the table above
+    at the 95% level (the numbers every report so far was computed with), SciPy's Student-t
+    quantile at any other level."""
+    level = current_level() if level is None else level
     if df < 1:
         raise ValueError(f"degrees of freedom must be >= 1, got {df}")
     if level == LEVEL:
@@ -118,10 +151,10 @@ class Evidence:
 
 
 def interval(
-    effects: Sequence[float], seeds: Sequence[int] | None = None, level: float = LEVEL
+    effects: Sequence[float], seeds: Sequence[int] | None = None, level: float | None = None
 ) -> Evidence:
-    """Mean and Student-t interval (95% unless ``level`` says otherwise) of per-seed
-    ``effects``; one seed: ``(−inf, inf)``. A non-finite effect (a diverged seed) makes the
+    """Mean and Student-t interval (at ``level``, else :func:`current_level`: 95% unless a
+    caller set another) of per-seed ``effects``; one seed: ``(−inf, inf)``. A non-finite effect (a diverged seed) makes the
     interval ``(−inf, inf)`` too: such a seed is no evidence either way (the caller usually
     declares the claim not testable instead)."""
     values = tuple(float(e) for e in effects)
@@ -213,10 +246,11 @@ def p_values(evidence: Evidence, measure: Measure) -> tuple[float, float]:
     return max(above(-t), below(t)), min(above(t), below(-t))
 
 
-def holm(pvalues: Sequence[float], alpha: float = (1 - LEVEL) / 2) -> list[bool]:
+def holm(pvalues: Sequence[float], alpha: float | None = None) -> list[bool]:
     """Holm's step-down procedure: which of the k hypotheses are rejected at family-wise error
-    ``alpha`` (sorted ascending, the i-th smallest against ``alpha / (k − i)``, i from 0,
-    stopping at the first that is not)."""
+    ``alpha`` (None: one side of the current interval, (1 − level)/2; sorted ascending, the
+    i-th smallest against ``alpha / (k − i)``, i from 0, stopping at the first that is not)."""
+    alpha = (1 - current_level()) / 2 if alpha is None else alpha
     order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
     rejected = [False] * len(pvalues)
     for rank, i in enumerate(order):
@@ -231,7 +265,7 @@ def seeds_needed(
     measure: Measure,
     *,
     floor: float = 0.0,
-    level: float = LEVEL,
+    level: float | None = None,
     cap: int = 1000,
 ) -> int | None:
     """The fewest seeds whose interval would decide the claim if the mean and the spread stayed

@@ -10,10 +10,14 @@ import numpy as np
 import pytest
 
 from dashboards.verdicts import (
+    INTERVAL_METHOD,
     Measure,
+    confidence,
+    current_level,
     decide,
     holm,
     interval,
+    interval_method,
     look_level,
     p_values,
     paired,
@@ -182,3 +186,18 @@ def test_the_sequential_rule_splits_the_error_over_the_looks():
     assert look_level(1) == 0.95 and look_level(5) == pytest.approx(0.99)
     with pytest.raises(ValueError):
         look_level(0)
+
+
+def test_a_block_judged_at_another_level():
+    """``confidence`` sets the level of every interval (and Holm's alpha) inside it, and the
+    interval's words say it; outside, 95% and the words every report used."""
+    at95 = interval([0.03, 0.05, 0.07])
+    with confidence(0.99):
+        assert current_level() == 0.99 and interval_method().startswith("two-sided 99% ")
+        at99 = interval([0.03, 0.05, 0.07])
+        assert holm([0.002, 0.004]) == [True, True] and holm([0.002, 0.0051]) == [True, False]
+    assert at99.ci_low < at95.ci_low and at99.ci_high > at95.ci_high
+    assert current_level() == 0.95 and interval_method() == INTERVAL_METHOD
+    assert interval([0.03, 0.05, 0.07]) == at95
+    with pytest.raises(ValueError), confidence(1.0):
+        pass
