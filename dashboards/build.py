@@ -263,6 +263,7 @@ def build_figures(
     ui_url: str | None = None,
     require_store: bool = False,
     extras: bool = True,
+    seeds: list[int] | None = None,
 ) -> list[FigureResult]:
     """Build ``figures`` (ids of specs in ``sweeps_dir``) and the specs of ``spec_files``
     (default, when neither is given: every spec in ``sweeps_dir``) from the runs of
@@ -280,7 +281,9 @@ def build_figures(
     draws nothing and keeps the previous build's files (listed in the index as its files). A
     local store that does not exist draws every figure without runs (with a warning), or with
     ``require_store`` raises ``StoreMissingError``; nothing creates it. ``options.metrics``
-    must be logged by the figures' runs (:func:`check_metrics`). Every file is written
+    must be logged by the figures' runs (:func:`check_metrics`). ``seeds`` (``--seeds``): the
+    figures' runs of these seeds instead of the profile's (more seeds of the same configs,
+    e.g. after ``sweep --until-decided``; the claims are judged over them). Every file is written
     atomically (:mod:`fedsweep.core.atomic`); a write that fails raises ``OutputWriteError`` and
     leaves the previous file."""
     from fedsweep.tracking.store import (
@@ -299,6 +302,8 @@ def build_figures(
     specs = load_specs(sweeps_dir, figures) if figures or not extra else {}
     ids = select(specs, figures, extra)
     specs.update({s.figure: s for s in extra})
+    if seeds:
+        specs = {fid: spec.with_seeds(profile, seeds) for fid, spec in specs.items()}
     check_baseline(options.diff_from, [specs[f] for f in ids])
     # a bad --set key/value fails here, before MLflow, naming the field
     plans = {fid: figure_plan(specs[fid], profile, extra=overrides) for fid in ids}

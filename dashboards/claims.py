@@ -329,6 +329,7 @@ def evidence_row(panel: str, ev: Evidence, measure: Measure) -> dict[str, Any]:
         "interval": interval_method(),
         "threshold": measure.threshold,
         "holds_when": measure.holds_when,
+        "direction": measure.direction,
         "seeds": list(ev.seeds),
         "verdict": decide(ev, measure),
     }

@@ -21,7 +21,7 @@ from typing import Any
 
 from dashboards.claims import normalize
 from dashboards.model import ClaimCheck, FigureResult
-from dashboards.verdicts import VERDICTS, interval_method
+from dashboards.verdicts import VERDICTS, claim_seeds_needed, interval_method
 
 PAPERS = {
     "bherd": "BHerd (beneficial herd of local gradients)",
@@ -104,6 +104,10 @@ def claim_rows(results: Iterable[FigureResult]) -> list[dict[str, Any]]:
                     "measure": head.get("measure"),
                     "interval": interval_method() if panels else None,
                     "seeds": len(head.get("seeds", [])) if panels else len(r.seeds),
+                    # the seeds that would decide an inconclusive claim at the spread observed
+                    "seeds_needed": (
+                        claim_seeds_needed(panels) if verdict == "inconclusive" else None
+                    ),
                     "regime": c.regime or "not declared",
                     "profile": r.profile,
                     "profile_note": _clean(r.profile_note),

@@ -277,16 +277,71 @@ def seeds_needed(
     if spread is None:
         return None
     mean, sd = spread
+    return _needed(mean, sd, len(evidence.effects), measure, floor, level, cap)
+
+
+def _needed(mean, sd, n, measure: Measure, floor, level, cap) -> int | None:
     t = measure.threshold
-    for n in range(len(evidence.effects), cap + 1):
-        half = max(t_quantile(n - 1, level) * sd / math.sqrt(n), floor)
+    for count in range(n, cap + 1):
+        half = max(t_quantile(count - 1, level) * sd / math.sqrt(count), floor)
         lo, hi = mean - half, mean + half
         if measure.direction == "within":
             if -t < lo and hi < t or lo > t or hi < -t:
-                return n
+                return count
         elif lo > t or hi < t:
-            return n
+            return count
     return None
+
+
+def part_seeds_needed(row: dict, *, cap: int = 1000) -> int | None:
+    """:func:`seeds_needed` of one part of a claim from its evidence row (effect, interval,
+    seeds, threshold, direction: ``dashboards.claims.evidence_row``), the spread recovered from
+    the interval's width at the current level; None where the row cannot say (one seed, no
+    interval, no direction)."""
+    effect, lo, hi = row.get("effect"), row.get("ci_low"), row.get("ci_high")
+    n, direction = len(row.get("seeds") or ()), row.get("direction")
+    if None in (effect, lo, hi, direction) or n < 2:
+        return None
+    sd = (hi - lo) / 2 * math.sqrt(n) / t_quantile(n - 1)
+    measure = Measure("", float(row["threshold"]), direction)
+    return _needed(float(effect), sd, n, measure, 0.0, None, cap)
+
+
+def claim_seeds_needed(rows: Sequence[dict], *, cap: int = 1000) -> int | None:
+    """The seeds that would decide a claim whose parts are ``rows`` (it holds where every part
+    does, fails where one fails): the fewer of the two ways, every undecided part supported or
+    one part contradicted, at the spread observed; None when it is decided or no count up to
+    ``cap`` decides it."""
+    verdicts = [r.get("verdict") for r in rows]
+    if not rows or "contradicted" in verdicts or all(v == "supported" for v in verdicts):
+        return None
+    support, against = [], []
+    for row in rows:
+        if row.get("verdict") != "inconclusive":
+            continue
+        needed = part_seeds_needed(row, cap=cap)
+        side = _side(row)
+        if side == "against" and needed is not None:
+            against.append(needed)
+        support.append(needed if side == "support" else None)
+    ways = [min(against)] if against else []
+    if support and None not in support:
+        ways.append(max(support))
+    return min(ways) if ways else None
+
+
+def _side(row: dict) -> str | None:
+    """Where an inconclusive part's mean lies: on the side the claim holds (``support``) or
+    not (``against``)."""
+    effect, t, direction = row.get("effect"), row.get("threshold"), row.get("direction")
+    if effect is None or t is None or direction is None:
+        return None
+    holds = {
+        "greater": effect > t,
+        "less": effect < t,
+        "within": abs(effect) < t,
+    }[direction]
+    return "support" if holds else "against"
 
 
 def look_level(looks: int, level: float = LEVEL) -> float:

@@ -58,6 +58,7 @@ def fail(message: str, code: int = EXIT_USAGE) -> None:
 _USAGE_ERRORS = (
     ("fedsweep.config.load", "ConfigError"),
     ("fedsweep.specs.model", "SpecError"),
+    ("fedsweep.specs.seeds", "SeedsError"),
     ("fedsweep.tracking.store", "TrackingUriError"),
     ("fedsweep.sweep.locking", "SweepBusyError"),
     ("fedsweep.sweep.locking", "ResumeMismatchError"),
@@ -288,6 +289,17 @@ PanelOption = Annotated[
         help="Run only the panels with this value of a panel axis, e.g. --panel setting=svm-mnist "
         "(the figure's other panels are drawn as not run); AXIS=ID1,ID2 or repeated for several "
         "values, several axes all apply.",
+    ),
+]
+SeedsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--seeds",
+        metavar="SEEDS",
+        help="Seeds instead of the profile's, in every panel: a count (10: seeds 0-9), a range "
+        "(0-9) or a list (0,1,5 or 0-4,7). More seeds of the same configs: the runs of the seeds "
+        "the profile has are reused.",
+        show_default=False,
     ),
 ]
 MaxConcurrentOption = Annotated[

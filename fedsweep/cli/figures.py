@@ -12,6 +12,7 @@ from fedsweep.cli.common import (
     EXIT_FAILED,
     PluginOption,
     ReadProfileOption,
+    SeedsOption,
     SetOption,
     TrackingUriOption,
     UsageError,
@@ -83,6 +84,7 @@ def figures(
         ),
     ] = None,
     set_: SetOption = None,
+    seeds: SeedsOption = None,
     ui_url: Annotated[
         str | None,
         typer.Option(
@@ -107,6 +109,9 @@ def figures(
     not exist (this command never creates one)."""
     with clean_errors():
         check_figure_names(figure, sweeps_dir)  # a typo: before the heavy imports
+        from fedsweep.specs.seeds import parse_seeds
+
+        seed_list = parse_seeds(seeds)  # a bad value: before the store is read
         from dashboards import FigureOptions, FigureSelectionError, build_figures
         from dashboards.build import FigureBuildWarning
         from fedsweep.config.load import parse_overrides
@@ -116,6 +121,7 @@ def figures(
 
         load_plugins(plugin)  # parts a spec names (a tau rule of your own)
         overrides = parse_overrides(set_) if set_ else {}
+
         uri = resolve_tracking_uri(tracking_uri)
         ids, files = figure_names(figure, sweeps_dir)
         spec = [*(spec or []), *files]
@@ -138,6 +144,7 @@ def figures(
                     ui_url=ui_url,
                     overrides=overrides,
                     require_store=True,  # reading never creates a store, nor "0 runs" figures
+                    seeds=seed_list,
                 )
         except FigureSelectionError as err:
             raise UsageError(str(err)) from None

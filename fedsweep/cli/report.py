@@ -14,6 +14,7 @@ from fedsweep.cli.common import (
     EXIT_FAILED,
     PluginOption,
     ReadProfileOption,
+    SeedsOption,
     TrackingUriOption,
     UsageError,
     check_figure_names,
@@ -47,6 +48,17 @@ def report(
         bool,
         typer.Option("--json", help="Also print the claims as JSON (one object per claim)."),
     ] = False,
+    seeds: SeedsOption = None,
+    level: Annotated[
+        float,
+        typer.Option(
+            metavar="LEVEL",
+            help="Confidence level of the intervals that decide (default 0.95); `sweep "
+            "--until-decided` prints the level its sequential rule used.",
+            min=0.5,
+            max=0.9999,
+        ),
+    ] = 0.95,
     tracking_uri: TrackingUriOption = None,
     sweeps_dir: Annotated[
         Path, typer.Option(metavar="DIR", help="Where the sweep specs live.")
@@ -61,11 +73,15 @@ def report(
     figure could not be built, 2 for bad input or a store that does not exist."""
     with clean_errors():
         check_figure_names(figure, sweeps_dir)  # a typo: before the heavy imports
+        from fedsweep.specs.seeds import parse_seeds
+
+        seed_list = parse_seeds(seeds)  # a bad value: before the store is read
         check_store_exists(tracking_uri)  # so is a store that does not exist
         from dashboards import FigureSelectionError, build_figures
         from dashboards.build import FigureBuildWarning
         from dashboards.registry import REPORT_SECTIONS
         from dashboards.report import build_meta, write_report
+        from dashboards.verdicts import confidence
         from fedsweep.core.atomic import OutputWriteError
         from fedsweep.plugins import load_plugins
         from fedsweep.tracking.store import resolve_tracking_uri
@@ -88,7 +104,7 @@ def report(
 
             profile = store_profile(uri, figure, files)
         try:
-            with tempfile.TemporaryDirectory(prefix="fedsweep-report-") as tmp:
+            with confidence(level), tempfile.TemporaryDirectory(prefix="fedsweep-report-") as tmp:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", FigureBuildWarning)
                     results = build_figures(
@@ -100,6 +116,7 @@ def report(
                         png=False,
                         spec_files=files,
                         require_store=True,
+                        seeds=seed_list,
                     )
                     # the specs' labelled readings of the papers beside each figure as
                     # configured, claim by claim (dashboards.readings; issue 35)
@@ -123,7 +140,9 @@ def report(
 
                     for add_section in REPORT_SECTIONS.values():
                         add_section(results, rebuild, uri, profile, sweeps_dir)
-            files, rows = write_report(results, out_dir, build_meta(profile, sweeps_dir.resolve()))
+            with confidence(level):
+                meta = build_meta(profile, sweeps_dir.resolve())
+                files, rows = write_report(results, out_dir, meta)
         except FigureSelectionError as err:
             raise UsageError(str(err)) from None
         except OutputWriteError as err:

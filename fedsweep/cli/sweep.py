@@ -18,6 +18,7 @@ from fedsweep.cli.common import (
     PanelOption,
     PluginOption,
     Profile,
+    SeedsOption,
     SetOption,
     TrackingUriOption,
     UsageError,
@@ -73,6 +74,7 @@ def sweep(
     max_concurrent: MaxConcurrentOption = None,
     set_: SetOption = None,
     panel: PanelOption = None,
+    seeds: SeedsOption = None,
     data_dir: DataDirOption = None,
     tracking_uri: TrackingUriOption = None,
     sweeps_dir: Annotated[
@@ -175,6 +177,9 @@ def sweep(
             )
         overrides = parse_overrides(set_)
         panels = parse_panel_filter(panel)
+        from fedsweep.specs.seeds import parse_seeds
+
+        seed_list = parse_seeds(seeds)
         if panels and not names:
             raise UsageError(
                 "--panel: name the spec(s) it applies to (panel axes differ between figures)"
@@ -192,6 +197,8 @@ def sweep(
         if specs:
             for path in specs:  # validate every named spec before anything runs
                 spec = read_spec(path)  # its trials counted before they are built
+                if seed_list:
+                    spec = spec.with_seeds(profile, seed_list)
                 if panels:
                     check_panel_filter(spec, profile, panels, str(path))
                 check_size(spec, path, profile, panels, yes)
@@ -202,7 +209,10 @@ def sweep(
         else:
             for path in spec_paths(sweeps_dir):
                 try:
-                    check_size(read_spec(path), path, profile, None, yes)
+                    spec = read_spec(path)
+                    if seed_list:
+                        spec = spec.with_seeds(profile, seed_list)
+                    check_size(spec, path, profile, None, yes)
                     loaded = load_spec(path)
                     check_claims(loaded, path)
                     figures.append(loaded.figure)
@@ -225,6 +235,7 @@ def sweep(
                 json_out,
                 panels,
                 address,
+                seed_list,
             )
             return
     run_args = dict(
@@ -237,6 +248,7 @@ def sweep(
         data_dir=data_dir,
         overrides=overrides,
         panels=panels or None,
+        seeds=seed_list,
         wait=wait,
         plugins=plugins,
     )
@@ -245,7 +257,7 @@ def sweep(
         with clean_errors(), sigterm_as_sigint(terminated):  # messages outside the capture
             failed = _run_all(specs, figures, profile, verbose, run_args)
     except KeyboardInterrupt as err:
-        _interrupted(err, terminated, specs, profile, panel, storage, tracking_uri)
+        _interrupted(err, terminated, specs, profile, panel, storage, tracking_uri, seeds=seeds)
     except Exception as err:
         full = _disk_full(err, tracking_uri)
         if full is None and terminated:
@@ -255,8 +267,9 @@ def sweep(
 
             why = f"the store did not answer the clean-up ({first_line(err, 160)})"
             _interrupted(
-                why, terminated, specs, profile, panel, storage, tracking_uri, marked=False
-            )
+                why, terminated, specs, profile, panel, storage, tracking_uri, marked=False,
+                seeds=seeds,
+            )  # fmt: skip
         if full is None:
             raise
         # a full file system: one line naming it (the runs are ended as far as the store
@@ -267,8 +280,9 @@ def sweep(
 
 
 def _interrupted(
-    err, terminated, specs, profile, panel, storage, tracking_uri, marked: bool = True
-) -> None:
+    err, terminated, specs, profile, panel, storage, tracking_uri, marked: bool = True,
+    seeds: str | None = None,
+) -> None:  # fmt: skip
     """The one line of a sweep stopped by Ctrl-C or SIGTERM (what was done, where the
     checkpoints are, the command that continues it), then exit 130 or 143. ``marked``: False
     when the store could not be written (an outage): the runs are left for the next sweep."""
@@ -277,6 +291,7 @@ def _interrupted(
     again = " ".join(
         ["fedsweep sweep", *map(str, specs), "--profile", profile]
         + [f"--panel {p}" for p in panel or []]
+        + ([f"--seeds {seeds}"] if seeds else [])
         + ["--resume"]
     )
     kept = (
@@ -396,6 +411,7 @@ def _print_plans(
     as_json,
     panels=None,
     address=None,
+    seeds=None,
 ):
     """``--plan``: each spec's trials and what the sweep would do with them (no Ray, no
     writes; ``fedsweep.sweep.plan``)."""
@@ -415,6 +431,7 @@ def _print_plans(
             max_concurrent=max_concurrent,
             panels=panels or None,
             address=address,
+            seeds=seeds,
         )
         plans.append(plan)
         if as_json:
@@ -565,6 +582,7 @@ def _command_plan(console, specs, profile: str, run_args: dict) -> list:
                 max_concurrent=run_args.get("max_concurrent"),
                 panels=run_args.get("panels"),
                 address=run_args.get("address"),
+                seeds=run_args.get("seeds"),
             )
         except Exception:  # noqa: BLE001 - the sweep itself names what is wrong
             planned.append(None)
@@ -598,7 +616,9 @@ def _print_end(console, specs, reports, profile: str, run_args: dict) -> None:
     }
     for path, report in zip(specs, reports, strict=False):
         try:
-            summary = figure_summary(path, profile, tracking_uri=uri, extra=extra)
+            summary = figure_summary(
+                path, profile, tracking_uri=uri, extra=extra, seeds=run_args.get("seeds")
+            )
         except Exception as err:  # noqa: BLE001 - the runs are in the store either way
             console.print(f"{report.figure} [{profile}]: no metrics table ({first_line(err)})")
             continue
@@ -606,14 +626,17 @@ def _print_end(console, specs, reports, profile: str, run_args: dict) -> None:
     console.print()
     console.print("Next: draw the figures, then browse the runs in MLflow's UI:")
     figures = [report.figure for report in reports]
-    for command in next_commands(specs, figures, profile, uri):
+    for command in next_commands(specs, figures, profile, uri, run_args.get("seeds")):
         console.print(f"  {command}", wrap=False)
 
 
-def next_commands(specs, figures, profile: str, tracking_uri: str | None) -> list[str]:
+def next_commands(
+    specs, figures, profile: str, tracking_uri: str | None, seeds: list[int] | None = None
+) -> list[str]:
     """``fedsweep figures`` for what was swept (a figure by its id where ``sweeps/<id>.yaml``
     is its spec, else by its spec's path) and ``fedsweep ui``, with ``--tracking-uri`` where
-    the store is not the default one."""
+    the store is not the default one and the sweep's ``--seeds``."""
+    from fedsweep.specs.load import seeds_text
     from fedsweep.tracking.store import resolve_tracking_uri
 
     store = ""
@@ -627,6 +650,7 @@ def next_commands(specs, figures, profile: str, tracking_uri: str | None) -> lis
     from fedsweep.cli.common import ui_hint
 
     return [
-        f"fedsweep figures {' '.join(names)} --profile {profile}{store}",
+        f"fedsweep figures {' '.join(names)} --profile {profile}{store}"
+        + (f" --seeds {seeds_text(seeds)}" if seeds else ""),
         ui_hint(tracking_uri, store),
     ]

@@ -147,11 +147,15 @@ def figure_plan(
     extra: Mapping[str, Any] | None = None,
     panels: Mapping[str, list[str]] | None = None,
     data_root: Path | None = None,
+    seeds: list[int] | None = None,
 ) -> FigurePlan:
     """The plan of ``spec`` under ``profile``: its trials expanded with ``extra`` (``--set``,
     a sweep's ``data.root``; a bad key or value raises the spec's ``SpecError``), only the
-    ``panels`` cells (``--panel``, checked); with ``data_root``, its data checked too
-    (:meth:`FigurePlan.with_data`)."""
+    ``panels`` cells (``--panel``, checked), ``seeds`` instead of the profile's (``--seeds``:
+    :meth:`SweepSpec.with_seeds`, the plan's ``spec`` is that one); with ``data_root``, its data
+    checked too (:meth:`FigurePlan.with_data`)."""
+    if seeds is not None:
+        spec = spec.with_seeds(profile, seeds)
     extra = dict(extra or {})
     trials = expand(spec, profile, extra=extra, panels=panels)  # type: ignore[arg-type]
     plan = FigurePlan(

@@ -434,6 +434,18 @@ class SweepSpec(Strict):
             return self.curves
         return [curve for curve, _ in self.curve_items()]
 
+    def with_seeds(self, profile: str, seeds: list[int]) -> SweepSpec:
+        """This spec with ``profile`` running ``seeds`` in every panel (``--seeds``; its own
+        ``seeds`` and ``panel_seeds`` replaced): more seeds of the same configs, so the runs of
+        the seeds both have are the same runs (the seed is the only key that differs)."""
+        if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+            raise ValueError(f"seeds: got {seeds} (allowed: distinct integers >= 0)")
+        prof = self.profiles[profile].model_copy(update={"seeds": list(seeds), "panel_seeds": {}})
+        copy = self.model_copy(update={"profiles": {**self.profiles, profile: prof}})
+        if hasattr(self, "_path"):
+            copy._path = self._path  # type: ignore[attr-defined]
+        return copy
+
     def profile_curves(self, profile: str) -> list[CurveSpec]:
         """The curves ``profile`` runs (spec order): those of its ``curves`` subset and ``grid``
         values, else all."""

@@ -109,15 +109,18 @@ def plan_sweep(
     check_data: bool = True,
     panels: dict[str, list[str]] | None = None,
     address: str | None = None,
+    seeds: list[int] | None = None,
 ) -> SweepPlan:
     """The plan of one spec under ``profile`` against the store (see the module docstring).
     ``check_data``: look for the data sets as the sweep would (fallbacks, skipped panels);
     ``panels``: only these panels (``--panel``); ``address``: a Ray cluster the sweep attaches
-    to (its nodes, not this machine, decide whether a trial can start)."""
+    to (its nodes, not this machine, decide whether a trial can start); ``seeds``: instead of
+    the profile's (``--seeds``)."""
     spec = load_spec(spec_path)
     data_root = resolve_data_root(data_dir)
     extra = {"data.root": str(data_root), **(overrides or {})}
-    figure = figure_plan(spec, profile, extra=extra, panels=panels)
+    figure = figure_plan(spec, profile, extra=extra, panels=panels, seeds=seeds)
+    spec = figure.spec
     uri = resolve_tracking_uri(tracking_uri)
     plan = SweepPlan(spec.figure, profile, workers=_workers(spec, max_concurrent))
     plan.never_starts = "" if address else never_starts(spec)

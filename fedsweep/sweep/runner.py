@@ -127,6 +127,7 @@ def run_sweep(
     wait: bool = False,
     plugins: list | None = None,
     panels: dict[str, list[str]] | None = None,
+    seeds: list[int] | None = None,
 ) -> SweepReport:
     """Run one sweep spec under ``profile``. ``fail_at`` (trial_id -> round, or -> (round,
     "enospc") for a full file system) injects crashes.
@@ -140,13 +141,15 @@ def run_sweep(
     (``fedsweep.sweep.tune_events``). ``plugins``: the ``--plugin`` modules the driver imported
     (``fedsweep.plugins.load_plugins``' list), imported by every trial too. ``panels``
     (``--panel``, axis -> values) runs only those panels; the parent run's
-    ``fedsweep.panel_filter`` tag says so, and the figures draw the others as not run."""
+    ``fedsweep.panel_filter`` tag says so, and the figures draw the others as not run.
+    ``seeds`` (``--seeds``) runs those seeds instead of the profile's, in every panel."""
     bound_ray_connect(address)  # before anything imports ray
     spec_path = Path(spec_path).resolve()
     spec = load_spec(spec_path)
     data_root = resolve_data_root(data_dir)
     extra = {"data.root": str(data_root), **(overrides or {})}
-    figure = figure_plan(spec, profile, extra=extra, panels=panels)
+    figure = figure_plan(spec, profile, extra=extra, panels=panels, seeds=seeds)
+    spec = figure.spec  # with --seeds: the profile's seeds replaced
     trials = figure.trials
     uri = resolve_tracking_uri(tracking_uri)
     check_tracking_uri(uri, write=True)  # before the data, MLflow and Ray

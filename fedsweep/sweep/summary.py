@@ -89,12 +89,13 @@ def figure_summary(
     tracking_uri: str | None = None,
     extra: dict | None = None,
     client=None,
+    seeds: list[int] | None = None,
 ) -> FigureSummary:
     """The metrics of the figure of ``spec_path`` under ``profile`` (see the module docstring).
     ``extra``: what the sweep expanded with (``data.root``, ``--set``), so a sweep with
-    ``--set`` is summarized from its own runs."""
+    ``--set`` is summarized from its own runs; ``seeds``: its ``--seeds``."""
     spec = load_spec(spec_path)
-    figure = figure_plan(spec, profile, extra=extra)
+    figure = figure_plan(spec, profile, extra=extra, seeds=seeds)
     summary = FigureSummary(spec.figure, profile, len(figure.trials))
     if client is None:
         uri = resolve_tracking_uri(tracking_uri)

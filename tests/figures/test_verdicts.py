@@ -9,9 +9,11 @@ import math
 import numpy as np
 import pytest
 
+from dashboards.claims import evidence_row
 from dashboards.verdicts import (
     INTERVAL_METHOD,
     Measure,
+    claim_seeds_needed,
     confidence,
     current_level,
     decide,
@@ -21,6 +23,7 @@ from dashboards.verdicts import (
     look_level,
     p_values,
     paired,
+    part_seeds_needed,
     seeds_needed,
     t_quantile,
 )
@@ -201,3 +204,24 @@ def test_a_block_judged_at_another_level():
     assert interval([0.03, 0.05, 0.07]) == at95
     with pytest.raises(ValueError), confidence(1.0):
         pass
+
+
+def test_seeds_needed_from_a_claim_s_evidence_rows():
+    """A report row carries its parts' evidence (effect, interval, seeds, threshold, side): the
+    spread comes back from the interval's width, and a claim is decided by the fewer seeds of
+    its two ways (every undecided part supported, or one part contradicted)."""
+    unsure = evidence_row("Case 1", interval([0.0, 1.0, 2.0]), FASTER)  # needs 7 (above)
+    assert unsure["verdict"] == "inconclusive" and part_seeds_needed(unsure) == 7
+    sure = evidence_row("Case 2", interval([0.9, 1.0, 1.1]), FASTER)
+    assert claim_seeds_needed([sure, unsure]) == 7
+    assert claim_seeds_needed([sure]) is None  # decided
+    against = evidence_row("Case 3", interval([-1.5, -0.5, 0.5]), FASTER)  # mean -0.5
+    needed_against = part_seeds_needed(against)
+    assert needed_against is not None and needed_against > 7
+    # one part on the failing side: contradicting it is one way, supporting both the other
+    assert claim_seeds_needed([unsure, against]) == needed_against
+    noisy = evidence_row("Case 4", interval([-1.0, 0.0, 1.0]), FASTER)  # mean on the threshold
+    assert part_seeds_needed(noisy) is None and claim_seeds_needed([unsure, noisy]) is None
+    assert claim_seeds_needed([noisy, against]) == needed_against
+    lone = evidence_row("Case 5", interval([0.4]), FASTER)
+    assert part_seeds_needed(lone) is None
