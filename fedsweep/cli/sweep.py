@@ -131,6 +131,30 @@ def sweep(
     json_out: Annotated[
         bool, typer.Option("--json", help="With --plan: one JSON object per trial.")
     ] = False,
+    until_decided: Annotated[
+        bool,
+        typer.Option(
+            "--until-decided",
+            help="Add seeds in batches (new trials; the runs it has are reused) until every "
+            "claim of the figure is decided, --max-seeds is reached or --budget is spent; each "
+            "open claim is printed with the seeds that would decide it at the spread observed. "
+            "The looks are planned (the profile's seeds, then doubling to the cap) and each "
+            "judges at the level that keeps the stated 5% error over all of them (Bonferroni); "
+            "the report command it prints repeats its seeds and level.",
+        ),
+    ] = False,
+    max_seeds: Annotated[
+        int,
+        typer.Option(metavar="N", min=2, max=1000, help="With --until-decided: at most N seeds."),
+    ] = 10,
+    budget: Annotated[
+        float | None,
+        typer.Option(
+            metavar="HOURS",
+            help="With --until-decided: no new batch once this much time is spent, or when "
+            "the next one would not fit in what is left (by the time a seed took so far).",
+        ),
+    ] = None,
     yes: Annotated[
         bool,
         typer.Option(
@@ -224,6 +248,12 @@ def sweep(
                 fail(f"no runnable sweep spec in {sweeps_dir}")
         if json_out and not plan:
             raise UsageError("--json: only with --plan (it prints the plan as JSON)")
+        if until_decided and (plan or not names):
+            raise UsageError(
+                "--until-decided: name the figure(s) whose claims it decides, without --plan"
+            )
+        if budget is not None and (not until_decided or budget <= 0):
+            raise UsageError(f"--budget: got {budget} (allowed: hours > 0, with --until-decided)")
         if plan:
             _print_plans(
                 specs,
@@ -255,7 +285,12 @@ def sweep(
     terminated: list[int] = []
     try:
         with clean_errors(), sigterm_as_sigint(terminated):  # messages outside the capture
-            failed = _run_all(specs, figures, profile, verbose, run_args)
+            if until_decided:
+                failed = _run_until_decided(
+                    specs, figures, profile, verbose, run_args, max_seeds, budget, sweeps_dir
+                )
+            else:
+                failed = _run_all(specs, figures, profile, verbose, run_args)
     except KeyboardInterrupt as err:
         _interrupted(err, terminated, specs, profile, panel, storage, tracking_uri, seeds=seeds)
     except Exception as err:
@@ -490,6 +525,72 @@ def sigterm_as_sigint(seen: list[int]):
 
     with stopping, on_sigterm(on_term):
         yield
+
+
+def _run_until_decided(
+    specs, figures, profile: str, verbose: bool, run_args: dict, cap: int, budget, sweeps_dir
+) -> bool:
+    """``--until-decided``, figure by figure (``fedsweep.cli.until_decided``): the real sweep
+    as the batch, the figure's claims from the store (as ``fedsweep report`` judges them) as the
+    judge; True when a trial failed (the loop then stops)."""
+    from fedsweep.cli.until_decided import level_text, summary_lines, until_decided
+    from fedsweep.specs.load import load_spec
+    from fedsweep.specs.seeds import seeds_text
+    from fedsweep.tracking.store import resolve_tracking_uri
+
+    uri = run_args.get("tracking_uri")
+    failed = False
+    for path, figure in zip(specs, figures, strict=True):
+        spec = load_spec(path)
+        prof = spec.profiles[profile]
+        start = run_args.get("seeds") or (prof.seeds if prof.seeds is not None else spec.seeds)
+
+        def run_batch(seeds: list[int], path=path, figure=figure) -> bool:
+            nonlocal failed
+            failed |= _run_all([path], [figure], profile, verbose, {**run_args, "seeds": seeds})
+            return failed
+
+        def judge(seeds: list[int], level: float, path=path) -> list[dict]:
+            return _claim_rows(path, profile, uri, seeds, level, run_args, sweeps_dir)
+
+        outcome = until_decided(
+            start, cap, run_batch, judge,
+            budget_s=budget * 3600 if budget is not None else None, echo=typer.echo,
+        )  # fmt: skip
+        store = ""
+        if uri and resolve_tracking_uri(uri) != resolve_tracking_uri(None):
+            store = f" --tracking-uri {resolve_tracking_uri(uri)}"
+        default = Path("sweeps") / f"{figure}.yaml"
+        name = figure if default.is_file() and default.resolve() == Path(path).resolve() else path
+        command = (
+            f"fedsweep report --figure {name} --profile {profile} --seeds "
+            f"{seeds_text(outcome.seeds)} --level {level_text(outcome.level)}{store}"
+        )
+        for line in summary_lines(outcome, command):
+            typer.echo(line)
+    return failed
+
+
+def _claim_rows(path, profile, uri, seeds, level, run_args, sweeps_dir) -> list[dict]:
+    """The claims of the figure of ``path`` at ``seeds``, judged at ``level`` from the store
+    (``fedsweep report``'s rows, with ``seeds_needed``)."""
+    import tempfile
+    import warnings
+
+    from dashboards import build_figures
+    from dashboards.build import FigureBuildWarning
+    from dashboards.report import claim_rows
+    from dashboards.verdicts import confidence
+
+    with confidence(level), tempfile.TemporaryDirectory(prefix="fedsweep-decide-") as tmp:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FigureBuildWarning)
+            results = build_figures(
+                uri, profile=profile, out_dir=tmp, spec_files=[path], sweeps_dir=sweeps_dir,
+                png=False, extras=False, require_store=True, seeds=seeds,
+                overrides=run_args.get("overrides") or None,
+            )  # fmt: skip
+        return claim_rows(results)
 
 
 def _run_all(specs, figures, profile: str, verbose: bool, run_args: dict) -> bool:
