@@ -1,0 +1,54 @@
+"""Comparisons that cannot differ (issue 51, item 5): two sides that computed the same thing.
+
+A claim that compares FedNova with FedAvg where every client takes the same number of local
+steps, BHerd at α = 1 with FedAvg under the reading without 1/α, or two configs that differ
+only in a setting their components never read, compares a computation with itself: whatever
+the interval says, it is no evidence about the claim. The typed configs catch the plainest case
+(identical configs: :mod:`dashboards.judge`); the runs catch every other one, whatever made the
+two computations equal: the two sides' per-run histories agree on every seed and round to float
+rounding (:data:`TOLERANCE`; two computations that differ in anything that matters, one
+learning-rate step or one sample, differ by many orders of magnitude more after a few rounds).
+
+:func:`same_computation` says so in words for a pair of curves of one panel; the judge then
+names the part ``degenerate`` and leaves it out of the verdict.
+"""
+
+from __future__ import annotations
+
+import math
+
+#: largest relative difference of two runs' values that still counts as the same computation
+#: (float64 rounding of a different order of the same operations: about 1e-16 per operation)
+TOLERANCE = 1e-12
+#: the metric compared (every run logs it every round)
+METRIC = "test_loss"
+
+
+def same_computation(data, panel: str, a: str, b: str, metric: str = METRIC) -> str | None:
+    """Why curves ``a`` and ``b`` of ``panel`` are the same computation (their ``metric``
+    histories equal to :data:`TOLERANCE` on every seed both have, at every round), or None
+    (they differ somewhere, or share no seed with a history). ``data``: a
+    :class:`dashboards.claims.ClaimData` with its per-run histories."""
+    if a == b:
+        return f"{a!r} is compared with itself"
+    runs_a = data.seed_series(panel, a, metric, mark=False)
+    runs_b = data.seed_series(panel, b, metric, mark=False)
+    seeds = sorted(set(runs_a) & set(runs_b))
+    if not seeds:
+        return None
+    worst, rounds = 0.0, 0
+    for seed in seeds:
+        x, y = runs_a[seed], runs_b[seed]
+        if len(x) < 2 or not x.index.equals(y.index):
+            return None
+        for u, v in zip(x.to_numpy(dtype=float), y.to_numpy(dtype=float), strict=True):
+            scale = max(abs(u), abs(v), math.ulp(1.0))
+            worst = max(worst, abs(u - v) / scale)
+            if worst > TOLERANCE:
+                return None
+        rounds += len(x)
+    return (
+        f"{a!r} and {b!r} computed the same {metric} on every seed and round (largest relative "
+        f"difference {worst:.1g} over {len(seeds)} seeds, {rounds} values): the comparison "
+        "cannot differ"
+    )
