@@ -81,6 +81,11 @@ def refuse_run_early(
         return  # the full load names the problem
     if not isinstance(tree, dict):
         return
+    from fedsweep.specs.names import sweep_spec_refusal
+
+    refusal = sweep_spec_refusal(config, tree, "run")
+    if refusal:
+        raise UsageError(refusal)
     refuse_unknown_keys(tree, sets, str(config))
     tracking = tree.get("tracking") if isinstance(tree.get("tracking"), dict) else {}
     enabled = sets.get("tracking.enabled", tracking.get("enabled", True))

@@ -270,19 +270,16 @@ def _refuse_sweep_spec(config: Path) -> None:
     is left to :func:`_load`, which names the problem."""
     from fedsweep.cli.common import UsageError
     from fedsweep.config.yamlio import YamlFileError, read_yaml
-    from fedsweep.specs.load import SPEC_MARKERS, sweep_spec_keys
+    from fedsweep.specs.load import sweep_spec_keys
+    from fedsweep.specs.names import sweep_spec_refusal
 
     try:
         tree = read_yaml(config, "config file") if config.is_file() else None
     except (YamlFileError, RecursionError):
         return
-    keys = [k for k in sweep_spec_keys(tree) if k in SPEC_MARKERS]
-    if keys:
-        raise UsageError(
-            f"{config}: this is a sweep spec (top-level keys {', '.join(keys)}), not a run "
-            f"config: use `fedsweep sweep --plan {config} --profile P` (P: paper, quick or "
-            "smoke); `fedsweep validate` checks one run config (see configs/)"
-        )
+    refusal = sweep_spec_refusal(config, tree, "validate") if sweep_spec_keys(tree) else None
+    if refusal:
+        raise UsageError(refusal)
 
 
 def validate(config: ConfigArg, set_: SetOption = None, plugin: PluginOption = None) -> None:

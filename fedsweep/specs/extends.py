@@ -23,9 +23,7 @@ from fedsweep.specs.model import SpecError, SweepSpec, figure_id_problem
 #: ``extends`` path may point into
 SWEEPS_DIRS = (Path("sweeps"), Path(__file__).resolve().parents[2] / "sweeps")
 SPEC_SUFFIXES = (".yaml", ".yml")
-#: top-level keys that make a YAML file a sweep spec (a run config has none of them)
-SPEC_MARKERS = ("figure", "extends", "add_curves", "base", "panels", "curves", "profiles")
-
+from fedsweep.specs.names import SPEC_MARKERS  # noqa: E402,F401  (read before heavy imports)
 
 #: the warnings printed so far (each once per process: a command loads a spec several times)
 _WARNED: set[str] = set()

@@ -9,6 +9,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+#: top-level keys that make a YAML file a sweep spec (a run config has none of them)
+SPEC_MARKERS = ("figure", "extends", "add_curves", "base", "panels", "curves", "profiles")
+
+
+def sweep_spec_refusal(path, tree, command: str) -> str | None:
+    """The one line a run-config command (``fedsweep run``, ``validate``) answers a sweep spec
+    with, pointing to ``fedsweep sweep``; None when ``tree`` has no sweep-spec key."""
+    keys = [k for k in tree if k in SPEC_MARKERS] if isinstance(tree, dict) else []
+    if not keys:
+        return None
+    return (
+        f"{path}: this is a sweep spec (top-level keys {', '.join(keys)}), not a run config: "
+        f"use `fedsweep sweep {path} --profile P` (P: paper, quick or smoke; --plan lists its "
+        f"trials first); `fedsweep {command}` takes one run config (see configs/)"
+    )
+
 
 def spec_paths(folder: str | Path = "sweeps") -> list[Path]:
     return sorted(Path(folder).glob("*.yaml"))

@@ -314,9 +314,15 @@ def test_issue_48_a_local_spec_shadowing_a_shipped_id_warns_in_one_line(
 
 # ------------------------------------------------- item 15: validate on a sweep spec
 @pytest.mark.parametrize("name", ["bherd-fig3a.yaml", "fedveca-fig4.yaml", "intro-fedavg.yaml"])
-def test_validate_on_a_sweep_spec_points_to_fedsweep_sweep(name):
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_validate_or_run_on_a_sweep_spec_points_to_fedsweep_sweep(name, command):
+    """issue 52, item 6: ``fedsweep run`` on a sweep spec answered with a list of unknown keys
+    per spec key (13 lines); now, as validate: one line naming ``fedsweep sweep``."""
     path = SWEEPS / name
-    out = assert_clean(invoke("validate", path), "this is a sweep spec", "fedsweep sweep --plan")
+    out = assert_clean(
+        invoke(command, path), "this is a sweep spec", f"use `fedsweep sweep {path} --profile P`"
+    )
+    assert f"`fedsweep {command}` takes one run config" in out, out
     assert "unknown key" not in out and out.count("sweep spec") == 1, out
     assert len(out.strip().splitlines()) <= 3, out
 
