@@ -14,12 +14,12 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from fedsweep.core.suggest import did_you_mean  # noqa: F401  (re-exported)
+from fedsweep.core.suggest import closest, did_you_mean  # noqa: F401  (re-exported)
 
 #: exit codes of every command (``fedsweep --help`` lists them: :data:`EXIT_CODES_HELP`)
 EXIT_OK = 0
@@ -252,12 +252,27 @@ class Group(TyperGroup):
 #: the profiles of a sweep spec (``paper``: the paper's settings; ``quick``: a 2-core laptop;
 #: ``smoke``: 2-3 rounds, for tests). The value is a plain ``str``.
 PROFILES = ("paper", "quick", "smoke")
-Profile = Literal["paper", "quick", "smoke"]
+#: ``--profile``'s value: one of PROFILES, checked by :func:`check_profile` (a plain ``str``
+#: option, so a typo gets a did-you-mean rather than click's list of choices)
+Profile = str
+
+
+def check_profile(value: str | None) -> str | None:
+    """``--profile``'s callback: the value, or the error naming the nearest profile."""
+    if value is None or value in PROFILES:
+        return value
+    best = closest(value, list(PROFILES))
+    hint = f"did you mean {best!r}? " if best else ""
+    raise typer.BadParameter(f"got {value!r}; {hint}allowed: {', '.join(PROFILES)}")
+
+
 ProfileOption = Annotated[
     Profile,
     typer.Option(
         "--profile",
         help="paper (the paper's settings), quick (a 2-core laptop) or smoke (2-3 rounds).",
+        metavar="paper|quick|smoke",
+        callback=check_profile,
     ),
 ]
 #: ``--profile`` of a reading command: default, the profile the store's runs were swept at
@@ -268,6 +283,8 @@ ReadProfileOption = Annotated[
         help="paper (the paper's settings), quick (a 2-core laptop) or smoke (2-3 rounds). "
         "Default: the profile of the store's newest sweep of these figures (printed).",
         show_default=False,
+        metavar="paper|quick|smoke",
+        callback=check_profile,
     ),
 ]
 

@@ -34,14 +34,17 @@ def overrides_of(items: list[str] | None) -> dict[str, Any] | None:
     return out
 
 
-def refuse_unknown_keys(tree: Any, overrides: dict[str, Any] | None, source: str) -> None:
+def refuse_unknown_keys(
+    tree: Any, overrides: dict[str, Any] | None, source: str, header: str | None = None
+) -> None:
     """:class:`UsageError` with the full validation's message when ``tree`` with ``overrides``
-    has a key the run config does not know (``fedsweep.config.keys.unknown_key_lines``)."""
+    has a key the run config does not know (``fedsweep.config.keys.unknown_key_lines``);
+    ``header``: its first line (default: ``invalid config (<source>):``)."""
     from fedsweep.config.keys import unknown_key_lines
 
     lines = unknown_key_lines(tree, overrides)
     if lines:
-        raise UsageError("\n".join([f"invalid config ({source}):", *lines]))
+        raise UsageError("\n".join([header or f"invalid config ({source}):", *lines]))
 
 
 def refuse_tracking_uri(uri: str | None) -> None:
@@ -86,7 +89,10 @@ def refuse_run_early(
     refusal = sweep_spec_refusal(config, tree, "run")
     if refusal:
         raise UsageError(refusal)
-    refuse_unknown_keys(tree, sets, str(config))
+    refuse_unknown_keys(tree, None, str(config))  # the file's own keys first
+    given = {k: v for k, v in sets.items() if k not in ("data.root", "tracking.uri")}
+    # a typo on the command line: the message says --set, not "the config file is invalid"
+    refuse_unknown_keys({}, given, str(config), f"invalid --set (applied to {config}):")
     tracking = tree.get("tracking") if isinstance(tree.get("tracking"), dict) else {}
     enabled = sets.get("tracking.enabled", tracking.get("enabled", True))
     uri = sets.get("tracking.uri", tracking.get("uri"))
@@ -112,7 +118,10 @@ def refuse_sweep_early(
         path = spec_path(names[0], sweeps_dir)
         # the name a sweep's trials give their config: the spec's path, resolved by a sweep
         # (fedsweep.sweep.runner), as given by --plan (fedsweep.sweep.plan)
-        refuse_unknown_keys({}, sets, str(path if plan else path.resolve()))
+        source = str(path if plan else path.resolve())
+        # the keys come from the command line: the message says so, not "the spec is invalid"
+        header = f"invalid --set (applied to every trial of {source}):"
+        refuse_unknown_keys({}, sets, source, header)
     if plan:
         return
     refuse_tracking_uri(tracking_uri)

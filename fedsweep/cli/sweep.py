@@ -23,6 +23,7 @@ from fedsweep.cli.common import (
     TrackingUriOption,
     UsageError,
     check_figure_names,
+    check_profile,
     clean_errors,
     complete_figure,
     fail,
@@ -55,6 +56,8 @@ def sweep(
             help="paper (the paper's settings), quick (a 2-core laptop) or smoke (2-3 rounds). "
             "Default: quick for the figures named; every spec (no FIGURE) needs it said.",
             show_default=False,
+            metavar="paper|quick|smoke",
+            callback=check_profile,
         ),
     ] = None,
     address: Annotated[

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
@@ -175,6 +176,27 @@ def format_validation_error(err: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
+#: override keys that come from options other than ``--set`` (``--data-dir``, ``--tracking-uri``)
+OPTION_KEYS = ("data.root", "tracking.uri")
+
+
+def blame_overrides(text: str, source: str, overrides: dict[str, Any], header: str) -> str:
+    """``text`` (a config error of ``source``) with ``header`` as its first line when every field
+    it names is one a ``--set`` override sets: a typo on the command line is not the file's
+    (issue 52). Else ``text`` as it is."""
+    fields = re.findall(r"field `([^`]+)`", text)
+    keys = [k for k in overrides if k not in OPTION_KEYS]
+
+    def from_set(field: str) -> bool:
+        return any(
+            field == k or field.startswith(k + ".") or k.startswith(field + ".") for k in keys
+        )
+
+    if fields and all(from_set(f) for f in fields):
+        return text.replace(f"invalid config ({source}):", header, 1)
+    return text
+
+
 def build_config(
     tree: dict[str, Any],
     overrides: dict[str, Any] | None = None,
@@ -199,16 +221,19 @@ def build_config(
         tree = expand_blocks(tree)
     except ValueError as err:
         raise ConfigError(f"invalid config ({source}):\n  {err}") from None
+    header = f"invalid --set (applied to {source}):"
     try:
         config = RunConfig.model_validate(tree)
     except ValidationError as err:
-        raise ConfigError(format_validation_error(err, source)) from None
+        text = format_validation_error(err, source)
+        raise ConfigError(blame_overrides(text, source, overrides or {}, header)) from None
     problems = feasibility_errors(config, files=files)
     if unused == "refuse":
         problems += unused_problems(config, base, overrides or {})
         problems += unread_problems(config, base, overrides or {})
     if problems:
-        raise ConfigError("\n".join([f"invalid config ({source}):", *problems]))
+        text = "\n".join([f"invalid config ({source}):", *problems])
+        raise ConfigError(blame_overrides(text, source, overrides or {}, header))
     return drop_unused(config) if unused == "refuse" else config
 
 
@@ -297,7 +322,10 @@ def unread_problems(config: RunConfig, tree: dict[str, Any], overrides: dict[str
 def load_config(path: str | Path, overrides: list[str] | dict[str, Any] | None = None) -> RunConfig:
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
+        near = [p.name for p in path.parent.glob("*.y*ml")] if path.parent.is_dir() else []
+        best = closest(path.name, near)
+        hint = f" (did you mean {str(path.parent / best)!r}?)" if best else ""
+        raise ConfigError(f"config file not found: {path}{hint}")
     try:
         tree = read_yaml(path, "config file")
     except YamlFileError as err:

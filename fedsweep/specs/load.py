@@ -121,7 +121,7 @@ from fedsweep.config.hashing import (  # noqa: F401  (HASH_EXCLUDED, legacy_conf
     legacy_config_hash,
     setting_value,
 )
-from fedsweep.config.load import ConfigError, build_config, set_dotted
+from fedsweep.config.load import ConfigError, blame_overrides, build_config, set_dotted
 from fedsweep.config.schema import DataConfig
 from fedsweep.core.suggest import closest
 from fedsweep.specs.curves import (  # noqa: F401  (the spec's types, re-exported)
@@ -554,7 +554,14 @@ def _build(spec: SweepSpec, source: str, layers, seed: int, substitute: dict[str
         # files: checked by the sweep; sections a curve does not use: dropped by ``expand``
         return build_config(tree, source=source, files=False, unused="keep")
     except ConfigError as err:
-        raise SpecError(str(err)) from None
+        raise SpecError(_blame_set(str(err), source, dict(layers).get("--set", {}))) from None
+
+
+def _blame_set(text: str, source: str, sets: dict[str, Any]) -> str:
+    """A trial's config error headed as a ``--set`` problem where ``--set`` made it
+    (:func:`fedsweep.config.load.blame_overrides`)."""
+    header = f"invalid --set (applied to every trial of {source}):"
+    return blame_overrides(text, source, sets, header)
 
 
 def find_spec(name: str | Path, sweeps_dir: str | Path = "sweeps") -> Path:

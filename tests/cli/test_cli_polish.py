@@ -64,9 +64,10 @@ def test_profile_is_a_choice(command):
 
     assert tuple(PROFILES) == tuple(SPEC_PROFILES)
     res = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
-    assert "<paper|quick|smoke>" in res.output
+    assert "paper|quick|smoke" in res.output
     res = runner.invoke(app, [command, "--profile", "quik"])
-    assert_clean_exit_2(res, "'quik' is not one of 'paper', 'quick', 'smoke'")
+    # issue 52, item 6: a mistyped profile gets a did-you-mean
+    assert_clean_exit_2(res, "got 'quik'; did you mean 'quick'? allowed: paper, quick, smoke")
 
 
 # ----------------------------------------------------------------------- error paths
@@ -74,6 +75,8 @@ def test_did_you_mean_for_a_set_key_a_yaml_key_and_names(tmp_path):
     cfg = write(tmp_path, TINY)
     res = runner.invoke(app, ["validate", str(cfg), "--set", "bherd.alpah=0.3"])
     assert_clean_exit_2(res, "field `bherd.alpah`: unknown key (did you mean `bherd.alpha`?)")
+    # issue 52, item 6: the typo is the command line's, not the file's
+    assert f"invalid --set (applied to {cfg}):" in res.output
     typo = write(tmp_path, {**TINY, "bherd": {"alpah": 0.3}}, "typo.yaml")
     res = runner.invoke(app, ["run", str(typo), "-q", "--no-track"])
     assert_clean_exit_2(res, "typo.yaml", "unknown key (did you mean `bherd.alpha`?)")
@@ -97,12 +100,29 @@ def test_every_command_answers_bad_input_with_exit_2_and_one_message(tmp_path):
     store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     cases = [
         (["run", str(tmp_path / "missing.yaml")], "config file not found"),
+        # issue 52, item 6: a mistyped config file gets a did-you-mean
+        (["run", str(tmp_path / "rnu.yaml")], f"(did you mean '{tmp_path / 'run.yaml'}'?)"),
         (["run", str(cfg), "--set", "train.order=shuffled", "--tracking-uri", store], "'rr'"),
         (["run", str(cfg), "--set", "oops"], "key=value"),
         (["validate", str(cfg), "--set", "bherd.alpha=2"], "bherd.alpha"),
         (["sweep", str(tmp_path / "nospec.yaml")], "sweep spec not found"),
-        (["sweep", "--profile", "fast"], "is not one of"),
-        (["figures", "--profile", "fast"], "is not one of"),
+        # issue 52, item 6: a --set value a spec's trials refuse names --set, not the spec
+        (
+            [
+                "sweep",
+                str(ROOT / "sweeps" / "bherd-fig4e.yaml"),
+                "--plan",
+                "--profile",
+                "smoke",
+                "--set",
+                "bherd.alpha=abc",
+                "--tracking-uri",
+                store,
+            ],
+            "invalid --set (applied to every trial of",
+        ),
+        (["sweep", "--profile", "fast"], "allowed: paper, quick, smoke"),
+        (["figures", "--profile", "fast"], "allowed: paper, quick, smoke"),
         (["runs", "--tracking-uri", store], "no MLflow store"),
         (["compare", "--tracking-uri", store, "--hash", "zz"], "16 hex digits"),
         (["ui", "--port", "0"], "--port"),

@@ -68,14 +68,15 @@ def test_unknown_keys_and_bad_uris_refuse_before_the_heavy_imports(tmp_path, ind
     )
     cases = [
         (["run", "configs/fedavg-svm.yaml", "--set", "nosuch.key=1"],
-         ["invalid config (configs/fedavg-svm.yaml):", unknown_top]),
+         ["invalid --set (applied to configs/fedavg-svm.yaml):", unknown_top]),
         (["run", str(bad_file)],
          [f"invalid config ({bad_file}):", "  field `trian`: unknown key (did you mean `train`?)"]),
         (["run", "configs/fedavg-svm.yaml", "--set", "bherd.alpah=0.3"],
-         ["invalid config (configs/fedavg-svm.yaml):",
+         ["invalid --set (applied to configs/fedavg-svm.yaml):",
           "  field `bherd.alpah`: unknown key (did you mean `bherd.alpha`?)"]),
         (["sweep", "bherd-fig4e", "--profile", "smoke", "--set", "nosuch.key=1"],
-         [f"invalid config ({ROOT / 'sweeps' / 'bherd-fig4e.yaml'}):", unknown_top]),
+         [f"invalid --set (applied to every trial of {ROOT / 'sweeps' / 'bherd-fig4e.yaml'}):",
+          unknown_top]),
         (["run", "configs/fedavg-svm.yaml", "--tracking-uri", "foo://bar"], None),
         (["sweep", "bherd-fig4e", "--profile", "smoke", "--tracking-uri", "foo://bar"], None),
         (["sweep", "bherd-fig4e", "--profile", "smoke", "--storage", "/proc/nope"], None),
@@ -103,7 +104,7 @@ def test_without_an_index_the_full_validation_refuses_and_writes_it(tmp_path, mo
         tmp_path, folder, "run", "configs/fedavg-svm.yaml", "--set", "nosuch.key=1"
     )
     assert code == 2 and "torch" in heavy  # refused by the full validation, as before
-    assert lines[0] == "invalid config (configs/fedavg-svm.yaml):"
+    assert lines[0] == "invalid --set (applied to configs/fedavg-svm.yaml):"  # the typo is --set's
     monkeypatch.setenv(keys.CACHE_ENV, str(folder))
     assert keys.load_index() is not None  # written by it: the next refusal is early
     code, again, heavy = refuse(
