@@ -365,7 +365,7 @@ def build_figures(
                 links.append(("runs (parallel coordinates)", f"{base}-parcoords.html"))
             if r.experiment_url:
                 links.append((f"MLflow experiment {r.figure_id}", r.experiment_url))
-            write_html(fig, html, f"{r.title} ({stem})", links)
+            write_html(fig, html, f"{r.title} ({stem})", links, reload_s=options.reload_s)
             r.files.append(html)
             r.html = r.html or html
             jobs += [PngJob(fig, out / f"{stem}.{fmt}") for fmt in images]
@@ -399,7 +399,7 @@ def build_figures(
     for r in results:
         if not r.error:
             _remove_old_files(out, bases[id(r)], keep={p.name for p in r.files})
-    write_index(results, out, uri, overrides=overrides)
+    write_index(results, out, uri, overrides=overrides, reload_s=options.reload_s)
     return results
 
 

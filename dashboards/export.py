@@ -90,14 +90,23 @@ def responsive(fig: go.Figure) -> tuple[go.Figure, dict]:
     return page, {**PLOT_CONFIG, "responsive": True, "toImageButtonOptions": image}
 
 
+def reload_tag(seconds: int | None) -> str:
+    """The ``<meta>`` that reloads a page every ``seconds`` (a live figure); "" for None."""
+    return f'<meta http-equiv="refresh" content="{int(seconds)}">' if seconds else ""
+
+
 def write_html(
-    fig: go.Figure, path: Path, title: str, links: list[tuple[str, str]] | None = None
+    fig: go.Figure,
+    path: Path,
+    title: str,
+    links: list[tuple[str, str]] | None = None,
+    reload_s: int | None = None,
 ) -> Path:
     """Offline HTML that fits the browser window (:func:`responsive`); ``plotly.min.js`` is
     written once beside it (``include_plotlyjs="directory"``). ``links`` = (text, url) shown in
     a line above the figure (the index, the MLflow experiment). Both files are written
     atomically (:mod:`fedsweep.core.atomic`): a build killed halfway leaves the previous file,
-    never a truncated one."""
+    never a truncated one. ``reload_s``: the page reloads itself that often (a live figure)."""
     import plotly.io as pio
 
     path = Path(path)
@@ -114,6 +123,8 @@ def write_html(
     )
     text = text.replace("<head>", f"<head>\n    <title>{html.escape(title)}</title>", 1)
     text = text.replace("<head>", f"<head>\n    {VIEWPORT}", 1)
+    if reload_s:
+        text = text.replace("<head>", f"<head>\n    {reload_tag(reload_s)}", 1)
     if links:
         items = " · ".join(
             f'<a href="{html.escape(url)}">{html.escape(label)}</a>' for label, url in links

@@ -22,6 +22,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from dashboards.export import reload_tag
 from dashboards.model import FigureResult
 from fedsweep.core import atomic
 
@@ -329,11 +330,12 @@ def write_index(
     tracking_uri: str = "",
     *,
     overrides: dict[str, Any] | None = None,
+    reload_s: int | None = None,
 ) -> Path:
     """Store the entries of ``results`` beside their HTML, then write ``out_dir/index.html``
     listing every figure whose entry is in the folder (the new ones and those drawn before);
     ``overrides``: the ``--set`` overrides ``results`` were drawn with (kept in their
-    entries)."""
+    entries); ``reload_s``: the index reloads itself that often (``figures --watch``)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_entries(results, out_dir, tracking_uri, overrides)
@@ -349,6 +351,7 @@ def write_index(
     )
     page = (
         "<!doctype html><html><head><meta charset='utf-8'><title>fedsweep figures</title>"
+        f"{reload_tag(reload_s)}"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<style>{CSS}</style></head><body><h1>fedsweep figures</h1>"
         "<div class='meta'><a href='reproduction.html'>Reproduction report</a>: every claim "

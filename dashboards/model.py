@@ -36,6 +36,9 @@ class FigureOptions:
     band: str = "std"
     diff_from: str | None = None
     metrics: tuple[str, ...] = ()
+    #: the pages reload themselves every ``reload_s`` seconds (``fedsweep figures --watch``,
+    #: while runs finish); None: static pages
+    reload_s: int | None = None
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,17 @@ def figures(
         Path, typer.Option(metavar="DIR", help="Where the sweep specs live.")
     ] = Path("sweeps"),
     plugin: PluginOption = None,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch",
+            help="Keep drawing: redraw whenever a run of these figures ends (while a sweep "
+            "runs); the pages reload themselves. Ctrl-C stops and leaves them static.",
+        ),
+    ] = False,
+    every: Annotated[
+        int, typer.Option(metavar="SECONDS", help="With --watch: how often to look.")
+    ] = 10,
 ) -> None:
     """Draw figures from the runs in MLflow: seed means with bands, as HTML, PNG, PDF, SVG.
 
@@ -129,27 +140,51 @@ def figures(
             profile = store_profile(uri, ids, spec)
 
         options = FigureOptions(band=band, diff_from=diff_from, metrics=tuple(metric or ()))
-        try:
-            with warnings.catch_warnings():  # a failed figure's error is printed below, once
-                warnings.simplefilter("ignore", FigureBuildWarning)
-                results = build_figures(
-                    uri,
-                    profile=profile,
-                    out_dir=out,
-                    figures=ids or None,
-                    sweeps_dir=sweeps_dir,
-                    spec_files=spec,
-                    options=options,
-                    images=tuple(image_format or FORMAT_CHOICES),
-                    ui_url=ui_url,
-                    overrides=overrides,
-                    require_store=True,  # reading never creates a store, nor "0 runs" figures
-                    seeds=seed_list,
-                )
-        except FigureSelectionError as err:
-            raise UsageError(str(err)) from None
-        except OutputWriteError as err:  # a full disk, a file-size limit: the old files stay
-            fail(str(err), EXIT_FAILED)
+        if every < 1:
+            raise UsageError(f"--every: got {every} (allowed: seconds >= 1, with --watch)")
+
+    def draw(options: FigureOptions, quiet: bool = False, png: bool = True) -> tuple[list, int]:
+        """Build the figures once (``png``: with their images); print what was drawn (unless
+        ``quiet``); the results and how many failed."""
+        with clean_errors():
+            try:
+                with warnings.catch_warnings():  # a failed figure's error is printed once
+                    warnings.simplefilter("ignore", FigureBuildWarning)
+                    results = build_figures(
+                        uri,
+                        profile=profile,
+                        out_dir=out,
+                        figures=ids or None,
+                        sweeps_dir=sweeps_dir,
+                        spec_files=spec,
+                        options=options,
+                        png=png,
+                        images=tuple(image_format or FORMAT_CHOICES),
+                        ui_url=ui_url,
+                        overrides=overrides,
+                        require_store=True,  # reading never creates a store nor "0 runs"
+                        seeds=seed_list,
+                    )
+            except FigureSelectionError as err:
+                raise UsageError(str(err)) from None
+            except OutputWriteError as err:  # a full disk, a file-size limit: old files stay
+                fail(str(err), EXIT_FAILED)
+        failed = sum(bool(r.error) for r in results)
+        if not quiet:
+            _print_drawn(results, out, uri, profile, set_, tracking_uri)
+        return results, failed
+
+    if watch:
+        _watch(draw, options, every, uri, out)
+        return
+    _, failed = draw(options)
+    if failed:  # the others are drawn; the exit status says not all of them
+        typer.secho(f"{failed} figure(s) failed (see above)", fg=typer.colors.RED, err=True)
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _print_drawn(results, out: Path, uri: str, profile: str, set_, tracking_uri) -> None:
+    """What each figure drew, what is missing and how to run it, the index."""
     failed = 0
     busy = sweeping_now(uri, [r.figure_id for r in results if r.missing > 0], profile)
     for res in results:
@@ -181,9 +216,75 @@ def figures(
             f"nothing drawn: the store {uri} has no runs of these figures at --profile "
             f"{profile}{why}"
         )
-    if failed:  # the others are drawn; the exit status says not all of them
-        typer.secho(f"{failed} figure(s) failed (see above)", fg=typer.colors.RED, err=True)
-        raise typer.Exit(EXIT_FAILED)
+
+
+def _watch(draw, options, every: int, uri: str, out: Path) -> None:
+    """``--watch``: draw, then again whenever a run of the figures' experiments ends
+    (:func:`store_state`, polled every ``every`` seconds), the pages reloading themselves as
+    often; Ctrl-C or SIGTERM draws once more as static pages and exits 0."""
+    import dataclasses
+    import time
+
+    from fedsweep.cli.common import on_sigterm
+
+    live = dataclasses.replace(options, reload_s=every)
+    results, _ = draw(live, png=False)  # the images once, when it stops
+    names = [r.figure_id for r in results]
+    typer.echo(
+        f"watching {uri} every {every} s: the pages above redraw as runs end and reload "
+        "themselves; Ctrl-C stops (and leaves them static)"
+    )
+    last = store_state(uri, names)
+
+    def stop(signum, frame) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        with on_sigterm(stop):
+            while True:
+                time.sleep(every)
+                now = store_state(uri, names)
+                if now != last:
+                    results, failed = draw(live, quiet=True, png=False)
+                    runs = sum(r.run_count for r in results)
+                    stamp = time.strftime("%H:%M:%S")
+                    typer.echo(
+                        f"{stamp} redrawn: {runs} runs" + (f", {failed} failed" if failed else "")
+                    )
+                    last = now
+    except KeyboardInterrupt:
+        draw(options, quiet=True)
+        typer.echo("stopped watching; the pages are static again")
+
+
+def store_state(uri: str, figures: list[str]) -> tuple:
+    """What changes when a run of one of ``figures``' experiments starts or ends: per
+    experiment, the newest run's end time and id and how many runs are RUNNING (two small
+    queries each; a store that cannot say is read as unchanged)."""
+    from fedsweep.tracking.store import get_client
+
+    try:
+        client = get_client(uri, create=False)
+    except Exception:  # noqa: BLE001 - the next poll tries again
+        return ()
+    state = []
+    for name in figures:
+        try:
+            exp = client.get_experiment_by_name(name)
+            if exp is None:
+                state.append((name, None))
+                continue
+            newest = client.search_runs(
+                [exp.experiment_id], max_results=1, order_by=["attributes.end_time DESC"]
+            )
+            running = client.search_runs(
+                [exp.experiment_id], "attributes.status = 'RUNNING'", max_results=1000
+            )
+            head = newest[0].info if newest else None
+            state.append((name, head and (head.run_id, head.end_time), len(running)))
+        except Exception:  # noqa: BLE001 - an outage: unchanged until it answers again
+            state.append((name, "?"))
+    return tuple(state)
 
 
 def sweeping_now(uri: str, figures: list[str], profile: str) -> dict[str, str]:

@@ -633,6 +633,12 @@ def _run_all(specs, figures, profile: str, verbose: bool, run_args: dict) -> boo
                 f"Ray's output (trial tables, worker warnings) goes to {_shown_path(log_path)}"
             )
         console.plan = _command_plan(console, specs, profile, run_args)
+        # issue 52, item 5: the figures drawn live while the trials run, in another terminal
+        live = next_commands(specs, figures, profile, run_args.get("tracking_uri"),
+                             run_args.get("seeds"))[0]  # fmt: skip
+        console.print(
+            f"live figures (another terminal): {live} --watch, then open figures/index.html"
+        )
         reports = []
         try:
             for index, (path, figure) in enumerate(zip(specs, figures, strict=True), 1):
