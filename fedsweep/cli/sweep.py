@@ -78,6 +78,17 @@ def sweep(
     set_: SetOption = None,
     panel: PanelOption = None,
     seeds: SeedsOption = None,
+    grid: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--grid",
+            metavar="KEY=V1,V2",
+            help="Add one curve per value (several --grid: per combination) to the figure named: "
+            "writes the study as a spec file that extends it (studies/<figure>-grid-<digest>.yaml, "
+            "or beside a spec file of your own), sweeps that file and reuses every run the "
+            "figure has. Repeatable.",
+        ),
+    ] = None,
     data_dir: DataDirOption = None,
     tracking_uri: TrackingUriOption = None,
     sweeps_dir: Annotated[
@@ -213,6 +224,11 @@ def sweep(
             )
         specs: list[Path] = [find_spec(name, sweeps_dir) for name in names or []]
         check_named_once(names or [], specs)
+        if grid:
+            if len(specs) != 1:
+                raise UsageError("--grid: name the one figure (or spec file) it adds curves to")
+            specs = [_grid_study(names[0], specs[0], grid, sweeps_dir)]
+            names = [str(specs[0])]
         if profile is None:
             if not specs and not plan:  # every spec for hours, by accident: ask for it by name
                 raise UsageError(
@@ -528,6 +544,30 @@ def sigterm_as_sigint(seen: list[int]):
 
     with stopping, on_sigterm(on_term):
         yield
+
+
+def _grid_study(name: str, path: Path, grid: list[str], sweeps_dir: Path) -> Path:
+    """``--grid``: the study the command line means, written as a spec file
+    (:mod:`fedsweep.specs.grid_study`) and checked; its path. A study that does not load is
+    removed again (its error is the spec's, exit 2)."""
+    from fedsweep.specs.grid_study import parse_grids, study_tree, write_study
+    from fedsweep.specs.load import load_spec
+
+    grids = parse_grids(grid)
+    parent = load_spec(path)
+    shipped = not Path(name).is_file() and Path(sweeps_dir).resolve() == Path("sweeps").resolve()
+    written = write_study(
+        path, parent.figure, shipped, study_tree(parent.figure, parent.title, grids)
+    )
+    try:
+        load_spec(written)
+    except Exception:
+        written.unlink(missing_ok=True)
+        raise
+    typer.echo(
+        f"wrote {written}: the study this sweep runs (rerun, extend or draw it by this path)"
+    )
+    return written
 
 
 def _run_until_decided(

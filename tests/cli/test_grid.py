@@ -1,0 +1,67 @@
+"""``fedsweep sweep FIGURE --grid KEY=V1,V2`` (issue 52, item 3): the study the command line
+means is written as a spec file that extends the figure (one curve per combination of the
+grids' values), the same command line gives the same file, the figure's own trials keep their
+hashes (their runs are reused), and a bad grid stops in one line with nothing written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from fedsweep.cli.main import app
+from fedsweep.specs.grid_study import parse_grids
+from fedsweep.specs.model import SpecError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _plan(tmp_path, *args):
+    return CliRunner().invoke(
+        app, ["sweep", "bherd-fig4e", "--profile", "smoke", "--plan", "--json",
+              "--tracking-uri", f"sqlite:///{tmp_path / 'store.db'}", *args],
+    )  # fmt: skip
+
+
+def test_grid_writes_the_study_and_keeps_the_figure_s_hashes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sweeps").symlink_to(ROOT / "sweeps")
+    own = {json.loads(ln)["trial_id"].split("|", 1)[1]: json.loads(ln)["config_hash"]
+           for ln in _plan(tmp_path).output.splitlines() if ln.startswith("{")}  # fmt: skip
+    res = _plan(tmp_path, "--grid", "bherd.alpha=0.3,0.6", "--grid", "train.lr=0.001,0.01")
+    assert res.exit_code == 0, res.output
+    (path,) = (tmp_path / "studies").glob("bherd-fig4e-grid-*.yaml")
+    tree = yaml.safe_load(path.read_text())
+    assert tree["extends"] == "bherd-fig4e" and tree["figure"] == path.stem
+    assert tree["add_curves"] == [{"grid": {"bherd.alpha": [0.3, 0.6], "train.lr": [0.001, 0.01]},
+                                   "label": "alpha={bherd.alpha} lr={train.lr}"}]  # fmt: skip
+    rows = [json.loads(ln) for ln in res.output.splitlines() if ln.startswith("{")]
+    new = {r["trial_id"].split("|")[3] for r in rows} - {k.split("|")[2] for k in own}
+    assert new == {f"alpha={a} lr={lr}" for a in (0.3, 0.6) for lr in (0.001, 0.01)}
+    mine = {r["trial_id"].split("|", 1)[1]: r["config_hash"] for r in rows}
+    assert {k: mine[k] for k in own} == own  # the figure's own trials: the same runs
+    again = _plan(tmp_path, "--grid", "bherd.alpha=0.3,0.6", "--grid", "train.lr=0.001,0.01")
+    assert again.exit_code == 0 and list((tmp_path / "studies").iterdir()) == [path]
+
+
+@pytest.mark.parametrize(
+    ("items", "words"),
+    [(["bherd.alpha"], "allowed: KEY=V1,V2"), (["bherd.alpha=0.2,"], "allowed: KEY=V1,V2"),
+     (["a=1", "a=2"], "given twice"), (["a=1,1"], "names a value twice")],
+)  # fmt: skip
+def test_bad_grids_name_the_item(items, words):
+    with pytest.raises(SpecError) as err:
+        parse_grids(items)
+    assert words in str(err.value)
+
+
+def test_a_grid_the_figure_refuses_leaves_no_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sweeps").symlink_to(ROOT / "sweeps")
+    res = _plan(tmp_path, "--grid", "bherd.alpah=0.3,0.6")
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert "bherd.alpah" in res.output
+    assert not list((tmp_path / "studies").glob("*.yaml"))
