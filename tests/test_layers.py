@@ -22,6 +22,7 @@ LAYERS = [
     ("sweep", ("fedsweep.sweep",)),
     ("team", ("fedsweep.team",)),
     ("dashboards", ("dashboards",)),
+    ("api", ("fedsweep.api",)),
     ("cli", ("fedsweep.cli", "fedsweep.__main__")),
     ("bench", ("fedsweep.bench", "fedsweep.warmup")),
 ]

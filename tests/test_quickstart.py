@@ -1,7 +1,8 @@
 """The README's quick start, run as written on a fresh store (issue 37): a demo run, a change
 of one key, a smoke sweep of one figure named by its id, then ``fedsweep figures`` without
 ``--profile``, which must find and draw the smoke runs. Only ``fedsweep ui`` (a server that
-runs until Ctrl-C) is left out: tests/cli/test_ui_ready.py starts it."""
+runs until Ctrl-C) is left out: tests/cli/test_ui_ready.py starts it. On the same store, the
+notebook docs/notebooks/analyse-a-figure.ipynb runs as written (issue 52: ``fedsweep.api``)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def test_the_quick_start_block_is_the_documented_path():
 
 
 @pytest.mark.slow
-def test_readme_quick_start_runs_as_written_on_a_fresh_store(tmp_path):
+def test_readme_quick_start_runs_as_written_on_a_fresh_store(tmp_path, monkeypatch):
     work = tmp_path / "clone"
     work.mkdir()
     for folder in ("configs", "sweeps"):
@@ -72,3 +73,28 @@ def test_readme_quick_start_runs_as_written_on_a_fresh_store(tmp_path):
     assert "fedsweep figures --figure bherd-fig4e --profile smoke" in sweep, sweep
     for text in outputs.values():  # a line naming the store's path is as long as the path
         assert all(len(line) <= 80 for line in text.splitlines() if str(work) not in line), text
+    # the notebook, on this store: the runs, a curve, an effect per seed, the verdict, the figure
+    texts = run_notebook(ROOT / "docs" / "notebooks" / "analyse-a-figure.ipynb", work, monkeypatch)
+    joined = "\n".join(texts)
+    assert "Case 2, no RR" in joined and "rr-differs-little" in joined, joined[-3000:]
+
+
+def run_notebook(path: Path, cwd: Path, monkeypatch) -> list[str]:
+    """Execute the notebook at ``path`` in a fresh kernel started in ``cwd`` (nbclient); the
+    text of every cell's outputs. A cell that raises fails the test with its error."""
+    nbclient = pytest.importorskip("nbclient")
+    import nbformat
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the kernel imports this checkout
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # the default store of ``cwd``
+    nb = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
+    )
+    client.execute()
+    texts = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            assert out.get("output_type") != "error", (out.get("ename"), out.get("evalue"))
+            texts.append(str(out.get("data", {}).get("text/plain", out.get("text", ""))))
+    return texts
