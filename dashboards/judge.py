@@ -10,6 +10,12 @@ are the registered ones (:mod:`dashboards.measures`).
 
 A comparison of two single curves whose typed run configs are identical is the same
 computation twice: reported "degenerate" (not testable, the reason in the label), not judged.
+
+A tuned comparison (``tune``) reads each side's grid at its chosen point (:func:`choose`: the
+best seed mean of ``tune.by``, failed points and points without runs no candidates); a chosen
+point on its grid's edge (:func:`dashboards.claims.grid_edge`) blocks its part (inconclusive,
+the numbers shown). ``absent: inconclusive`` makes a pair without runs of both an inconclusive
+part instead of a panel without data.
 """
 
 from __future__ import annotations
@@ -26,12 +32,15 @@ from dashboards.claims import (
     Part,
     Result,
     evidence_row,
+    grid_edge,
     judge,
 )
 from dashboards.measures import GUARDS, MEASURES, MeasureDef
 from dashboards.model import Panel
 from dashboards.verdicts import Evidence, Measure, all_of, decide, interval
 from fedsweep.specs.claims import Claim, Comparison, CurveRef, resolve
+
+NO_SEEDS = interval([])
 
 DEGENERATE = "degenerate"
 _GREATER = {"above": "greater", "below": "less", "within": "within"}
@@ -57,7 +66,11 @@ def describe(claim: Claim) -> str:
         m = MEASURES.get(comp.measure)
         what = m.what if m else comp.measure
         side = {"above": ">", "below": "<", "within": "|effect| ≤"}[comp.side]
-        parts.append(f"{comp.kind} on {what}: effect {side} {_margin(claim, comp):g}")
+        tuned = ""
+        if comp.tune is not None:
+            over = ", ".join(comp.tune.over) or comp.over
+            tuned = f" (each grid over {over} at its best seed mean of {comp.tune.by})"
+        parts.append(f"{comp.kind} on {what}{tuned}: effect {side} {_margin(claim, comp):g}")
     where = ", ".join(claim.panels) or "every case panel"
     return (
         f"Declared claim {claim.id} ({'; '.join(parts)}), per seed, paired by seed, in {where}; "
@@ -132,42 +145,146 @@ def _effects(pairs: dict[int, Any]) -> Evidence | Bounds | None:
 Kind = Callable[..., list[tuple[str, Any]] | None]
 
 
-def _two(claim, comp, data, panel, m, mine, theirs) -> list[tuple[str, Any]] | None:
-    """faster / higher / equivalent: per pair of curves, the claimed curve's advantage."""
-    pairs = _pairs(comp, data, mine, theirs)
-    out = []
-    for c, v in pairs:
+def _two(claim, comp, data, panel, m, mine, theirs) -> list[tuple] | None:
+    """faster / higher / equivalent: per pair of curves (of grids, tuned: each at its chosen
+    point), the claimed curve's advantage; ``(name, effect, blocked)`` per part (``absent:
+    inconclusive``: a pair without runs of both, or a side a named curve of which the figure
+    lacks, is a blocked part)."""
+    tuned = comp.tune is not None
+    groups = [_grids(comp, data, labels) for labels in (mine, theirs)]
+    out, have = [], False
+    for gc, gv in _pairs(comp, data, *groups):
+        (c, why_c), (v, why_v) = (choose(claim, comp, data, panel, g) for g in (gc, gv))
+        name = f"{c or gc[0]} − {v or gv[0]}"
+        if c is None or v is None:
+            if comp.absent == "no_data":
+                return None
+            out.append((name, NO_SEEDS, " and ".join(w for w in (why_c, why_v) if w)))
+            continue
+        have = have or tuned
         a = values(data, panel, v, m, _ref_of(v, comp.versus, data.curves), claim.after)
         b = values(data, panel, c, m, _ref_of(c, comp.curve, data.curves), claim.after)
         seeds = set(a) & set(b)
         if not seeds:
-            return None
+            if comp.absent == "no_data":
+                return None
+            out.append((name, NO_SEEDS, "no seed with runs of both"))
+            continue
+        have = True
         kind = "faster" if comp.kind == "faster" else "higher"
         ev = _effects({s: _advantage(m, kind, a[s], b[s]) for s in seeds})
-        out.append((f"{c} − {v}", ev))
-    return out or None
+        edges = [e for e in (why_c, why_v) if e]
+        out.append((name, ev, _edges_text(edges) or None))
+    if comp.absent == "inconclusive" and not comp.pair:  # a named curve the figure lacks
+        for ref in [*comp.curve, *comp.versus]:
+            if not ref.others and not resolve([ref], data.curves):
+                out.append((ref.text(), NO_SEEDS, f"the spec has no {ref.text()} curve"))
+    return out if have else None
 
 
-def _pairs(comp: Comparison, data: ClaimData, mine: list[str], theirs: list[str]):
-    """(claimed, other) label pairs: each with each, or (``pair``) those whose typed configs
-    differ only in the keys the two sides set."""
+def _grids(comp: Comparison, data: ClaimData, labels: list[str]) -> list[list[str]]:
+    """One side's curves as grids: each curve its own, or (``tune``) those whose typed configs
+    differ only in the keys ``tune.over``, in spec order."""
+    if comp.tune is None:
+        return [[label] for label in labels]
+    out: dict[str, list[str]] = {}
+    for label in labels:
+        out.setdefault(_rest(data, label, comp.tune.over), []).append(label)
+    return list(out.values())
+
+
+def _config(data: ClaimData, label: str) -> dict[str, Any]:
+    curve = next(c for c in data.curves if c.label == label)
+    return data.config(curve).model_dump(mode="json")
+
+
+def _rest(data: ClaimData, label: str, keys) -> str:
+    """The typed config of curve ``label`` without ``keys``, as text (to compare curves)."""
+    dump = _config(data, label)
+    for key in keys:
+        *head, last = key.split(".")
+        node = dump
+        for h in head:
+            node = node.get(h, {})
+        node.pop(last, None)
+    return json.dumps(dump, sort_keys=True)
+
+
+def _value(data: ClaimData, label: str, key: str) -> Any:
+    node: Any = _config(data, label)
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def choose(claim, comp, data, panel, grid: list[str]) -> tuple[str | None, str | None]:
+    """(the grid point a tuned comparison reads in ``panel``, the reason it blocks: its grid's
+    edge), or (None, why none): the best seed mean of ``tune.by`` among the points without a
+    failed seed (a tie: the first in spec order); the edge is ``tune.over[0]``'s smallest or
+    largest value among the points with runs (a failed one counts: that side is worse). Read
+    without marking. Untuned: the one curve, (label, None)."""
+    if comp.tune is None:
+        return grid[0], None
+    by = MEASURES[comp.tune.by]
+    best: tuple[str, float] | None = None
+    ran, failed_any = [], False
+    for label in grid:
+        failed = data.failed_seeds(panel, label)
+        got = by.fn(data, panel, label, claim.after, mark=False)
+        if failed or got:
+            ran.append(label)
+        failed_any = failed_any or bool(failed)
+        if failed or not got:
+            continue
+        mean = math.fsum(got.values()) / len(got)
+        if best is None or (mean < best[1] if by.lower_is_better else mean > best[1]):
+            best = (label, mean)
+    if best is None:
+        return None, f"{grid[0]}: " + ("every point failed" if failed_any else "no runs")
+    if not comp.tune.over:
+        return best[0], None
+    key = comp.tune.over[0]
+    points = [float(_value(data, label, key)) for label in ran]
+    return best[0], grid_edge(points, float(_value(data, best[0], key)), f"{key} of {best[0]}")
+
+
+def _edges_text(edges: list[str]) -> str:
+    """One reason from the :func:`grid_edge` texts of both sides."""
+    if len(edges) < 2:
+        return "".join(edges)
+    head, tail = "grid not converged: ", ": widen it"
+    return head + "; ".join(e.removeprefix(head).removesuffix(tail) for e in edges) + tail
+
+
+def _pairs(comp: Comparison, data: ClaimData, mine: list[list[str]], theirs: list[list[str]]):
+    """(claimed, other) grid pairs: each with each, or (``pair``) those whose typed configs
+    differ only in the keys the two sides set (and ``tune.over``), or (``pair: KEY``) those with
+    the same value of that key (the first of each)."""
     if not comp.pair:
         return [(c, v) for c in mine for v in theirs]
+    if isinstance(comp.pair, str):
+        key = comp.pair
+
+        def rest(label: str) -> str:
+            return json.dumps(_value(data, label, key), sort_keys=True)
+
+        theirs_by: dict[str, list[str]] = {}
+        for v in theirs:
+            theirs_by.setdefault(rest(v[0]), v)
+        out, seen = [], set()
+        for c in mine:
+            if rest(c[0]) in theirs_by and rest(c[0]) not in seen:
+                seen.add(rest(c[0]))
+                out.append((c, theirs_by[rest(c[0])]))
+        return out
     keys = {k for ref in [*comp.curve, *comp.versus] for k in (ref.set or {})}
-    curves = {c.label: c for c in data.curves}
-
-    def rest(label: str) -> str:
-        dump = data.config(curves[label]).model_dump(mode="json")
-        for key in keys:
-            *head, last = key.split(".")
-            node = dump
-            for h in head:
-                node = node.get(h, {})
-            node.pop(last, None)
-        return json.dumps(dump, sort_keys=True)
-
-    theirs_by = {rest(v): v for v in theirs}
-    return [(c, theirs_by[rest(c)]) for c in mine if rest(c) in theirs_by]
+    keys |= set(comp.tune.over if comp.tune is not None else ())
+    theirs_by = {_rest(data, v[0], keys): v for v in theirs}
+    return [
+        (c, theirs_by[_rest(data, c[0], keys)])
+        for c in mine
+        if _rest(data, c[0], keys) in theirs_by
+    ]
 
 
 def _rank(data, panel, m, claimed, rivals, refs, after, every=False) -> Evidence | None:
@@ -222,10 +339,37 @@ def _monotone(claim, comp, data, panel, m, mine, theirs):
 
 def _interior(claim, comp, data, panel, m, mine, theirs):
     grid = [c for _, c in _ordered(comp, data, mine)]
+    if comp.tune is not None:
+        return _tuned_interior(claim, comp, data, panel, m, grid)
     if len(grid) < 3:
         return None
     ev = _rank(data, panel, m, grid[1:-1], [grid[0], grid[-1]], {}, claim.after)
     return None if ev is None else [("inner − ends", ev)]
+
+
+def _tuned_interior(claim, comp, data, panel, m, grid):
+    """``interior_optimum`` with ``tune``: over the grid points with runs (at least three), the
+    inner one with the best seed mean of ``tune.by`` against each end, paired by seed."""
+    grid = [c for c in grid if m.fn(data, panel, c, claim.after, mark=False)]
+    if len(grid) < 3:
+        return None
+    by = MEASURES[comp.tune.by]
+
+    def mean(label: str) -> float:
+        got = by.fn(data, panel, label, claim.after, mark=False)
+        return math.fsum(got.values()) / len(got) if got else math.nan
+
+    pick = min if by.lower_is_better else max
+    peak = pick(grid[1:-1], key=mean)
+    kind = "faster" if m.lower_is_better else "higher"
+    out = []
+    for end in (grid[0], grid[-1]):
+        a = values(data, panel, end, m, None, claim.after)
+        b = values(data, panel, peak, m, None, claim.after)
+        seeds = set(a) & set(b)
+        ev = _effects({s: _advantage(m, kind, a[s], b[s]) for s in seeds})
+        out.append((f"{peak} − {end}", ev or NO_SEEDS, None if ev else "no common seed"))
+    return out
 
 
 def _bound(claim, comp, data, panel, m, mine, theirs):
@@ -374,11 +518,11 @@ def _per_panel(claim: Claim, data: ClaimData) -> Result:
                 shown.append(_means(data, p.panel_id, m, _labels(comp, data, p), claim.after))
             elif m.scope == "panel":
                 shown.append(m.what)
-            for name, effect in got:
+            for name, effect, *why in got:
                 text = f"{comp.kind} on {m.what}: {', '.join(mine) or comp.over}"
                 if theirs:
                     text += f" against {', '.join(theirs)}"
-                blocked = _too_few(claim, effect)
+                blocked = (why[0] if why else None) or _too_few(claim, effect)
                 label = " · ".join(x for x in (comp.name, name) if x)
                 parts.append(Part(label, effect, measure_of(claim, comp, text), blocked))
         return parts, "; ".join(x for x in shown if x)
@@ -425,7 +569,10 @@ def _contrasts(claim: Claim, data: ClaimData) -> Result:
                     cells.append(dict(zip(ev.seeds, ev.effects, strict=True)))
             if cells:
                 seeds = sorted(set.intersection(*(set(c) for c in cells)))
-                sides[side] = {s: math.fsum(c[s] for c in cells) / len(cells) for s in seeds}
+                if side == "below" and comp.contrast_below == "largest":
+                    sides[side] = {s: max(c[s] for c in cells) for s in seeds}
+                else:
+                    sides[side] = {s: math.fsum(c[s] for c in cells) / len(cells) for s in seeds}
         name = comp.name or ", ".join(mine)
         shown = " − ".join(" / ".join(comp.contrast[s]) for s in ("above", "below"))
         if len(sides) < 2 or not sides["above"] or not sides["below"]:

@@ -113,6 +113,11 @@ def declared_problem(claim: Claim, at: str) -> str:
                 f"{where}.measure: unknown measure {comp.measure!r}"
                 f"{did_you_mean(comp.measure, names)}; allowed: {', '.join(names)}"
             )
+        if comp.tune is not None and comp.tune.by not in MEASURES:
+            return (
+                f"{where}.tune.by: unknown measure {comp.tune.by!r}"
+                f"{did_you_mean(comp.tune.by, names)}; allowed: {', '.join(names)}"
+            )
         if comp.kind == "faster" and not m.lower_is_better:
             speed = [k for k, v in MEASURES.items() if v.lower_is_better and v.scope == "curve"]
             return (

@@ -30,15 +30,32 @@ The kinds (:data:`KINDS`) and what their effect is, per seed (the judge:
 
 ``holds`` is the margin's side: ``above`` (the default: the effect must exceed the margin),
 ``below`` ("little or no gain": the effect stays under it) or ``within`` (``equivalent``). A
-comparison kind's margin is never negative (the effect is already the claimed side's advantage).
+comparison kind's margin is never negative (the effect is already the claimed side's advantage),
+except with ``holds: below``: a margin of −0.05 there says the claimed side is *worse* by more
+than 5% ("the leash slows training early").
 ``and`` adds further comparisons the claim needs (each with its own kind, measure, margin; its
 curves default to the claim's): the claim holds where all of them hold.
 
 Curves are named by their label or by the typed config overrides they set (``{set:
 {bherd.alpha: 0.3}}``; ``{sets: train.batch_size}``: every curve that sets the key; ``{others:
-true}``: every curve not on the other side), never by a YAML string. Panels are named
-``axis=value`` (``data.partition=case3``) or by a config value the panel sets
-(``model.name=svm``).
+true}``: every curve not on the other side; ``unset: [hooks]`` beside any of them: only the
+curves that set none of these keys), never by a YAML string. Panels are named ``axis=value``
+(``data.partition=case3``) or by a config value the panel sets (``model.name=svm``).
+
+Tuned comparisons (``tune: {over: [train.lr, lr_step.gamma], by: best_acc}``): each side's
+curves whose typed configs differ only in the keys ``over`` are one method's grid; in each
+panel the comparison reads the grid point with the best seed mean of the measure ``by`` (points
+with a failed seed or without runs are no candidates; a tie: the first in spec order), and a
+chosen point on the edge of its grid (the smallest or largest value of ``over[0]`` among the
+points with runs) makes the part inconclusive ("grid not converged: widen it"), its numbers
+still shown. With ``interior_optimum``, ``tune`` chooses the inner point on the seed means of
+``by`` (a choice of configuration) and compares it with each end, one part each. ``pair: KEY``
+pairs the curves of both sides with the same value of that config key (``leash.task``), and
+``absent: inconclusive`` makes a pair without runs of both (a side without a chosen point), or
+a side's named curve the figure lacks, an inconclusive part where another pair in the panel has
+runs (default ``no_data``: the panel has no data). ``contrast_below: largest`` compares the ``above`` panels with the largest effect
+among the ``below`` panels, per seed ("the gain is largest at Dir(0.1)": a ranking across
+panels) instead of their mean.
 
 :func:`claim_problems` checks a claim against its spec (curves, panels, kinds, margins, a curve
 compared with itself) when the spec loads; the measure names are checked against the judge's
@@ -79,6 +96,8 @@ class CurveRef(Strict):
     set: dict[str, Any] | None = None
     sets: str | None = None
     others: bool = False
+    #: only the curves that set none of these keys (``{others: true, unset: [hooks]}``)
+    unset: list[str] = Field(default_factory=list)
     failed: Failed = "untestable"
 
     @model_validator(mode="before")
@@ -99,12 +118,19 @@ class CurveRef(Strict):
     def text(self) -> str:
         if self.curve is not None:
             return repr(self.curve)
+        unset = f", unset: {self.unset}" if self.unset else ""
         if self.set is not None:
-            return "{set: " + ", ".join(f"{k}={v}" for k, v in self.set.items()) + "}"
-        return f"{{sets: {self.sets}}}" if self.sets is not None else "{others: true}"
+            return "{set: " + ", ".join(f"{k}={v}" for k, v in self.set.items()) + unset + "}"
+        return f"{{sets: {self.sets}{unset}}}" if self.sets is not None else "{others: true}"
+
+    def admits(self, curve: CurveSpec) -> bool:
+        """Whether ``curve`` sets none of the keys ``unset`` names."""
+        return not any(k in curve.set for k in self.unset)
 
     def matches(self, curve: CurveSpec) -> bool:
         """Whether ``curve`` is one this reference names (``others`` names none by itself)."""
+        if not self.admits(curve):
+            return False
         if self.curve is not None:
             return curve.label == self.curve
         if self.set is not None:
@@ -118,7 +144,7 @@ def resolve(refs: Sequence[CurveRef], curves: Sequence[CurveSpec], exclude=()) -
     return [
         c.label
         for c in curves
-        if c.label not in exclude and any(r.others or r.matches(c) for r in refs)
+        if c.label not in exclude and any((r.others and r.admits(c)) or r.matches(c) for r in refs)
     ]
 
 
@@ -134,6 +160,14 @@ def _refs(value: Any) -> Any:
     if value is None:
         return []
     return value if isinstance(value, list) else [value]
+
+
+class Tune(Strict):
+    """A tuned comparison (the module's docstring): the keys a method's grid varies, the first
+    one deciding its edge, and the measure whose best seed mean chooses the point."""
+
+    over: list[str] = Field(default_factory=list)
+    by: str = Field(min_length=1)
 
 
 class Comparison(Strict):
@@ -155,11 +189,19 @@ class Comparison(Strict):
     #: per panel value (``data.partition=case1``) the claimed curve(s) there, instead of ``curve``
     by_panel: dict[str, list[CurveRef]] = Field(default_factory=dict)
     #: pair the curves of both sides whose typed configs differ only in the keys the sides set
-    #: (``{set: {train.order: rr}}`` against ``{set: {train.order: fixed}}``): one part per pair
-    pair: bool = False
+    #: (``{set: {train.order: rr}}`` against ``{set: {train.order: fixed}}``), or (a config
+    #: key) those with the same value of that key: one part per pair
+    pair: bool | str = False
+    #: each side's curves differing only in ``tune.over`` are one grid, read at its best point
+    tune: Tune | None = None
+    #: a pair without runs of both in a panel where another pair has them: ``no_data`` (the
+    #: panel has none) or an ``inconclusive`` part
+    absent: Literal["no_data", "inconclusive"] = "no_data"
     #: the effect is the mean over the ``above`` panels minus the mean over the ``below`` panels
     #: (per seed): "helps most on the SVM", judged once over the figure
     contrast: dict[Literal["above", "below"], list[str]] | None = None
+    #: how the ``below`` panels of ``contrast`` combine per seed: their mean or the largest
+    contrast_below: Literal["mean", "largest"] = "mean"
     #: the name of the comparison in the numbers (e.g. "loss AUC")
     name: str = ""
 
@@ -302,12 +344,24 @@ def _comparison_problem(
             f"{where}.margin: {comp.margin:g} has the wrong sign for kind 'equivalent'; allowed: "
             "a margin > 0 (|effect| ≤ margin)"
         )
-    if comp.kind != "bound" and comp.margin < 0:
+    if comp.kind != "bound" and comp.margin < 0 and comp.side != "below":
         return (
             f"{where}.margin: {comp.margin:g} has the wrong sign for kind {comp.kind!r}; allowed: "
             "a margin ≥ 0 (the effect is the claimed side's advantage; holds: below for 'little "
-            "or no gain')"
+            "or no gain', with a negative margin for 'worse by more than it')"
         )
+    keys = sorted({k for c in curves for k in c.set})
+    if comp.tune is not None:
+        if comp.kind not in ("faster", "higher", "equivalent", "interior_optimum"):
+            return (
+                f"{where}.tune: kind {comp.kind!r} is not tuned; allowed with kinds faster, "
+                "higher, equivalent, interior_optimum"
+            )
+        for key in comp.tune.over:
+            if not any(key in c.set for c in curves):
+                return _bad(f"{where}.tune.over", key, keys, "no curve sets the key")
+    if isinstance(comp.pair, str) and not any(comp.pair in c.set for c in curves):
+        return _bad(f"{where}.pair", comp.pair, keys, "no curve sets the key")
     for ref in [*comp.curve, *comp.versus, *(r for rs in comp.by_panel.values() for r in rs)]:
         if ref.curve is not None and ref.curve not in labels:
             return _bad(f"{where}.curve", ref.curve, labels, "unknown curve")

@@ -1,10 +1,18 @@
 """Declared claims (issue 50): BHerd's claims, declared in ``sweeps/bherd-*.yaml``, give the same
-verdicts and numbers as the prose-keyed criteria of ``dashboards.papers.bherd.claims`` on the
-same data; the claim language's checks; a researcher's own study (docs/how-to/own-claims.md)."""
+verdicts and numbers as the prose-keyed criteria they replaced on the same data; the claim
+language's checks; a researcher's own study (docs/how-to/own-claims.md).
+
+``golden/claims-bherd.json`` holds, per claim id and scenario, the outputs of the legacy
+criteria of ``dashboards/papers/bherd/claims.py`` at commit efc6b87 (before they were removed):
+the verdict and label of ``check_claims``, the criterion's own verdict before the not-testable
+rules (``raw``) and the evidence rows (effect, interval, seeds, threshold, side, verdict;
+numbers rounded to 12 digits). The declared judge was checked equal to them while the legacy
+code existed, and is compared with them now."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from pathlib import Path
 
@@ -13,58 +21,23 @@ import yaml
 
 from dashboards import claims as C
 from dashboards import registry as R
-from dashboards.claims import normalize
-from dashboards.judge import criterion
-from dashboards.papers.bherd import claims as B
 from dashboards.report import claim_rows
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import SpecError, load_spec, read_spec
 from fedsweep.specs.model import Regime
 from tests.figures import test_bherd_fig2 as F2
 from tests.figures import test_dashboards as D
+from tests.figures.test_declared_claims_fedwalk import judged
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = ROOT / "sweeps"
 DOC = ROOT / "docs" / "how-to" / "own-claims.md"
+GOLDEN = Path(__file__).parent / "golden" / "claims-bherd.json"
 
 
 def declared(figure: str, claim_id: str) -> Claim:
     (claim,) = [c for c in read_spec(SWEEPS / f"{figure}.yaml").claims if c.id == claim_id]
     return claim
-
-
-def _rows(check) -> list[tuple]:
-    def r(x):
-        return None if x is None else round(float(x), 12)
-
-    return sorted(
-        (
-            r(e["effect"]),
-            r(e["ci_low"]),
-            r(e["ci_high"]),
-            tuple(e["seeds"]),
-            e["threshold"],
-            e["holds_when"],
-            e["verdict"],
-        )
-        for e in check.evidence
-    )
-
-
-def same_as_legacy(claim: Claim, data: C.ClaimData) -> str:
-    """Judge ``claim`` declared and by its legacy criterion; assert the same verdict, label and
-    evidence numbers (effect, interval, seeds, threshold, verdict per part); the verdict."""
-    text = normalize(claim.title)
-    (old,) = C.check_claims([claim.title], data, {text: B.CRITERIA[text]})
-    (new,) = C.check_claims([claim], data, R.CRITERIA)
-    assert (new.verdict, new.label) == (old.verdict, old.label), (old.numbers, new.numbers)
-    assert _rows(new) == _rows(old), (old.numbers, new.numbers)
-    assert new.claim == old.claim and new.id == claim.id
-    # and the criterion's own verdict, before the not-testable rules (T < 5 rounds, ...)
-    raw_old = B.CRITERIA[text](dataclasses.replace(data, evidence=[]))[0]
-    raw_new = criterion(claim)(dataclasses.replace(data, evidence=[]))[0]
-    assert raw_new == raw_old
-    return raw_new
 
 
 # ------------------------------------------------------------------------ the 14 claims
@@ -292,12 +265,20 @@ MIGRATED = [
 ]
 
 
+def golden() -> dict:
+    return json.loads(GOLDEN.read_text(encoding="utf-8"))
+
+
 @pytest.mark.parametrize(("figure", "claim_id", "cases"), MIGRATED, ids=[m[1] for m in MIGRATED])
 def test_declared_bherd_claim_judges_as_its_legacy_criterion(figure, claim_id, cases):
     claim = declared(figure, claim_id)
-    verdicts = [same_as_legacy(claim, data) for data in cases()]
+    want = golden()[claim_id]
+    got = [judged(claim, data) for data in cases()]
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g == w, i
     # every case set decides the claim somewhere (not only n/a)
-    assert {"supported", "contradicted", "inconclusive", "not-testable"} & set(verdicts)
+    assert {"supported", "contradicted", "inconclusive", "not-testable"} & {g["raw"] for g in got}
 
 
 def test_every_bherd_claim_is_declared_and_checked_here():
@@ -305,9 +286,10 @@ def test_every_bherd_claim_is_declared_and_checked_here():
     ids = [(s.figure, c.id) for s in specs for c in s.claims]
     assert all(isinstance(c, Claim) for s in specs for c in s.claims)
     assert sorted(ids) == sorted((f, i) for f, i, _ in MIGRATED)
-    # the legacy criteria cover exactly the declared claims' titles (the reference they match)
-    texts = {normalize(c.title) for s in specs for c in s.claims}
-    assert texts == set(B.CRITERIA)
+    # the golden outputs cover exactly the declared claims, every scenario of each
+    assert set(golden()) == {i for _, i, _ in MIGRATED}
+    for _, claim_id, cases in MIGRATED:
+        assert len(golden()[claim_id]) == len(cases())
 
 
 # ------------------------------------------------------------------------ the language

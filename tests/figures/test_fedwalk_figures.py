@@ -21,12 +21,14 @@ import yaml
 from dashboards import BUILDERS, build_figures
 from dashboards import claims as C
 from dashboards import registry as R
+from dashboards.judge import criterion
 from dashboards.model import Panel, curve_config, run_base
-from dashboards.papers.fedwalk import claims as W
+from dashboards.papers.fedwalk import measures as WM
 from dashboards.papers.fedwalk import methods as M
 from dashboards.papers.fedwalk import table2
 from dashboards.reducers import Stat, per_run, reduce_cell, seed_stats, stat_of, value_at_best
 from dashboards.store import aggregate
+from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import CurveSpec, load_spec
 from fedsweep.tracking.store import ensure_experiment, get_client
 
@@ -69,6 +71,20 @@ def make(curves, series, panels, diverged=None, blowups=None) -> C.ClaimData:
 
 def cv(label: str, **kv) -> CurveSpec:
     return CurveSpec(label=label, set={k.replace("__", "."): v for k, v in kv.items()})
+
+
+#: FedWalk's declared claims (sweeps/fedwalk-*.yaml) by id
+DECLARED: dict[str, Claim] = {
+    c.id: c for figure in FIGURES for c in load_spec(SWEEPS / f"{figure}.yaml").claims
+}
+
+
+def judge(claim_id: str, data: C.ClaimData) -> tuple[str, str]:
+    """(verdict, numbers) of FedWalk's declared claim ``claim_id`` on ``data`` (the judge's,
+    before the not-testable rules)."""
+    data.evidence = []
+    data.used.clear()
+    return criterion(DECLARED[claim_id])(data)
 
 
 # ------------------------------------------------------------------------------ reducers
@@ -232,63 +248,71 @@ LEASHED = {
 
 def test_fedwalk_beats_every_baseline_under_non_iid_per_seed():
     data = table_data(BASES | LEASHED)
-    verdict, numbers = W.fedwalk_beats_baselines(data)
+    verdict, numbers = judge("fedwalk-beats-baselines", data)
     assert verdict == "supported", numbers
-    assert numbers.startswith("CIFAR-10, Dir(0.1): best test acc (%): FedWalk 85.")
-    assert "FedWalk − FedNova effect 0.04" in numbers and "IID" not in numbers  # non-IID only
+    assert numbers.startswith("CIFAR-10, Dir(0.1): FedWalk η=1e-2 − FedAvg η=1e-2 effect 0.05")
+    assert (
+        "FedWalk η=1e-2 − FedNova η=1e-2 effect 0.04" in numbers and "IID" not in numbers
+    )  # non-IID only
     assert [e["panel"] for e in data.evidence] == [
-        f"CIFAR-10, Dir(0.1) · FedWalk − {b}" for b in BASES
+        f"CIFAR-10, Dir(0.1) · FedWalk η=1e-2 − {b} η=1e-2" for b in BASES
     ]
     assert {e["threshold"] for e in data.evidence} == {C.ACC_TOL}
     assert all(len(e["seeds"]) == 5 for e in data.evidence)
     # FedNova beats FedWalk on every seed: contradicted
-    verdict, numbers = W.fedwalk_beats_baselines(table_data(BASES | LEASHED | {"FedNova": 0.90}))
-    assert verdict == "contradicted" and "FedWalk − FedNova effect -0.05" in numbers
+    verdict, numbers = judge(
+        "fedwalk-beats-baselines", table_data(BASES | LEASHED | {"FedNova": 0.90})
+    )
+    assert verdict == "contradicted" and "FedWalk η=1e-2 − FedNova η=1e-2 effect -0.05" in numbers
     # a gain of 0.005 is inside the margin of "higher" (0.01): not supported
     small = BASES | LEASHED | {"FedProx": 0.845}
-    assert W.fedwalk_beats_baselines(table_data(small))[0] == "contradicted"
+    assert judge("fedwalk-beats-baselines", table_data(small))[0] == "contradicted"
     # two seeds of noise: inconclusive
     noisy = table_data(BASES | {"FedWalk": 0.82}, seeds=(0, 1), noise=NOISE2)
-    verdict, numbers = W.fedwalk_beats_baselines(noisy)
+    verdict, numbers = judge("fedwalk-beats-baselines", noisy)
     assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
     # two baselines without runs: the claim cannot be supported ...
     some = table_data({"FedAvg": 0.8, "SCAFFOLD": 0.7, "FedWalk": 0.85})
-    verdict, numbers = W.fedwalk_beats_baselines(some)
-    assert verdict == "inconclusive" and "FedWalk − FedProx → inconclusive (FedProx no runs)" in (
-        numbers
+    verdict, numbers = judge("fedwalk-beats-baselines", some)
+    assert (
+        verdict == "inconclusive"
+        and "FedProx η=1e-2 → inconclusive (FedProx η=1e-2: no runs)" in (numbers)
     )
     # ... but contradicted by one it loses to
     some = table_data({"FedAvg": 0.9, "FedWalk": 0.85})
-    assert W.fedwalk_beats_baselines(some)[0] == "contradicted"
+    assert judge("fedwalk-beats-baselines", some)[0] == "contradicted"
     # no non-IID panel, no FedWalk curve: n/a
-    assert W.fedwalk_beats_baselines(table_data(BASES | LEASHED, panels=(IID,)))[0] == "n/a"
-    assert W.fedwalk_beats_baselines(table_data(BASES, methods=list(BASES)))[0] == "n/a"
+    assert judge("fedwalk-beats-baselines", table_data(BASES | LEASHED, panels=(IID,)))[0] == "n/a"
+    assert judge("fedwalk-beats-baselines", table_data(BASES, methods=list(BASES)))[0] == "n/a"
 
 
 def test_adding_fedwalk_helps_each_base_method_per_seed():
     claim = "adding FedWalk helps each base method (SCAFFOLD, FedProx, FedNova, and FedAvg itself)"
-    assert C.normalize(claim) in R.CRITERIA
+    assert DECLARED["fedwalk-helps-each-base"].title == claim
     data = table_data(BASES | LEASHED)
-    verdict, numbers = W.fedwalk_helps_each_base(data)
+    verdict, numbers = judge("fedwalk-helps-each-base", data)
     assert verdict == "supported", numbers
     assert len(data.evidence) == 8  # 4 pairs × 2 panels, IID included
-    assert "CIFAR-10, IID (Dir(10)) · SCAFFOLD+FedWalk − SCAFFOLD" in [
+    assert "CIFAR-10, IID (Dir(10)) · SCAFFOLD+FedWalk η=1e-2 − SCAFFOLD η=1e-2" in [
         e["panel"] for e in data.evidence
     ]
     worse = LEASHED | {"SCAFFOLD+FedWalk": 0.75}
-    verdict, numbers = W.fedwalk_helps_each_base(table_data(BASES | worse))
-    assert verdict == "contradicted" and "SCAFFOLD+FedWalk − SCAFFOLD effect -0.03" in numbers
+    verdict, numbers = judge("fedwalk-helps-each-base", table_data(BASES | worse))
+    assert (
+        verdict == "contradicted"
+        and "SCAFFOLD+FedWalk η=1e-2 − SCAFFOLD η=1e-2 effect -0.03" in numbers
+    )
     noisy = table_data(BASES | LEASHED, seeds=(0, 1), noise=NOISE2)
-    assert W.fedwalk_helps_each_base(noisy)[0] == "inconclusive"
+    assert judge("fedwalk-helps-each-base", noisy)[0] == "inconclusive"
     # a pair without runs in a panel with runs cannot be supported; the profile's pairs only
     part = table_data({"FedAvg": 0.8, "FedWalk": 0.85, "SCAFFOLD+FedWalk": 0.9})
-    verdict, numbers = W.fedwalk_helps_each_base(part)
-    assert verdict == "inconclusive" and "(SCAFFOLD no runs)" in numbers
+    verdict, numbers = judge("fedwalk-helps-each-base", part)
+    assert verdict == "inconclusive" and "(SCAFFOLD η=1e-2: no runs)" in numbers
     # no pair with runs of both anywhere: n/a
-    assert W.fedwalk_helps_each_base(table_data({"SCAFFOLD+FedWalk": 0.9}))[0] == "n/a"
+    assert judge("fedwalk-helps-each-base", table_data({"SCAFFOLD+FedWalk": 0.9}))[0] == "n/a"
     only = table_data({"FedAvg": 0.8, "FedWalk": 0.85}, methods=["FedAvg", "FedWalk"])
-    assert W.fedwalk_helps_each_base(only)[0] == "supported"
-    assert W.fedwalk_helps_each_base(table_data({}, methods=["FedAvg"]))[0] == "n/a"
+    assert judge("fedwalk-helps-each-base", only)[0] == "supported"
+    assert judge("fedwalk-helps-each-base", table_data({}, methods=["FedAvg"]))[0] == "n/a"
 
 
 def test_a_chosen_eta_on_the_grid_edge_is_inconclusive():
@@ -304,23 +328,27 @@ def test_a_chosen_eta_on_the_grid_edge_is_inconclusive():
         "[0.0001, 0.01]: widen it"
     )
     assert M.choose_lr(data, DIR01.panel_id, "FedAvg").edge is None
-    verdict, numbers = W.fedwalk_helps_each_base(data)
+    verdict, numbers = judge("fedwalk-helps-each-base", data)
     assert verdict == "inconclusive", numbers
-    assert "grid not converged: the chosen η_0 of FedWalk=0.01" in numbers
+    assert "grid not converged: the chosen train.lr of FedWalk η=1e-2=0.01" in numbers
     assert "the interval alone: supported" in numbers  # the numbers are still shown
     assert {e["verdict"] for e in data.evidence} == {"inconclusive"}
     assert data.evidence[0]["why"].startswith("grid not converged")
     inside = edge | {"FedWalk η=1e-2": 0.84}
     assert (
-        W.fedwalk_helps_each_base(table_data(inside, methods=["FedAvg", "FedWalk"], lrs=lrs))[0]
+        judge(
+            "fedwalk-helps-each-base", table_data(inside, methods=["FedAvg", "FedWalk"], lrs=lrs)
+        )[0]
         == "supported"
     )
     # FedAvg at its smallest η_0 makes the comparison inconclusive too
     low = inside | {"FedAvg η=1e-4": 0.81}
-    verdict, numbers = W.fedwalk_helps_each_base(
-        table_data(low, methods=["FedAvg", "FedWalk"], lrs=lrs)
+    verdict, numbers = judge(
+        "fedwalk-helps-each-base", table_data(low, methods=["FedAvg", "FedWalk"], lrs=lrs)
     )
-    assert verdict == "inconclusive" and "η_0 of FedAvg=0.0001 is the smallest" in numbers
+    assert (
+        verdict == "inconclusive" and "train.lr of FedAvg η=1e-4=0.0001 is the smallest" in numbers
+    )
     # a grid point that diverged counts: it shows that side is worse
     data = table_data(edge, methods=["FedAvg", "FedWalk"], lrs=lrs)
     data.diverged = {(DIR01.panel_id, "FedWalk η=1e-2"): [(1, 9)]}
@@ -358,60 +386,61 @@ def loss_data(early: float, late: float, seeds=SEEDS5, noise=JITTER, lrs=(0.01,)
 
 
 def test_fig2_windows():
-    assert W.windows(300) == ((1, 100), (201, 300))  # the paper's "before 100 rounds" of 300
-    assert W.windows(30) == ((1, 10), (21, 30))
-    assert W.windows(12) == ((1, 4), (9, 12))
-    assert W.windows(5) == ((1, 1), (5, 5))
+    assert WM.windows(300) == ((1, 100), (201, 300))  # the paper's "before 100 rounds" of 300
+    assert WM.windows(30) == ((1, 10), (21, 30))
+    assert WM.windows(12) == ((1, 4), (9, 12))
+    assert WM.windows(5) == ((1, 1), (5, 5))
     s = pd.Series([4.0, 2.0, 1.0, math.nan], index=[1, 2, 3, 4]).dropna()
-    assert W.window_mean(1, 2)(s) == 3.0 and math.isnan(W.window_mean(5, 9)(s))
+    assert WM.window_mean(1, 2)(s) == 3.0 and math.isnan(WM.window_mean(5, 9)(s))
 
 
 def test_fig2_early_hindrance_and_later_benefit_are_separate_claims():
-    assert C.normalize(EARLY_CLAIM) in R.CRITERIA and C.normalize(LATE_CLAIM) in R.CRITERIA
+    assert DECLARED["leash-slows-early"].title == EARLY_CLAIM
+    assert DECLARED["lower-loss-later"].title == LATE_CLAIM
     spec = load_spec(SWEEPS / "fedwalk-fig2.yaml")
-    assert spec.claims == [EARLY_CLAIM, LATE_CLAIM]
+    assert spec.claim_texts == [EARLY_CLAIM, LATE_CLAIM]
     # slower early (+30%), lower later (−30%): both supported, non-IID only
     data = loss_data(1.3, 0.7)
-    verdict, numbers = W.leash_slows_early(data)
+    verdict, numbers = judge("leash-slows-early", data)
     assert verdict == "supported", numbers
-    assert numbers.startswith("CIFAR-10, Dir(0.1): mean training loss over rounds 1–4")
+    assert numbers.startswith("CIFAR-10, Dir(0.1): FedWalk η=1e-2 − FedAvg η=1e-2 effect -0.3")
     assert "IID (Dir(10))" not in numbers and len(data.evidence) == 4
     assert all(e["threshold"] == -C.AUC_TOL for e in data.evidence)
-    verdict, numbers = W.lower_loss_later(data)
-    assert verdict == "supported" and "over rounds 9–12" in numbers, numbers
+    verdict, numbers = judge("lower-loss-later", data)
+    assert verdict == "supported" and "FedWalk η=1e-2 − FedAvg η=1e-2 effect 0.3" in numbers
     # lower from the start: not slower early (contradicted), lower later (supported)
     data = loss_data(0.7, 0.7)
-    assert W.leash_slows_early(data)[0] == "contradicted"
-    assert W.lower_loss_later(data)[0] == "supported"
+    assert judge("leash-slows-early", data)[0] == "contradicted"
+    assert judge("lower-loss-later", data)[0] == "supported"
     # slower early and still higher later: the late claim is contradicted
     data = loss_data(1.3, 1.2)
-    assert W.leash_slows_early(data)[0] == "supported"
-    assert W.lower_loss_later(data)[0] == "contradicted"
+    assert judge("leash-slows-early", data)[0] == "supported"
+    assert judge("lower-loss-later", data)[0] == "contradicted"
     # a 3% difference is inside the 5% margin either way: contradicted (the interval is tight)
     data = loss_data(1.03, 0.97)
-    assert W.leash_slows_early(data)[0] == "contradicted"
-    assert W.lower_loss_later(data)[0] == "contradicted"
+    assert judge("leash-slows-early", data)[0] == "contradicted"
+    assert judge("lower-loss-later", data)[0] == "contradicted"
     # two seeds of noise: inconclusive
     data = loss_data(1.1, 0.9, seeds=(0, 1), noise=(0.02, -0.03))
-    assert W.leash_slows_early(data)[0] == "inconclusive"
-    assert W.lower_loss_later(data)[0] == "inconclusive"
+    assert judge("leash-slows-early", data)[0] == "inconclusive"
+    assert judge("lower-loss-later", data)[0] == "inconclusive"
     # no non-IID panel: n/a
     data = loss_data(1.3, 0.7)
     data.panels = [IID]
-    assert W.leash_slows_early(data)[0] == "n/a"
+    assert judge("leash-slows-early", data)[0] == "n/a"
 
 
 def test_fig2_claims_on_the_grid_edge_are_inconclusive():
     data = loss_data(1.3, 0.7, lrs=(0.01, 0.001))  # only η=1e-2 has runs: no grid to speak of
-    assert W.lower_loss_later(data)[0] == "supported"
+    assert judge("lower-loss-later", data)[0] == "supported"
     data.long = pd.concat(
         [data.long, long_rows({(DIR01.panel_id, "FedWalk η=1e-3", s, "test_acc"): acc_curve(0.5)
                                for s in SEEDS5})],
         ignore_index=True,
     )  # fmt: skip
     data.reduced.clear()
-    verdict, numbers = W.lower_loss_later(data)
-    assert verdict == "inconclusive" and "η_0 of FedWalk=0.01 is the largest" in numbers
+    verdict, numbers = judge("lower-loss-later", data)
+    assert verdict == "inconclusive" and "train.lr of FedWalk η=1e-2=0.01 is the largest" in numbers
 
 
 # -------------------------------------------------------------------------- Fig. 3 claims
@@ -451,51 +480,54 @@ RISE = [0.74, 0.76, 0.78, 0.80, 0.84]
 
 def test_fig3_rise_then_fall_for_lh_and_mh_per_seed():
     data = tau_data({"LH": PEAK, "MH": PEAK, "HH": FALL})
-    verdict, numbers = W.tau_rises_then_falls(data)
+    verdict, numbers = judge("tau-rises-then-falls", data)
     assert verdict == "supported", numbers
-    assert "LH: best interior τ=0.5 (on the seed means)" in numbers
-    assert "τ=0.5 − τ=-1.5 (smallest) effect 0.05" in numbers
-    assert "τ=0.5 − τ=3 (largest) effect 0.07" in numbers
+    assert "LH: best_acc τ=-1.5 0.804, τ=-0.5 0.834, τ=0.5 0.854" in numbers
+    assert "τ=0.5 − τ=-1.5 effect 0.05" in numbers and "τ=0.5 − τ=3 effect 0.07" in numbers
     assert len(data.evidence) == 4 and "HH" not in numbers
     # MH rises to the largest τ: its fall part is contradicted
-    verdict, numbers = W.tau_rises_then_falls(tau_data({"LH": PEAK, "MH": RISE, "HH": FALL}))
-    assert verdict == "contradicted" and "τ=1.5 − τ=3 (largest) effect -0.04" in numbers
+    verdict, numbers = judge("tau-rises-then-falls", tau_data({"LH": PEAK, "MH": RISE, "HH": FALL}))
+    assert verdict == "contradicted" and "τ=1.5 − τ=3 effect -0.04" in numbers
     # a plateau within the margin of "higher": not a rise
     flat = [0.845, 0.85, 0.849, 0.84, 0.78]
-    assert W.tau_rises_then_falls(tau_data({"LH": flat, "MH": PEAK}))[0] == "contradicted"
+    assert judge("tau-rises-then-falls", tau_data({"LH": flat, "MH": PEAK}))[0] == "contradicted"
     # two seeds with noise of ±0.03 around a peak of +0.02: inconclusive
     small = [0.80, 0.81, 0.82, 0.81, 0.80]
     noisy = tau_data({"LH": small, "MH": small}, seeds=(0, 1), noisy=True)
-    assert W.tau_rises_then_falls(noisy)[0] == "inconclusive"
+    assert judge("tau-rises-then-falls", noisy)[0] == "inconclusive"
     # a task without enough τ values: listed; only HH: n/a
     data = tau_data({"LH": PEAK, "MH": PEAK, "HH": FALL})
     data.long = data.long[
         ~((data.long["panel_id"] == "leash.task=MH") & (data.long["curve"] != "τ=0.5"))
     ]
     data.reduced.clear()
-    verdict, numbers = W.tau_rises_then_falls(data)
-    assert verdict == "supported" and "MH: no data (1 τ value(s) with runs, 3 needed)" in numbers
+    verdict, numbers = judge("tau-rises-then-falls", data)
+    assert (
+        verdict == "supported" and "MH: no data (a curve of the claim has no runs here)" in numbers
+    )
     only_hh = tau_data({"HH": FALL})
     only_hh.panels = TASKS[2:]
-    assert W.tau_rises_then_falls(only_hh)[0] == "n/a"
+    assert judge("tau-rises-then-falls", only_hh)[0] == "n/a"
 
 
 def test_fig3_hh_falls_with_tau_per_seed():
-    assert W.slope([0.0, 1.0], [0.5, 0.4]) == pytest.approx(-0.1)
+    assert WM.slope([0.0, 1.0], [0.5, 0.4]) == pytest.approx(-0.1)
     data = tau_data({"LH": PEAK, "MH": PEAK, "HH": FALL})
-    verdict, numbers = W.tau_falls(data)
+    verdict, numbers = judge("tau-falls-hh", data)
     assert verdict == "supported", numbers
-    assert "slope per unit τ effect -0.0" in numbers and "τ=-1.5 − the best other τ" in numbers
+    assert "slope per unit τ effect -0.0" in numbers and "smallest τ first effect 0.03" in numbers
     assert [e["holds_when"] for e in data.evidence] == ["effect < 0", "effect > 0"]
-    assert W.tau_falls(tau_data({"HH": PEAK}))[0] == "contradicted"
-    assert W.tau_falls(tau_data({"HH": RISE}))[0] == "contradicted"
+    assert judge("tau-falls-hh", tau_data({"HH": PEAK}))[0] == "contradicted"
+    assert judge("tau-falls-hh", tau_data({"HH": RISE}))[0] == "contradicted"
     # falls on the whole but the best is not at the smallest τ: the ranking part contradicts
-    verdict, numbers = W.tau_falls(tau_data({"HH": [0.80, 0.83, 0.79, 0.78, 0.74]}))
+    verdict, numbers = judge("tau-falls-hh", tau_data({"HH": [0.80, 0.83, 0.79, 0.78, 0.74]}))
     assert verdict == "contradicted"
     assert "slope per unit τ" in numbers and "→ supported" in numbers  # the slope part holds
     # two seeds of noise on a flat line: inconclusive
     flat = [0.80] * 5
-    assert W.tau_falls(tau_data({"HH": flat}, seeds=(0, 1), noisy=True))[0] == "inconclusive"
+    assert (
+        judge("tau-falls-hh", tau_data({"HH": flat}, seeds=(0, 1), noisy=True))[0] == "inconclusive"
+    )
 
 
 # -------------------------------------------------------------------------- Fig. 4 claims
@@ -523,18 +555,21 @@ def fig4_data(walk: dict[str, float], pre: dict[str, float], panels=(DIR01, IID)
 def test_fig4_fedwalk_beats_pretraining_per_seed():
     walk, pre = {"LH": 0.85, "MH": 0.84, "HH": 0.82}, {"LH": 0.80, "MH": 0.81, "HH": 0.80}
     data = fig4_data(walk, pre)
-    verdict, numbers = W.fedwalk_beats_pretraining(data)
+    verdict, numbers = judge("fedwalk-beats-pretraining", data)
     assert verdict == "supported", numbers
     assert len(data.evidence) == 6  # 2 settings × 3 tasks
-    assert "LH FedWalk 85." in numbers and "LH effect 0.05" in numbers
-    verdict, numbers = W.fedwalk_beats_pretraining(fig4_data(walk, pre | {"HH": 0.83}))
-    assert verdict == "contradicted" and "HH effect -0.01" in numbers
+    assert "FedWalk LH − Pre-training LH effect 0.05" in numbers
+    verdict, numbers = judge("fedwalk-beats-pretraining", fig4_data(walk, pre | {"HH": 0.83}))
+    assert verdict == "contradicted" and "FedWalk HH − Pre-training HH effect -0.01" in numbers
     noisy = fig4_data(walk, pre, seeds=(0, 1), noise=(0.02, -0.05))
-    assert W.fedwalk_beats_pretraining(noisy)[0] == "inconclusive"
+    assert judge("fedwalk-beats-pretraining", noisy)[0] == "inconclusive"
     # only LH has runs: the other tasks cannot be supported
-    verdict, numbers = W.fedwalk_beats_pretraining(fig4_data({"LH": 0.85}, {"LH": 0.80}))
-    assert verdict == "inconclusive" and "MH → inconclusive (no runs of both)" in numbers
-    assert W.fedwalk_beats_pretraining(fig4_data({"LH": 0.85}, {}))[0] == "n/a"
+    verdict, numbers = judge("fedwalk-beats-pretraining", fig4_data({"LH": 0.85}, {"LH": 0.80}))
+    assert (
+        verdict == "inconclusive"
+        and "FedWalk MH − Pre-training MH → inconclusive (no seed with runs of both)" in numbers
+    )
+    assert judge("fedwalk-beats-pretraining", fig4_data({"LH": 0.85}, {}))[0] == "n/a"
 
 
 # -------------------------------------------------------------------------- Fig. 5 claims
@@ -562,67 +597,73 @@ def fig5_data(gains: dict[float, float], seeds=SEEDS5, noise=JITTER) -> C.ClaimD
 
 def test_fig5_gain_largest_at_dir_01_per_seed():
     data = fig5_data({0.1: 0.04, 0.3: 0.02, 1.0: 0.01, 10.0: 0.0})
-    verdict, numbers = W.gain_largest_at_01(data)
+    verdict, numbers = judge("gain-largest-at-dir01", data)
     assert verdict == "supported", numbers
-    assert "Dir(0.1) +4.0" in numbers and "Dir(0.3) +2.0" in numbers
-    assert "Dir(0.1) − the largest other gain effect 0.02" in numbers
+    assert numbers.startswith("gain: data.dirichlet_alpha=0.1 − data.dirichlet_alpha=0.3 / ")
+    assert "effect 0.02 [" in numbers
     [row] = data.evidence
     assert row["threshold"] == 0.0 and row["seeds"] == list(SEEDS5)
-    verdict, numbers = W.gain_largest_at_01(fig5_data({0.1: 0.01, 0.3: 0.03, 1.0: 0.02}))
-    assert verdict == "contradicted" and "gain effect -0.02" in numbers
+    verdict, numbers = judge("gain-largest-at-dir01", fig5_data({0.1: 0.01, 0.3: 0.03, 1.0: 0.02}))
+    assert verdict == "contradicted" and "effect -0.02 [" in numbers
     noisy = fig5_data({0.1: 0.03, 0.3: 0.025}, seeds=(0, 1), noise=(0.02, -0.03))
-    assert W.gain_largest_at_01(noisy)[0] == "inconclusive"
-    verdict, numbers = W.gain_largest_at_01(fig5_data({0.3: 0.03, 1.0: 0.01}))
-    assert verdict == "n/a" and "no Dir(0.1) panel with data" in numbers
-    assert W.gain_largest_at_01(fig5_data({0.1: 0.03}))[0] == "n/a"
+    assert judge("gain-largest-at-dir01", noisy)[0] == "inconclusive"
+    verdict, numbers = judge("gain-largest-at-dir01", fig5_data({0.3: 0.03, 1.0: 0.01}))
+    assert verdict == "n/a" and "no panel of one side has runs of both curves" in numbers
+    assert judge("gain-largest-at-dir01", fig5_data({0.1: 0.03}))[0] == "n/a"
     no_walk = fig5_data({0.1: 0.03, 0.3: 0.0})
     no_walk.curves = FIG5_CURVES[:1]
-    assert W.gain_largest_at_01(no_walk) == ("n/a", "the spec has no FedWalk (hooks fedwalk) curve")
+    assert judge("gain-largest-at-dir01", no_walk) == (
+        "n/a",
+        "the spec has no {set: hooks=['fedwalk']} curve (claimed side)",
+    )
 
 
 # -------------------------------------------------------------------- claims, generally
 @pytest.mark.parametrize("figure", FIGURES)
-def test_every_fedwalk_claim_has_a_criterion_and_the_papers_words(figure):
+def test_every_fedwalk_claim_is_declared_with_the_papers_words(figure):
+    """(The quotations are checked against the paper's text in test_report.py.)"""
     spec = load_spec(SWEEPS / f"{figure}.yaml")
     assert BUILDERS[figure].__module__.startswith("dashboards.papers.fedwalk.")
     assert spec.claims
     for claim in spec.claims:
-        assert C.normalize(claim) in R.CRITERIA, claim
-        assert C.normalize(claim) in W.PAPER_WORDS, claim
+        assert isinstance(claim, Claim) and claim.text and claim.where.startswith("Sec. 5.")
+        assert R.claim_problem([claim]) == ""
 
 
-def test_paper_words_cover_every_criterion():
-    """(The quotations are checked against the paper's text in test_report.py.)"""
-    assert set(W.PAPER_WORDS) == set(W.CRITERIA)
-
-
-def test_criteria_are_statistical_and_declare_their_measure():
-    """No FedWalk criterion returns a seed-mean verdict; each docstring states the per-seed
-    effect, its threshold and side."""
-    for fn in W.CRITERIA.values():
-        text = C.criterion_text(fn)
-        assert "per seed" in text and ("0.01" in text or "0.05" in text or " 0" in text), text
-    for m in (W.BEATS, W.HELPS, W.PEAK_ABOVE_EDGE, W.BEATS_PRETRAINING):
-        assert (m.threshold, m.direction) == (C.ACC_TOL, "greater")
-    assert (W.SLOWER_EARLY.threshold, W.SLOWER_EARLY.direction) == (-C.AUC_TOL, "less")
-    assert (W.LOWER_LATE.threshold, W.LOWER_LATE.direction) == (C.AUC_TOL, "greater")
-    assert W.TAU_SLOPE.threshold == W.SMALLEST_TAU_FIRST.threshold == 0.0
+def test_claims_are_statistical_and_declare_their_margin():
+    """Each FedWalk claim states its per-seed effect, its margin and side; the margins are the
+    symmetric ones of every claim (ACC_TOL for an accuracy, AUC_TOL for a relative loss, 0 for
+    a ranking or a trend)."""
+    for claim in DECLARED.values():
+        assert "per seed" in C.criterion_text(criterion(claim)), claim.id
+    margins = {c.id: [(x.margin, x.side) for x in c.comparisons] for c in DECLARED.values()}
+    assert margins == {
+        "fedwalk-beats-baselines": [(C.ACC_TOL, "above")],
+        "fedwalk-helps-each-base": [(C.ACC_TOL, "above")],
+        "leash-slows-early": [(-C.AUC_TOL, "below")],
+        "lower-loss-later": [(C.AUC_TOL, "above")],
+        "tau-rises-then-falls": [(C.ACC_TOL, "above")],
+        "tau-falls-hh": [(0.0, "below"), (0.0, "above")],
+        "fedwalk-beats-pretraining": [(C.ACC_TOL, "above")],
+        "gain-largest-at-dir01": [(0.0, "above")],
+    }
 
 
 def test_fedwalk_claims_without_data_or_histories():
     empty = C.ClaimData(pd.DataFrame(columns=["panel_id", "curve", "metric", "round", "mean",
                                               "std", "n"]), [], [DIR01])  # fmt: skip
-    for fn in W.CRITERIA.values():
-        assert fn(empty)[0] == "n/a", fn.__name__
+    for claim_id in DECLARED:
+        assert judge(claim_id, empty)[0] == "n/a", claim_id
+    claim = DECLARED["gain-largest-at-dir01"]
     data = fig5_data({0.1: 0.04, 0.3: 0.02})
     data.agg = data.agg[data.agg["round"] <= 3]  # a smoke-length figure: not testable
-    [check] = R.check_claims(["FedWalk's gain over FedAvg is largest at Dir(0.1)"], data)
+    [check] = R.check_claims([claim], data)
     assert check.verdict == "not-testable" and check.shown == "not testable at this profile (T=3)"
-    assert "Dir(0.1) +4.0" in check.numbers
+    assert "effect 0.02" in check.numbers
     # a diverged seed in a cell the criterion read: not testable
     data = fig5_data({0.1: 0.04, 0.3: 0.02})
     data.diverged = {("data.dirichlet_alpha=0.3", "FedWalk"): [(2, 9)]}
-    [check] = R.check_claims(["FedWalk's gain over FedAvg is largest at Dir(0.1)"], data)
+    [check] = R.check_claims([claim], data)
     assert check.verdict == "not-testable" and "1 of 20 runs diverged" in check.shown
 
 
@@ -909,19 +950,24 @@ def test_table2_claims_on_the_built_store(built):
     # the smoke subset lacks FedProx and FedNova; its two-point η grids put every choice on an
     # edge (the hand-made seeds differ by a constant: the intervals have no width)
     assert verdict == "inconclusive", numbers
-    assert "FedWalk − FedProx → inconclusive (FedProx no runs)" in numbers
+    assert "→ inconclusive (the spec has no {set: algorithm=fedprox, unset: ['hooks']} curve)" in (
+        numbers
+    )
     assert (
-        "FedWalk − FedAvg effect 0.03 [0.03, 0.03] (95% CI, 2 seeds) → inconclusive (grid not "
-        "converged: the chosen η_0 of FedAvg=0.001 is the smallest of the grid [0.001, 0.01]; "
-        "the chosen η_0 of FedWalk=0.01 is the largest of the grid [0.001, 0.01]: widen it; "
-        "the interval alone: supported)"
+        "FedWalk η=1e-2 − FedAvg η=1e-3 effect 0.03 [0.03, 0.03] (95% CI, 2 seeds) → inconclusive "
+        "(grid not converged: the chosen train.lr of FedWalk η=1e-2=0.01 is the largest of the "
+        "grid [0.001, 0.01]; the chosen train.lr of FedAvg η=1e-3=0.001 is the smallest of the "
+        "grid [0.001, 0.01]: widen it; the interval alone: supported)"
     ) in numbers
     verdict, numbers = verdicts[
         "adding FedWalk helps each base method (SCAFFOLD, FedProx, FedNova, and FedAvg itself)"
     ]
     # SCAFFOLD+FedWalk is 0.01 below SCAFFOLD on both seeds (both at their only η with runs)
     assert verdict == "contradicted", numbers
-    assert "SCAFFOLD+FedWalk − SCAFFOLD effect -0.01 [-0.01, -0.01] (95% CI, 2 seeds) → " in numbers
+    assert (
+        "SCAFFOLD+FedWalk η=1e-2 − SCAFFOLD η=1e-2 effect -0.01 [-0.01, -0.01] (95% CI, 2 seeds) → "
+        in numbers
+    )
 
 
 def test_fig2_draws_the_chosen_curve_per_method(built):
@@ -940,10 +986,10 @@ def test_fig2_draws_the_chosen_curve_per_method(built):
     early, late = r.claims  # the leash lowers the loss from round 1 (k = 4 against 6)
     assert early.claim == "under non-IID the leash slows training in the early rounds"
     assert early.verdict == "contradicted", early.numbers
-    assert "SCAFFOLD+FedWalk vs SCAFFOLD effect 0.17 [0.17, 0.17]" in early.numbers
+    assert "SCAFFOLD+FedWalk η=1e-2 − SCAFFOLD η=1e-2 effect 0.17 [0.17, 0.17]" in early.numbers
     assert late.verdict == "inconclusive", late.numbers  # FedWalk vs FedAvg: grid edge
     assert (
-        "SCAFFOLD+FedWalk vs SCAFFOLD effect 0.574 [0.574, 0.574] (95% CI, 2 seeds) → "
+        "SCAFFOLD+FedWalk η=1e-2 − SCAFFOLD η=1e-2 effect 0.574 [0.574, 0.574] (95% CI, 2 seeds) → "
         "supported" in late.numbers
     )
     assert any("FedWalk drawn at η=1e-2 (η=1e-3 diverged)" in n for n in r.notes)
@@ -965,7 +1011,7 @@ def test_fig3_points_trend_lines_and_claims(built):
         "accuracy falls with τ for HH": "inconclusive",
     }, [c.numbers for c in r.claims]
     rise = r.claims[0].numbers
-    assert "τ=1.5 − τ=3 (largest) effect -0.015 (1 seed: no interval) → inconclusive" in rise
+    assert "τ=1.5 − τ=3 effect -0.015 (1 seed: no interval) → inconclusive" in rise
 
 
 def test_fig4_grouped_bars_reference_line_and_claim(built):
@@ -992,7 +1038,7 @@ def test_fig5_accuracy_and_gain_against_a(built):
     assert r.figure.layout.xaxis.type == "log"
     [claim] = r.claims
     assert claim.verdict == "inconclusive", claim.numbers  # one seed
-    assert "Dir(0.1) − the largest other gain effect 0.025 (1 seed" in claim.numbers
+    assert "effect 0.025 (1 seed: no interval)" in claim.numbers
 
 
 @pytest.mark.slow
@@ -1013,7 +1059,6 @@ def test_missing_curves_and_panels_give_na_not_errors(tmp_path):
     rise, fall = by["fedwalk-fig3"].claims  # LH alone decides the first (one seed); no HH
     # MH: at most the one τ Fig. 4's "FedWalk MH" run shares with Fig. 3 (the same config hash)
     assert rise.verdict == "inconclusive" and "MH (medium): no data (" in rise.numbers
-    assert "3 needed" in rise.numbers
     assert fall.verdict == "n/a" and "HH (high): no data" in fall.numbers
     assert by["fedwalk-fig5"].claims[0].verdict == "n/a"
     [table] = tables(by["fedwalk-table2"].figure)

@@ -1,4 +1,4 @@
-"""FedWalk's methods and learning-rate choice, shared by its figures and its claims: the
+"""FedWalk's methods and learning-rate choice, shared by its figures: the
 Table 2 method of a curve (its run config's ``algorithm`` and ``hooks``), each method's η_0 grid,
 the chosen η_0 per panel (W4) and whether it lies on the grid's edge, the leash-task, τ and
 Dir(a) curves, and how η_0 is printed.
