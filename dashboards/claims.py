@@ -600,6 +600,7 @@ def check_claims(
         claim = entry.title if declared else entry
         fn = criteria.get(entry if declared else normalize(entry))
         ident = entry.id if declared else ""
+        paper = entry.paper_effect if declared else None
         words = (
             (f"“{entry.text}” ({entry.where})" if entry.where else entry.text) if declared else ""
         )
@@ -623,7 +624,7 @@ def check_claims(
         for kind, panels in mine:
             part = data if len(mine) == 1 else dataclasses.replace(data, panels=panels)
             check = _check_one(claim, fn, part, criterion)
-            check.id, check.words = ident, words
+            check.id, check.words, check.paper = ident, words, paper
             if kind:
                 check.regime = _regime_text(panels)
                 if len(mine) > 1:

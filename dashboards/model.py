@@ -121,6 +121,8 @@ class ClaimCheck:
     id: str = ""
     #: a declared claim's words and where they stand; "": the registry's ``PAPER_WORDS``
     words: str = ""
+    #: a declared claim's ``paper_effect`` (``fedsweep.specs.claims.PaperEffect``), or None
+    paper: Any = None
 
     @property
     def shown(self) -> str:

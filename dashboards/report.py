@@ -115,9 +115,29 @@ def claim_rows(results: Iterable[FigureResult]) -> list[dict[str, Any]]:
                     "panels": panels,
                     "runs": r.runs,
                     "expected_runs": r.expected_runs,
+                    **paper_effect_fields(c.paper, head.get("effect")),
                 }
             )
     return rows
+
+
+def paper_effect_fields(paper, ours: float | None) -> dict[str, Any]:
+    """The paper's own effect beside ours (issue 51, item 8): ``paper_effect`` (None where the
+    paper gives no number), ``paper_effect_source`` and ``paper_effect_text`` (None where none
+    is recorded), and ``effect_ratio`` = ours / the paper's where both are numbers and the
+    paper's is in our measure's units."""
+    if paper is None:
+        return {"paper_effect": None, "paper_effect_source": None, "paper_effect_text": None,
+                "effect_ratio": None}  # fmt: skip
+    ratio = None
+    if paper.comparable and paper.value not in (None, 0) and ours is not None:
+        ratio = ours / paper.value
+    return {
+        "paper_effect": paper.value,
+        "paper_effect_source": paper.source,
+        "paper_effect_text": paper.text,
+        "effect_ratio": ratio,
+    }
 
 
 def paper_words(claim: str) -> str:
@@ -318,8 +338,31 @@ def _claim_lines(mine: list[dict[str, Any]], r: FigureResult) -> list[str]:
         lines.append(f"- *{md(row['claim'])}*{why}")
         if row["paper_words"]:
             lines.append(f"  - The paper: {md(row['paper_words'])}")
+        beside = paper_beside_ours(row)
+        if beside:
+            lines.append(f"  - The paper's effect beside ours: {md(beside)}")
+        if row.get("seeds_needed"):
+            lines.append(
+                f"  - About {row['seeds_needed']} seeds would decide it at the spread observed "
+                "(`fedsweep sweep FIGURE --until-decided`)"
+            )
         lines.append(f"  - Numbers: {md(row['numbers'])}")
     return lines
+
+
+def paper_beside_ours(row: dict[str, Any]) -> str:
+    """``the paper: +0.0339 (Sec. 5.2, Table 2: ...); ours 0.0143, 0.42 of it`` ("" when the
+    claim records nothing of the paper's)."""
+    if not row.get("paper_effect_text"):
+        return ""
+    paper = row.get("paper_effect")
+    head = f"{paper:+.3g}" if paper is not None else "no number"
+    text = f"the paper: {head} ({row['paper_effect_source']}: {row['paper_effect_text']})"
+    if row.get("effect") is not None:
+        text += f"; ours {row['effect']:+.3g}"
+        if row.get("effect_ratio") is not None:
+            text += f", {row['effect_ratio']:.2g} of it"
+    return text
 
 
 def _figure_links(r: FigureResult, profile: str) -> str:

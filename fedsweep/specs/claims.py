@@ -222,6 +222,19 @@ class Comparison(Strict):
         return "within" if self.kind == "equivalent" else "above"
 
 
+class PaperEffect(Strict):
+    """The paper's own effect for a claim (issue 51, item 8), beside ours in the report:
+    ``value`` in the claim's measure and units (None: the paper gives no number, only words or
+    a figure), ``text`` (what it says or shows), ``source`` (where: section, table, figure) and
+    whether ``comparable`` (the same measure and units as ours, so ours / the paper's is a
+    meaningful ratio; e.g. not when our profile runs another model)."""
+
+    value: float | None = None
+    text: str = Field(min_length=1)
+    source: str = Field(min_length=1)
+    comparable: bool = True
+
+
 class Claim(Comparison):
     """A declared claim (the module's docstring): an id, the words, where they stand, one
     comparison (and more under ``and``), the panels it covers, the regimes that can test it,
@@ -255,6 +268,8 @@ class Claim(Comparison):
     #: named guards: the claim holds by construction when one gives a reason (inconclusive)
     inconclusive_if: list[str] = Field(default_factory=list)
     and_: list[Comparison] = Field(default_factory=list, alias="and")
+    #: what the paper itself reports for the claim (None: not recorded)
+    paper_effect: PaperEffect | None = None
 
     @field_validator("id")
     @classmethod
