@@ -659,6 +659,17 @@ VIEW_STATE = {
     "selectedColumns": ["metrics.`Global/test_acc`", "metrics.`Global/test_loss`"],
     # the chart view draws every run, not the first 10 (MLflow's default)
     "runsHiddenMode": "SHOW_ALL",
+    # one group per line of the figure (profile, panel, curve), its seeds' mean drawn in the
+    # charts (MLflow 3.17's "Group by", ``useGroupedValuesInCharts`` on by default): the charts
+    # look like the figure (issue 52, item 2)
+    "groupBy": {
+        "aggregateFunction": "average",
+        "groupByKeys": [
+            {"mode": "tag", "groupByData": "fedsweep.profile"},
+            {"mode": "tag", "groupByData": "fedsweep.panel_label"},
+            {"mode": "tag", "groupByData": "fedsweep.curve"},
+        ],
+    },
 }
 #: the view a link opens in: the chart view (``TABLE``: the runs table with the metric columns)
 VIEW_MODE_QUERY = "compareRunsMode=CHART"
@@ -792,7 +803,7 @@ def ui_url(
 
 
 #: the text of the link to fedsweep's saved view in an experiment's description
-VIEW_LINK_TEXT = "every trial, flat and charted"
+VIEW_LINK_TEXT = "every trial, by curve, charted"
 
 
 def experiment_note(description: str, experiment_id: str) -> str:

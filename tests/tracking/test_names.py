@@ -178,9 +178,13 @@ def test_experiments_get_fedsweeps_saved_view_and_someones_own_view_stays(store)
     assert state["orderByKey"] == "tags.`fedsweep.trial_id`"  # not start time: no nesting
     assert state["runsHiddenMode"] == "SHOW_ALL"
     assert "metrics.`Global/test_acc`" in state["selectedColumns"]
+    # issue 52, item 2: one group per line of the figure, its seed mean drawn in the charts
+    assert state["groupBy"] == {"aggregateFunction": "average", "groupByKeys": [
+        {"mode": "tag", "groupByData": f"fedsweep.{key}"}
+        for key in ("profile", "panel_label", "curve")]}  # fmt: skip
     # the description links to it: one click from the page the experiment list opens
     note = client.get_experiment(exp_id).tags[NOTE_TAG]
-    assert note.startswith(GENERIC_DESCRIPTION + " · [every trial, flat and charted](")
+    assert note.startswith(GENERIC_DESCRIPTION + " · [every trial, by curve, charted](")
     assert f"](#/experiments/{exp_id}/runs?viewStateShareKey=fedsweep-trials&" in note
     ensure_experiment(client, "viewed", store)
     assert client.get_experiment(exp_id).tags[VIEW_TAG] == raw  # unchanged, not rewritten
