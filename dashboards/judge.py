@@ -16,6 +16,11 @@ best seed mean of ``tune.by``, failed points and points without runs no candidat
 point on its grid's edge (:func:`dashboards.claims.grid_edge`) blocks its part (inconclusive,
 the numbers shown). ``absent: inconclusive`` makes a pair without runs of both an inconclusive
 part instead of a panel without data.
+
+A censored measure (rounds to a level not reached within T: a ``(low, high)`` value) gives a
+``faster`` / ``higher`` / ``first`` part the effect's bounds per seed (:class:`Bounds`), decided
+by :func:`dashboards.claims.bounded`. A claim's ``vacuous_if`` guards turn a supported verdict
+into an inconclusive one (:func:`_vacuous`), its ``inconclusive_if`` guards any verdict.
 """
 
 from __future__ import annotations
@@ -287,9 +292,10 @@ def _pairs(comp: Comparison, data: ClaimData, mine: list[list[str]], theirs: lis
     ]
 
 
-def _rank(data, panel, m, claimed, rivals, refs, after, every=False) -> Evidence | None:
+def _rank(data, panel, m, claimed, rivals, refs, after, every=False) -> Evidence | Bounds | None:
     """The margin, per seed, by which the best claimed curve beats the best rival
-    (:func:`dashboards.claims.rank_margin`, with each side's failure rule)."""
+    (:func:`dashboards.claims.rank_margin`, with each side's failure rule); censored values
+    (rounds to a level not reached within T) give the margin's bounds (:func:`_rank_bounds`)."""
     if not claimed or not rivals:
         return None
     got = [values(data, panel, c, m, refs.get(c), after) for c in [*claimed, *rivals]]
@@ -298,6 +304,8 @@ def _rank(data, panel, m, claimed, rivals, refs, after, every=False) -> Evidence
         return None
     mine, theirs = got[: len(claimed)], got[len(claimed) :]
     pick = min if m.lower_is_better else max
+    if any(isinstance(v[s], tuple) for v in got for s in seeds):
+        return _rank_bounds(m, pick, mine, theirs, seeds)
     effects = []
     for s in seeds:
         a, b = pick(v[s] for v in mine), pick(v[s] for v in theirs)
@@ -306,6 +314,20 @@ def _rank(data, panel, m, claimed, rivals, refs, after, every=False) -> Evidence
             margin /= abs(b)
         effects.append(margin)
     return interval(effects, seeds)
+
+
+def _rank_bounds(m: MeasureDef, pick, mine, theirs, seeds) -> Bounds:
+    """Censored ranking margins: each side's best lies between the best of its values' low
+    bounds and the best of their high bounds (a value known exactly is its own bounds), so the
+    margin lies between the least and the most favourable pairing (never relative)."""
+    low, high = {}, {}
+    for s in seeds:
+        a = [v[s] if isinstance(v[s], tuple) else (v[s], v[s]) for v in mine]
+        b = [v[s] if isinstance(v[s], tuple) else (v[s], v[s]) for v in theirs]
+        a0, a1 = pick(x[0] for x in a), pick(x[1] for x in a)
+        b0, b1 = pick(x[0] for x in b), pick(x[1] for x in b)
+        low[s], high[s] = (b0 - a1, b1 - a0) if m.lower_is_better else (a0 - b1, a1 - b0)
+    return Bounds(low, high)
 
 
 def _first(claim, comp, data, panel, m, mine, theirs):
@@ -478,6 +500,8 @@ def judge_claim(claim: Claim, data: ClaimData) -> Result:
         verdict, numbers = _per_panel(claim, data)
     if claim.factor is not None and verdict != "n/a":
         verdict, numbers = _factor(claim, data, verdict, numbers)
+    if claim.vacuous_if and verdict != "n/a":
+        verdict, numbers = _vacuous(claim, data, verdict, numbers)
     if verdict != "n/a":
         labels = [lab for comp in comps for lab in _labels(comp, data, None)]
         for name in claim.inconclusive_if:
@@ -620,4 +644,19 @@ def _factor(claim: Claim, data: ClaimData, verdict: str, numbers: str) -> Result
             f"{numbers}; no other {claim.factor} differs from {', '.join(theirs)} anywhere in "
             f"this figure, so matching it shows nothing about {claim.factor} (inconclusive)"
         )
+    return verdict, numbers
+
+
+def _vacuous(claim: Claim, data: ClaimData, verdict: str, numbers: str) -> Result:
+    """``vacuous_if``: the first of the named guards that gives a reason (the claim could not
+    have failed here, e.g. the methods overlap in every panel) makes a supported verdict
+    inconclusive; any other verdict stands. The reason joins the numbers; the evidence rows
+    stay as decided."""
+    labels = [lab for comp in claim.comparisons for lab in _labels(comp, data, None)]
+    for name in claim.vacuous_if:
+        reason = GUARDS[name](data, None, labels)
+        if reason and verdict == "supported":
+            return "inconclusive", f"{numbers}; {reason} (inconclusive)"
+        if reason:
+            return verdict, f"{numbers}; {reason}"
     return verdict, numbers

@@ -129,7 +129,7 @@ def declared_problem(claim: Claim, at: str) -> str:
                 f"{where}.measure: {comp.measure!r} measures a panel, not a curve; allowed with "
                 "kind 'bound' only"
             )
-    for field in ("leave_out", "inconclusive_if"):
+    for field in ("leave_out", "inconclusive_if", "vacuous_if"):
         for name in getattr(claim, field):
             if name not in GUARDS:
                 return (

@@ -33,6 +33,10 @@ The kinds (:data:`KINDS`) and what their effect is, per seed (the judge:
 comparison kind's margin is never negative (the effect is already the claimed side's advantage),
 except with ``holds: below``: a margin of −0.05 there says the claimed side is *worse* by more
 than 5% ("the leash slows training early").
+Named guards (``dashboards.measures``) qualify a verdict: ``leave_out`` leaves a panel out,
+``inconclusive_if`` makes any verdict inconclusive (the claim holds by construction),
+``vacuous_if`` only a supported one (it could not have failed: e.g. three methods overlap in
+Case 1 and in every other panel too).
 ``and`` adds further comparisons the claim needs (each with its own kind, measure, margin; its
 curves default to the claim's): the claim holds where all of them hold.
 
@@ -267,6 +271,9 @@ class Claim(Comparison):
     leave_out: list[str] = Field(default_factory=list)
     #: named guards: the claim holds by construction when one gives a reason (inconclusive)
     inconclusive_if: list[str] = Field(default_factory=list)
+    #: named guards: a supported verdict shows nothing when one gives a reason (the claim could
+    #: not have failed here): inconclusive; any other verdict stands (both with the reason)
+    vacuous_if: list[str] = Field(default_factory=list)
     and_: list[Comparison] = Field(default_factory=list, alias="and")
     #: what the paper itself reports for the claim (None: not recorded)
     paper_effect: PaperEffect | None = None

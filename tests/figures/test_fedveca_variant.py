@@ -198,11 +198,11 @@ def test_the_figures_name_the_variant_when_its_runs_are_drawn():
     assert "c = 0.2" in fedveca.rule_note(tight)
 
     def build(ctx):
-        return result(
-            "fedveca-fig6", 1, ClaimCheck(TAU, "supported", "x [τ rule R1 (our reconstruction)]")
-        )
+        return result("fedveca-fig6", 1, ClaimCheck(TAU, "supported", "x"))
 
-    assert fedveca.rule_labelled(build)(r1).claims[0].numbers.endswith("(our reconstruction)]")
+    assert (
+        fedveca.rule_labelled(build)(r1).claims[0].numbers == "x [τ rule R1 (our reconstruction)]"
+    )
     numbers = fedveca.rule_labelled(build)(damped).claims[0].numbers
     assert (
         numbers

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from dashboards import claims as C
+from dashboards import registry as R
 from dashboards.model import Panel
-from dashboards.papers.fedveca import claims as V
 from fedsweep.specs.load import SpecError, load_spec
 from fedsweep.specs.model import Regime
-from tests.figures.test_fedveca_figures import cv, make
+from tests.figures.test_fedveca_figures import claim, cv, make
 
-CLAIM = "the premise stays above its lower bound after the first few rounds"
+CLAIM = claim("premise-above-bound")
 PAPER = Regime(kind="paper")
 SCALED = Regime(kind="scaled", reason="T=10 instead of 100, 2 seeds")
 
@@ -26,7 +26,7 @@ def data_with(regimes: list[Regime | None]):
 
 
 def test_scaled_panels_are_not_testable_with_their_numbers():
-    (check,) = C.check_claims([CLAIM], data_with([SCALED, SCALED]), V.CRITERIA)
+    (check,) = C.check_claims([CLAIM], data_with([SCALED, SCALED]), R.CRITERIA)
     assert check.verdict == "not-testable"
     assert check.shown.startswith("not testable at this profile: scaled regime (scaled: T=10")
     assert "effect 0 [0, 0] (95% CI, 3 seeds)" in check.numbers  # still measured
@@ -34,17 +34,17 @@ def test_scaled_panels_are_not_testable_with_their_numbers():
 
 
 def test_mixed_regimes_are_judged_per_regime():
-    checks = C.check_claims([CLAIM], data_with([PAPER, SCALED]), V.CRITERIA)
+    checks = C.check_claims([CLAIM], data_with([PAPER, SCALED]), R.CRITERIA)
     assert [(c.regime, c.verdict) for c in checks] == [
         ("paper", "supported"),
         ("scaled: T=10 instead of 100, 2 seeds", "not-testable"),
     ]
-    assert checks[0].numbers.startswith("[paper regime: P0] P0: supported")
+    assert checks[0].numbers.startswith("[paper regime: P0] P0: effect 0 [0, 0]")
     assert "P1" not in checks[0].numbers and len(checks[0].evidence) == 1
 
 
 def test_undeclared_regimes_are_judged_as_before():
-    (check,) = C.check_claims([CLAIM], data_with([None, None]), V.CRITERIA)
+    (check,) = C.check_claims([CLAIM], data_with([None, None]), R.CRITERIA)
     assert (check.verdict, check.regime) == ("supported", "")
 
 

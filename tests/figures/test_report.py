@@ -224,6 +224,7 @@ def test_the_papers_words_are_quoted_verbatim(paper):
     in the paper's text, up to white space and a word hyphenated across a line break; at most
     320 characters per claim."""
     import importlib
+    import importlib.util
     import re
 
     from fedsweep.specs.claims import Claim

@@ -2,9 +2,10 @@
 
 FedVeca's τ-update rule R1 is our reconstruction of equations lost from every copy of the
 paper (docs/algorithms.md §5.0, §5.5), so every FedVeca figure says so on its face: a subtitle
-line of its own (:data:`R1_NOTE`), besides the profile note. Runs of our reconstruction's damped
-variant [U] (``--set fedveca.tau_damping=bounded``, docs/algorithms.md §5.8) get a note naming it
-instead, and their verdicts' numbers name it too (:func:`rule_labelled`).
+line of its own (:data:`R1_NOTE`), besides the profile note, and every verdict's numbers end with
+the rule (:func:`rule_labelled`). Runs of our reconstruction's damped variant [U] (``--set
+fedveca.tau_damping=bounded``, docs/algorithms.md §5.8) get a note naming it instead, and their
+verdicts' numbers name it too.
 
 * ``fedveca-fig3``, ``-fig5``, ``-fig7``, ``-fig8``: the generic layout (test loss and accuracy
   per panel, the centralized curve flat), the subtitle wrapped one part per line, and index
@@ -30,7 +31,6 @@ from plotly.subplots import make_subplots
 from dashboards import generic
 from dashboards.figdata import FigureData, figure_subtitle, make_result, prepare
 from dashboards.model import BuildContext, FigureResult, Panel
-from dashboards.papers.fedveca.claims import R1_LABEL
 from dashboards.style import (
     SYMBOLS,
     X_TITLE,
@@ -46,6 +46,9 @@ from dashboards.style import (
 )
 from fedsweep.components.step_policies.fedveca import PER_CLIENT_METRICS, rule_label
 
+#: every FedVeca verdict tests R1, our reconstruction of the lost τ rule (docs/algorithms.md
+#: §5.5), and its numbers say so (:func:`rule_labelled`)
+R1_LABEL = "R1 (our reconstruction)"
 R1_NOTE = (
     "<b>τ rule R1: our reconstruction of the paper's lost equations (docs/algorithms.md §5.5)</b>"
 )
@@ -99,17 +102,16 @@ def rule_note(ctx: BuildContext) -> str:
 
 
 def rule_labelled(build):
-    """A builder whose claims' numbers name the damped variant instead of R1 when its runs are
-    the variant's (the criteria label every verdict "[τ rule R1 (our reconstruction)]")."""
+    """A builder whose claims' numbers end with the τ rule its runs follow: "[τ rule R1 (our
+    reconstruction)]" (:data:`R1_LABEL`), or the damped variant's label when its runs are the
+    variant's (:func:`drawn_rule`)."""
 
     @functools.wraps(build)
     def labelled(ctx: BuildContext) -> FigureResult:
         result = build(ctx)
-        label = drawn_rule(ctx)
-        if label:
-            old, new = f"[τ rule {R1_LABEL}]", f"[τ rule {label}]"
-            for check in result.claims:
-                check.numbers = check.numbers.replace(old, new)
+        label = drawn_rule(ctx) or R1_LABEL
+        for check in result.claims:
+            check.numbers = f"{check.numbers} [τ rule {label}]"
         return result
 
     return labelled

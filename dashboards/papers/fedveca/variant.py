@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from dashboards.model import ClaimCheck, FigureResult
-from dashboards.papers.fedveca.claims import FIG6_ROUNDS, FIG6_WARMUP, TAU_STEADY
+from dashboards.papers.fedveca.measures import FIG6_ROUNDS, FIG6_WARMUP, TAU_STEADY
 from dashboards.verdicts import VERDICTS
 from fedsweep.components.step_policies.fedveca import VARIANT_LABEL, rule_label
 
@@ -88,7 +88,7 @@ class Trend:
 
 
 def _window(s: pd.Series) -> pd.Series:
-    """Rounds 6–50 (claims.FIG6_WARMUP, claims.FIG6_ROUNDS)."""
+    """Rounds 6–50 (measures.FIG6_WARMUP, measures.FIG6_ROUNDS)."""
     return s[(s.index > FIG6_WARMUP) & (s.index <= FIG6_ROUNDS)]
 
 

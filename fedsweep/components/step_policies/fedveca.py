@@ -61,7 +61,7 @@ paper wins). R1's τ_k, by contrast, jumps between small and large values (our q
 SVM: median |Δτ_k|/τ_k 0.64 over 10 seeds, τ_k from 1 to 86 within a run); the variant damps
 that level and leaves the clients' spread to the rule. The default ``c = 0.5`` is twice the
 threshold of the Fig. 6 claim "no large fluctuation" (median |Δτ_k|/τ_k < 0.25,
-dashboards/papers/fedveca/claims.py): a ``c`` below 0.25 would make that verdict largely true
+sweeps/fedveca-fig6.yaml): a ``c`` below 0.25 would make that verdict largely true
 by construction (wherever ``τ_k > 1/c``). The damping is a typed option, not a registered rule: a rule is stateless
 (:func:`r1` sees round ``k`` only) and the bound needs τ_k (checkpointed with the τ vector).
 ``tau_damping: none`` (the default) is R1 exactly, and adds nothing to the config hash.
