@@ -10,6 +10,13 @@ are the registered ones (:mod:`dashboards.measures`).
 
 A comparison of two single curves whose typed run configs are identical is the same
 computation twice: reported "degenerate" (not testable, the reason in the label), not judged.
+
+A censored measure (rounds to a target not reached within T: ``(low, high)`` per seed) gives
+censored effects (:class:`~dashboards.claims.Bounds`, decided by
+:func:`~dashboards.claims.bounded`) in every kind that compares curves, rankings (``first``)
+included: the best of a side is then bounded by the best of its lows and of its highs. A
+``best`` side is narrowed per panel to its best curve (:func:`_best_of`); a comparison's
+``blocked_if`` guards are asked per part with the part's curves.
 """
 
 from __future__ import annotations
@@ -100,16 +107,30 @@ def _ref_of(label: str, refs: list[CurveRef], curves) -> CurveRef | None:
     return None
 
 
+def _log2_ratio(a: float, b: float) -> float:
+    """``log2(a / b)`` of rounds (``a`` finite or infinite, ``b`` ≥ 0): ∞ for ``b = 0``, −∞
+    for a ratio of 0."""
+    x = math.inf if b == 0 else a / b
+    return -math.inf if x <= 0 else math.log2(x)
+
+
 def _advantage(m: MeasureDef, kind: str, base: Any, mine: Any) -> Any:
     """The claimed value's advantage over ``base`` on one seed: a relative reduction (a
-    relative lower-is-better measure, ``faster``), ``base − mine`` (lower is better) or ``mine −
+    relative lower-is-better measure, ``faster``), ``log2(base / mine)`` (a ``ratio`` measure,
+    lower is better; else ``log2(mine / base)``), ``base − mine`` (lower is better) or ``mine −
     base``; censored values give ``(low, high)``."""
     if isinstance(base, tuple) or isinstance(mine, tuple):
         b0, b1 = base if isinstance(base, tuple) else (base, base)
         m0, m1 = mine if isinstance(mine, tuple) else (mine, mine)
+        if m.ratio:
+            if m.lower_is_better:
+                return (_log2_ratio(b0, m1), _log2_ratio(b1, m0))
+            return (_log2_ratio(m0, b1), _log2_ratio(m1, b0))
         if m.lower_is_better and kind == "faster":
             return (b0 - m1, b1 - m0)
         return (m0 - b1, m1 - b0)
+    if m.ratio:
+        return _log2_ratio(base, mine) if m.lower_is_better else _log2_ratio(mine, base)
     if kind == "faster" and m.lower_is_better:
         if m.relative:
             return (base - mine) / base if base else math.nan
@@ -170,9 +191,10 @@ def _pairs(comp: Comparison, data: ClaimData, mine: list[str], theirs: list[str]
     return [(c, theirs_by[rest(c)]) for c in mine if rest(c) in theirs_by]
 
 
-def _rank(data, panel, m, claimed, rivals, refs, after, every=False) -> Evidence | None:
+def _rank(data, panel, m, claimed, rivals, refs, after, every=False) -> Evidence | Bounds | None:
     """The margin, per seed, by which the best claimed curve beats the best rival
-    (:func:`dashboards.claims.rank_margin`, with each side's failure rule)."""
+    (:func:`dashboards.claims.rank_margin`, with each side's failure rule); censored values
+    give the margin's bounds (the best of a side: the best of its lows, of its highs)."""
     if not claimed or not rivals:
         return None
     got = [values(data, panel, c, m, refs.get(c), after) for c in [*claimed, *rivals]]
@@ -181,14 +203,27 @@ def _rank(data, panel, m, claimed, rivals, refs, after, every=False) -> Evidence
         return None
     mine, theirs = got[: len(claimed)], got[len(claimed) :]
     pick = min if m.lower_is_better else max
-    effects = []
+
+    def best(side: list[dict[int, Any]], s: int) -> tuple[float, float]:
+        spans = [v[s] if isinstance(v[s], tuple) else (v[s], v[s]) for v in side]
+        return pick(lo for lo, _ in spans), pick(hi for _, hi in spans)
+
+    def margin(a: float, b: float) -> float:
+        if m.ratio:
+            return _log2_ratio(b, a) if m.lower_is_better else _log2_ratio(a, b)
+        out = (b - a) if m.lower_is_better else (a - b)
+        return out / abs(b) if m.relative and b and math.isfinite(b) else out
+
+    low, high = {}, {}
     for s in seeds:
-        a, b = pick(v[s] for v in mine), pick(v[s] for v in theirs)
-        margin = (b - a) if m.lower_is_better else (a - b)
-        if m.relative and b and math.isfinite(b):
-            margin /= abs(b)
-        effects.append(margin)
-    return interval(effects, seeds)
+        (a0, a1), (b0, b1) = best(mine, s), best(theirs, s)
+        if m.lower_is_better:
+            low[s], high[s] = margin(a1, b0), margin(a0, b1)
+        else:
+            low[s], high[s] = margin(a0, b1), margin(a1, b0)
+    if any(isinstance(v[s], tuple) for v in got for s in seeds):
+        return Bounds(low, high)
+    return interval([low[s] for s in seeds], seeds)
 
 
 def _first(claim, comp, data, panel, m, mine, theirs):
@@ -259,14 +294,65 @@ def _panel_matches(p: Panel, value: str) -> bool:
     return key in p.values and str(p.values[key]) == want
 
 
-def _sides(comp: Comparison, data: ClaimData, p: Panel | None) -> tuple[list[str], list[str]]:
-    """(claimed, other) labels of a comparison (in ``p``: its ``by_panel`` curves); a curve of
-    one side is never on the other (``{others: true}``: every curve not on the other side)."""
-    refs = comp.curve
+def _sides(
+    comp: Comparison, data: ClaimData, p: Panel | None, after: int = 0
+) -> tuple[list[str], list[str]]:
+    """(claimed, other) labels of a comparison (in ``p``: its ``by_panel`` curves, and a
+    ``best`` side's best curve only); a curve of one side is never on the other (``{others:
+    true}``: every curve not on the other side)."""
+    mine, theirs = _resolved(comp, data, p)
+    if p is None:
+        return mine, theirs
+    refs = _claimed_refs(comp, p)
+    return _narrow(comp, data, p, refs, mine, after), _narrow(
+        comp, data, p, comp.versus, theirs, after
+    )
+
+
+def _claimed_refs(comp: Comparison, p: Panel | None) -> list[CurveRef]:
     if comp.by_panel and p is not None:
-        refs = next((r for v, r in comp.by_panel.items() if _panel_matches(p, v)), [])
-    elif comp.by_panel:
-        refs = [r for rs in comp.by_panel.values() for r in rs]
+        return next((r for v, r in comp.by_panel.items() if _panel_matches(p, v)), [])
+    if comp.by_panel:
+        return [r for rs in comp.by_panel.values() for r in rs]
+    return comp.curve
+
+
+def _narrow(comp, data, p, refs, labels, after) -> list[str]:
+    """``labels`` with each ``best`` reference's curves replaced by its best one in ``p``."""
+    if not any(r.best for r in refs):
+        return labels
+    curves = {c.label: c for c in data.curves}
+    out = [x for x in labels if not any(r.best and r.matches(curves[x]) for r in refs)]
+    for ref in refs:
+        if ref.best:
+            named = [x for x in labels if ref.matches(curves[x])]
+            chosen = _best_of(data, p.panel_id, comp, named, after)
+            if chosen is not None and chosen not in out:
+                out.append(chosen)
+    return out
+
+
+def _best_of(data: ClaimData, panel: str, comp: Comparison, labels: list[str], after: int = 0):
+    """The curve of ``labels`` with the best seed mean of the comparison's measure in
+    ``panel`` (read without marking; a curve with a failed seed there is no candidate; spec
+    order breaks ties); None without a candidate."""
+    m = MEASURES.get(comp.measure)
+    best, best_mean = None, math.nan
+    for label in labels:
+        if m is None or data.failed_seeds(panel, label):
+            continue
+        got = m.fn(data, panel, label, after, mark=False).values()
+        finite = [v for v in got if isinstance(v, float) and math.isfinite(v)]
+        if not finite:
+            continue
+        mean = math.fsum(finite) / len(finite)
+        if best is None or (mean < best_mean if m.lower_is_better else mean > best_mean):
+            best, best_mean = label, mean
+    return best
+
+
+def _resolved(comp: Comparison, data: ClaimData, p: Panel | None) -> tuple[list[str], list[str]]:
+    refs = _claimed_refs(comp, p)
     if any(r.others for r in refs):
         theirs = resolve(comp.versus, data.curves)
         return resolve(refs, data.curves, exclude=theirs), theirs
@@ -364,26 +450,57 @@ def _per_panel(claim: Claim, data: ClaimData) -> Result:
         shown: list[str] = []
         for n, comp in enumerate(claim.comparisons):
             m = MEASURES[comp.measure]
-            mine, theirs = _sides(comp, data, p)
+            mine, theirs = _sides(comp, data, p, claim.after)
             got = KINDS[comp.kind](claim, comp, data, p.panel_id, m, mine, theirs)
-            if got is None:
+            empty = _no_candidate(comp, data, p, mine) if theirs else []
+            if got is None and not empty:
                 if n == 0:
                     return None, "a curve of the claim has no runs here"
                 continue
+            got = got or []
             if comp.kind in ("first", "monotone", "interior_optimum"):
                 shown.append(_means(data, p.panel_id, m, _labels(comp, data, p), claim.after))
             elif m.scope == "panel":
                 shown.append(m.what)
-            for name, effect in got:
-                text = f"{comp.kind} on {m.what}: {', '.join(mine) or comp.over}"
-                if theirs:
-                    text += f" against {', '.join(theirs)}"
-                blocked = _too_few(claim, effect)
+            text = f"{comp.kind} on {m.what}: {', '.join(mine) or comp.over}"
+            if theirs:
+                text += f" against {', '.join(theirs)}"
+            measure = measure_of(claim, comp, text)
+            for (name, effect), curves in zip(
+                got, _part_curves(comp, data, mine, theirs, got), strict=True
+            ):
+                blocked = _too_few(claim, effect) or _blocked(comp, data, p, curves)
                 label = " · ".join(x for x in (comp.name, name) if x)
-                parts.append(Part(label, effect, measure_of(claim, comp, text), blocked))
+                parts.append(Part(label, effect, measure, blocked))
+            for ref in empty:
+                why = f"no curve of {ref.text()} with data here"
+                parts.append(Part(ref.text(), interval([]), measure, why))
         return parts, "; ".join(x for x in shown if x)
 
     return judge(data, check, _panels(claim, data))
+
+
+def _part_curves(comp, data, mine, theirs, got) -> list[list[str]]:
+    """The curves behind each part ``got`` of a comparison: a pair of ``_two``, else all."""
+    if comp.kind in ("faster", "higher", "equivalent") and comp.contrast is None:
+        return [[c, v] for c, v in _pairs(comp, data, mine, theirs)]
+    return [mine + theirs] * len(got)
+
+
+def _blocked(comp: Comparison, data: ClaimData, p: Panel, curves: list[str]) -> str | None:
+    """The first reason a ``blocked_if`` guard gives for a part's curves."""
+    for name in comp.blocked_if:
+        reason = GUARDS[name](data, p, curves)
+        if reason:
+            return reason
+    return None
+
+
+def _no_candidate(comp: Comparison, data: ClaimData, p: Panel, mine: list[str]) -> list[CurveRef]:
+    """The claimed ``best`` references without a candidate curve in ``p``."""
+    curves = [c for c in data.curves if c.label in mine]
+    refs = _claimed_refs(comp, p)
+    return [r for r in refs if r.best and not any(r.matches(c) for c in curves)]
 
 
 def _means(data: ClaimData, panel: str, m: MeasureDef, labels: list[str], after: int) -> str:

@@ -31,12 +31,18 @@ The kinds (:data:`KINDS`) and what their effect is, per seed (the judge:
 ``holds`` is the margin's side: ``above`` (the default: the effect must exceed the margin),
 ``below`` ("little or no gain": the effect stays under it) or ``within`` (``equivalent``). A
 comparison kind's margin is never negative (the effect is already the claimed side's advantage).
-``and`` adds further comparisons the claim needs (each with its own kind, measure, margin; its
+``blocked_if`` names guards asked per part (with the part's curves): a reason makes that part
+inconclusive whatever its interval (a grid whose chosen point lies on its edge), the other
+parts still decide. ``and`` adds further comparisons the claim needs (each with its own kind, measure, margin; its
 curves default to the claim's): the claim holds where all of them hold.
 
 Curves are named by their label or by the typed config overrides they set (``{set:
 {bherd.alpha: 0.3}}``; ``{sets: train.batch_size}``: every curve that sets the key; ``{others:
-true}``: every curve not on the other side), never by a YAML string. Panels are named
+true}``: every curve not on the other side), never by a YAML string. ``best: true`` on a side
+takes, in each panel, only the one curve of those it names with the best seed mean of the
+comparison's measure (a learning-rate grid's best point; a curve with a failed seed there is
+no candidate, spec order breaks ties); a claimed ``best`` side without a candidate in a panel
+is an inconclusive part ("no curve with data"). Panels are named
 ``axis=value`` (``data.partition=case3``) or by a config value the panel sets
 (``model.name=svm``).
 
@@ -80,6 +86,8 @@ class CurveRef(Strict):
     sets: str | None = None
     others: bool = False
     failed: Failed = "untestable"
+    #: per panel only the best of the named curves (by the comparison's measure, seed mean)
+    best: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -100,8 +108,10 @@ class CurveRef(Strict):
         if self.curve is not None:
             return repr(self.curve)
         if self.set is not None:
-            return "{set: " + ", ".join(f"{k}={v}" for k, v in self.set.items()) + "}"
-        return f"{{sets: {self.sets}}}" if self.sets is not None else "{others: true}"
+            text = "{set: " + ", ".join(f"{k}={v}" for k, v in self.set.items()) + "}"
+        else:
+            text = f"{{sets: {self.sets}}}" if self.sets is not None else "{others: true}"
+        return f"the best of {text}" if self.best else text
 
     def matches(self, curve: CurveSpec) -> bool:
         """Whether ``curve`` is one this reference names (``others`` names none by itself)."""
@@ -162,6 +172,8 @@ class Comparison(Strict):
     contrast: dict[Literal["above", "below"], list[str]] | None = None
     #: the name of the comparison in the numbers (e.g. "loss AUC")
     name: str = ""
+    #: named guards asked per part (its curves): a reason makes that part inconclusive
+    blocked_if: list[str] = Field(default_factory=list)
 
     @field_validator("curve", "versus", mode="before")
     @classmethod
