@@ -21,6 +21,13 @@ A censored measure (rounds to a level not reached within T: a ``(low, high)`` va
 ``faster`` / ``higher`` / ``first`` part the effect's bounds per seed (:class:`Bounds`), decided
 by :func:`dashboards.claims.bounded`. A claim's ``vacuous_if`` guards turn a supported verdict
 into an inconclusive one (:func:`_vacuous`), its ``inconclusive_if`` guards any verdict.
+
+A censored measure (rounds to a target not reached within T: ``(low, high)`` per seed) gives
+censored effects (:class:`~dashboards.claims.Bounds`, decided by
+:func:`~dashboards.claims.bounded`) in every kind that compares curves, rankings (``first``)
+included: the best of a side is then bounded by the best of its lows and of its highs. A
+``best`` side is narrowed per panel to its best curve (:func:`_best_of`); a comparison's
+``blocked_if`` guards are asked per part with the part's curves.
 """
 
 from __future__ import annotations
@@ -118,16 +125,30 @@ def _ref_of(label: str, refs: list[CurveRef], curves) -> CurveRef | None:
     return None
 
 
+def _log2_ratio(a: float, b: float) -> float:
+    """``log2(a / b)`` of rounds (``a`` finite or infinite, ``b`` ≥ 0): ∞ for ``b = 0``, −∞
+    for a ratio of 0."""
+    x = math.inf if b == 0 else a / b
+    return -math.inf if x <= 0 else math.log2(x)
+
+
 def _advantage(m: MeasureDef, kind: str, base: Any, mine: Any) -> Any:
     """The claimed value's advantage over ``base`` on one seed: a relative reduction (a
-    relative lower-is-better measure, ``faster``), ``base − mine`` (lower is better) or ``mine −
+    relative lower-is-better measure, ``faster``), ``log2(base / mine)`` (a ``ratio`` measure,
+    lower is better; else ``log2(mine / base)``), ``base − mine`` (lower is better) or ``mine −
     base``; censored values give ``(low, high)``."""
     if isinstance(base, tuple) or isinstance(mine, tuple):
         b0, b1 = base if isinstance(base, tuple) else (base, base)
         m0, m1 = mine if isinstance(mine, tuple) else (mine, mine)
+        if m.ratio:
+            if m.lower_is_better:
+                return (_log2_ratio(b0, m1), _log2_ratio(b1, m0))
+            return (_log2_ratio(m0, b1), _log2_ratio(m1, b0))
         if m.lower_is_better and kind == "faster":
             return (b0 - m1, b1 - m0)
         return (m0 - b1, m1 - b0)
+    if m.ratio:
+        return _log2_ratio(base, mine) if m.lower_is_better else _log2_ratio(mine, base)
     if kind == "faster" and m.lower_is_better:
         if m.relative:
             return (base - mine) / base if base else math.nan
@@ -152,7 +173,7 @@ Kind = Callable[..., list[tuple[str, Any]] | None]
 
 def _two(claim, comp, data, panel, m, mine, theirs) -> list[tuple] | None:
     """faster / higher / equivalent: per pair of curves (of grids, tuned: each at its chosen
-    point), the claimed curve's advantage; ``(name, effect, blocked)`` per part (``absent:
+    point), the claimed curve's advantage; ``(name, effect, blocked, curves)`` per part (``absent:
     inconclusive``: a pair without runs of both, or a side a named curve of which the figure
     lacks, is a blocked part)."""
     tuned = comp.tune is not None
@@ -164,7 +185,8 @@ def _two(claim, comp, data, panel, m, mine, theirs) -> list[tuple] | None:
         if c is None or v is None:
             if comp.absent == "no_data":
                 return None
-            out.append((name, NO_SEEDS, " and ".join(w for w in (why_c, why_v) if w)))
+            why = " and ".join(w for w in (why_c, why_v) if w)
+            out.append((name, NO_SEEDS, why, [x for x in (c, v) if x]))
             continue
         have = have or tuned
         a = values(data, panel, v, m, _ref_of(v, comp.versus, data.curves), claim.after)
@@ -173,17 +195,17 @@ def _two(claim, comp, data, panel, m, mine, theirs) -> list[tuple] | None:
         if not seeds:
             if comp.absent == "no_data":
                 return None
-            out.append((name, NO_SEEDS, "no seed with runs of both"))
+            out.append((name, NO_SEEDS, "no seed with runs of both", [c, v]))
             continue
         have = True
         kind = "faster" if comp.kind == "faster" else "higher"
         ev = _effects({s: _advantage(m, kind, a[s], b[s]) for s in seeds})
         edges = [e for e in (why_c, why_v) if e]
-        out.append((name, ev, _edges_text(edges) or None))
+        out.append((name, ev, _edges_text(edges) or None, [c, v]))
     if comp.absent == "inconclusive" and not comp.pair:  # a named curve the figure lacks
         for ref in [*comp.curve, *comp.versus]:
             if not ref.others and not resolve([ref], data.curves):
-                out.append((ref.text(), NO_SEEDS, f"the spec has no {ref.text()} curve"))
+                out.append((ref.text(), NO_SEEDS, f"the spec has no {ref.text()} curve", []))
     return out if have else None
 
 
@@ -295,7 +317,7 @@ def _pairs(comp: Comparison, data: ClaimData, mine: list[list[str]], theirs: lis
 def _rank(data, panel, m, claimed, rivals, refs, after, every=False) -> Evidence | Bounds | None:
     """The margin, per seed, by which the best claimed curve beats the best rival
     (:func:`dashboards.claims.rank_margin`, with each side's failure rule); censored values
-    (rounds to a level not reached within T) give the margin's bounds (:func:`_rank_bounds`)."""
+    give the margin's bounds (the best of a side: the best of its lows, of its highs)."""
     if not claimed or not rivals:
         return None
     got = [values(data, panel, c, m, refs.get(c), after) for c in [*claimed, *rivals]]
@@ -304,30 +326,27 @@ def _rank(data, panel, m, claimed, rivals, refs, after, every=False) -> Evidence
         return None
     mine, theirs = got[: len(claimed)], got[len(claimed) :]
     pick = min if m.lower_is_better else max
-    if any(isinstance(v[s], tuple) for v in got for s in seeds):
-        return _rank_bounds(m, pick, mine, theirs, seeds)
-    effects = []
-    for s in seeds:
-        a, b = pick(v[s] for v in mine), pick(v[s] for v in theirs)
-        margin = (b - a) if m.lower_is_better else (a - b)
-        if m.relative and b and math.isfinite(b):
-            margin /= abs(b)
-        effects.append(margin)
-    return interval(effects, seeds)
 
+    def best(side: list[dict[int, Any]], s: int) -> tuple[float, float]:
+        spans = [v[s] if isinstance(v[s], tuple) else (v[s], v[s]) for v in side]
+        return pick(lo for lo, _ in spans), pick(hi for _, hi in spans)
 
-def _rank_bounds(m: MeasureDef, pick, mine, theirs, seeds) -> Bounds:
-    """Censored ranking margins: each side's best lies between the best of its values' low
-    bounds and the best of their high bounds (a value known exactly is its own bounds), so the
-    margin lies between the least and the most favourable pairing (never relative)."""
+    def margin(a: float, b: float) -> float:
+        if m.ratio:
+            return _log2_ratio(b, a) if m.lower_is_better else _log2_ratio(a, b)
+        out = (b - a) if m.lower_is_better else (a - b)
+        return out / abs(b) if m.relative and b and math.isfinite(b) else out
+
     low, high = {}, {}
     for s in seeds:
-        a = [v[s] if isinstance(v[s], tuple) else (v[s], v[s]) for v in mine]
-        b = [v[s] if isinstance(v[s], tuple) else (v[s], v[s]) for v in theirs]
-        a0, a1 = pick(x[0] for x in a), pick(x[1] for x in a)
-        b0, b1 = pick(x[0] for x in b), pick(x[1] for x in b)
-        low[s], high[s] = (b0 - a1, b1 - a0) if m.lower_is_better else (a0 - b1, a1 - b0)
-    return Bounds(low, high)
+        (a0, a1), (b0, b1) = best(mine, s), best(theirs, s)
+        if m.lower_is_better:
+            low[s], high[s] = margin(a1, b0), margin(a0, b1)
+        else:
+            low[s], high[s] = margin(a0, b1), margin(a1, b0)
+    if any(isinstance(v[s], tuple) for v in got for s in seeds):
+        return Bounds(low, high)
+    return interval([low[s] for s in seeds], seeds)
 
 
 def _first(claim, comp, data, panel, m, mine, theirs):
@@ -425,14 +444,65 @@ def _panel_matches(p: Panel, value: str) -> bool:
     return key in p.values and str(p.values[key]) == want
 
 
-def _sides(comp: Comparison, data: ClaimData, p: Panel | None) -> tuple[list[str], list[str]]:
-    """(claimed, other) labels of a comparison (in ``p``: its ``by_panel`` curves); a curve of
-    one side is never on the other (``{others: true}``: every curve not on the other side)."""
-    refs = comp.curve
+def _sides(
+    comp: Comparison, data: ClaimData, p: Panel | None, after: int = 0
+) -> tuple[list[str], list[str]]:
+    """(claimed, other) labels of a comparison (in ``p``: its ``by_panel`` curves, and a
+    ``best`` side's best curve only); a curve of one side is never on the other (``{others:
+    true}``: every curve not on the other side)."""
+    mine, theirs = _resolved(comp, data, p)
+    if p is None:
+        return mine, theirs
+    refs = _claimed_refs(comp, p)
+    return _narrow(comp, data, p, refs, mine, after), _narrow(
+        comp, data, p, comp.versus, theirs, after
+    )
+
+
+def _claimed_refs(comp: Comparison, p: Panel | None) -> list[CurveRef]:
     if comp.by_panel and p is not None:
-        refs = next((r for v, r in comp.by_panel.items() if _panel_matches(p, v)), [])
-    elif comp.by_panel:
-        refs = [r for rs in comp.by_panel.values() for r in rs]
+        return next((r for v, r in comp.by_panel.items() if _panel_matches(p, v)), [])
+    if comp.by_panel:
+        return [r for rs in comp.by_panel.values() for r in rs]
+    return comp.curve
+
+
+def _narrow(comp, data, p, refs, labels, after) -> list[str]:
+    """``labels`` with each ``best`` reference's curves replaced by its best one in ``p``."""
+    if not any(r.best for r in refs):
+        return labels
+    curves = {c.label: c for c in data.curves}
+    out = [x for x in labels if not any(r.best and r.matches(curves[x]) for r in refs)]
+    for ref in refs:
+        if ref.best:
+            named = [x for x in labels if ref.matches(curves[x])]
+            chosen = _best_of(data, p.panel_id, comp, named, after)
+            if chosen is not None and chosen not in out:
+                out.append(chosen)
+    return out
+
+
+def _best_of(data: ClaimData, panel: str, comp: Comparison, labels: list[str], after: int = 0):
+    """The curve of ``labels`` with the best seed mean of the comparison's measure in
+    ``panel`` (read without marking; a curve with a failed seed there is no candidate; spec
+    order breaks ties); None without a candidate."""
+    m = MEASURES.get(comp.measure)
+    best, best_mean = None, math.nan
+    for label in labels:
+        if m is None or data.failed_seeds(panel, label):
+            continue
+        got = m.fn(data, panel, label, after, mark=False).values()
+        finite = [v for v in got if isinstance(v, float) and math.isfinite(v)]
+        if not finite:
+            continue
+        mean = math.fsum(finite) / len(finite)
+        if best is None or (mean < best_mean if m.lower_is_better else mean > best_mean):
+            best, best_mean = label, mean
+    return best
+
+
+def _resolved(comp: Comparison, data: ClaimData, p: Panel | None) -> tuple[list[str], list[str]]:
+    refs = _claimed_refs(comp, p)
     if any(r.others for r in refs):
         theirs = resolve(comp.versus, data.curves)
         return resolve(refs, data.curves, exclude=theirs), theirs
@@ -532,26 +602,51 @@ def _per_panel(claim: Claim, data: ClaimData) -> Result:
         shown: list[str] = []
         for n, comp in enumerate(claim.comparisons):
             m = MEASURES[comp.measure]
-            mine, theirs = _sides(comp, data, p)
+            mine, theirs = _sides(comp, data, p, claim.after)
             got = KINDS[comp.kind](claim, comp, data, p.panel_id, m, mine, theirs)
-            if got is None:
+            empty = _no_candidate(comp, data, p, mine) if theirs else []
+            if got is None and not empty:
                 if n == 0:
                     return None, "a curve of the claim has no runs here"
                 continue
+            got = got or []
             if comp.kind in ("first", "monotone", "interior_optimum"):
                 shown.append(_means(data, p.panel_id, m, _labels(comp, data, p), claim.after))
             elif m.scope == "panel":
                 shown.append(m.what)
-            for name, effect, *why in got:
-                text = f"{comp.kind} on {m.what}: {', '.join(mine) or comp.over}"
-                if theirs:
-                    text += f" against {', '.join(theirs)}"
-                blocked = (why[0] if why else None) or _too_few(claim, effect)
+            text = f"{comp.kind} on {m.what}: {', '.join(mine) or comp.over}"
+            if theirs:
+                text += f" against {', '.join(theirs)}"
+            measure = measure_of(claim, comp, text)
+            for name, effect, *rest in got:
+                # (name, effect[, why blocked[, the part's curves]]): _two gives all four
+                why = rest[0] if rest else None
+                curves = rest[1] if len(rest) > 1 else mine + theirs
+                blocked = why or _too_few(claim, effect) or _blocked(comp, data, p, curves)
                 label = " · ".join(x for x in (comp.name, name) if x)
-                parts.append(Part(label, effect, measure_of(claim, comp, text), blocked))
+                parts.append(Part(label, effect, measure, blocked))
+            for ref in empty:
+                why = f"no curve of {ref.text()} with data here"
+                parts.append(Part(ref.text(), interval([]), measure, why))
         return parts, "; ".join(x for x in shown if x)
 
     return judge(data, check, _panels(claim, data))
+
+
+def _blocked(comp: Comparison, data: ClaimData, p: Panel, curves: list[str]) -> str | None:
+    """The first reason a ``blocked_if`` guard gives for a part's curves."""
+    for name in comp.blocked_if:
+        reason = GUARDS[name](data, p, curves)
+        if reason:
+            return reason
+    return None
+
+
+def _no_candidate(comp: Comparison, data: ClaimData, p: Panel, mine: list[str]) -> list[CurveRef]:
+    """The claimed ``best`` references without a candidate curve in ``p``."""
+    curves = [c for c in data.curves if c.label in mine]
+    refs = _claimed_refs(comp, p)
+    return [r for r in refs if r.best and not any(r.matches(c) for c in curves)]
 
 
 def _means(data: ClaimData, panel: str, m: MeasureDef, labels: list[str], after: int) -> str:

@@ -5,9 +5,11 @@ A **measure** is a small function giving one number per seed: of one curve in on
 censored, a ``(low, high)`` pair: rounds to a target not reached within T are only known to be
 > T), or of a panel itself (``scope="panel"``: ``fn(data, panel, after)``, e.g. BHerd's client
 distances). Its declaration says whether lower is better (what "faster" / "first" read) and
-whether a comparison of two curves is relative (a loss AUC: ``(base − claimed) / base``).
-Built in: ``loss_auc``, ``final_loss``, ``final_acc``, ``best_acc``, ``loss_rises``,
-``rounds_to_target``; a paper registers its own (``dashboards.papers.<paper>.measures``) with
+whether a comparison of two curves is relative (a loss AUC: ``(base − claimed) / base``) or a
+ratio on a log scale (``ratio``: ``log2(base / claimed)``, a speed-up in rounds; censored
+values give its bounds). Built in: ``loss_auc``, ``final_loss``, ``final_acc``, ``best_acc``,
+``loss_rises``, ``rounds_to_target``, ``log2_speedup`` (the rounds to the target, compared as
+``log2(R_versus / R_claimed)``: McMahan et al.'s speed-up, 1 = twice as fast); a paper registers its own (``dashboards.papers.<paper>.measures``) with
 :func:`measure`.
 
 A **guard** is a named test ``fn(data, panel_or_None, labels) -> reason | None``: a claim's
@@ -46,6 +48,9 @@ class MeasureDef:
     scope: Literal["curve", "panel"] = "curve"
     #: the metric a failed seed's chance level applies to ("test_acc" measures)
     accuracy: bool = False
+    #: a comparison of two curves is ``log2(base / claimed)`` (lower is better) or
+    #: ``log2(claimed / base)``: a speed-up on a log scale
+    ratio: bool = False
 
 
 MEASURES: dict[str, MeasureDef] = {}
@@ -60,13 +65,16 @@ def measure(
     relative: bool = False,
     scope: Literal["curve", "panel"] = "curve",
     accuracy: bool = False,
+    ratio: bool = False,
 ):
     """Register ``fn`` as the measure ``name`` (a name given twice is an error at import)."""
 
     def add(fn):
         if name in MEASURES:
             raise ValueError(f"measure {name!r} is registered twice")
-        MEASURES[name] = MeasureDef(name, fn, what, lower_is_better, relative, scope, accuracy)
+        MEASURES[name] = MeasureDef(
+            name, fn, what, lower_is_better, relative, scope, accuracy, ratio
+        )
         return fn
 
     return add
@@ -137,3 +145,11 @@ def rounds_to_target(
     if not mark and not was:
         data.used.discard((panel, label))
     return {s: float(r.rounds) if r.reached else (float(r.low), math.inf) for s, r in reach.items()}
+
+
+measure(
+    "log2_speedup",
+    "log2 speed-up in rounds to the profile's target accuracy, log2(R_versus / R_claimed)",
+    lower_is_better=True,
+    ratio=True,
+)(rounds_to_target)

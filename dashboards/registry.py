@@ -129,11 +129,16 @@ def declared_problem(claim: Claim, at: str) -> str:
                 f"{where}.measure: {comp.measure!r} measures a panel, not a curve; allowed with "
                 "kind 'bound' only"
             )
-    for field in ("leave_out", "inconclusive_if", "vacuous_if"):
-        for name in getattr(claim, field):
+    named = [(at, f, getattr(claim, f)) for f in ("leave_out", "inconclusive_if", "vacuous_if")]
+    named += [
+        (at if n == 0 else f"{at}.and[{n - 1}]", "blocked_if", comp.blocked_if)
+        for n, comp in enumerate(claim.comparisons)
+    ]
+    for where, field, names in named:
+        for name in names:
             if name not in GUARDS:
                 return (
-                    f"{at}.{field}: unknown guard {name!r}{did_you_mean(name, sorted(GUARDS))}; "
+                    f"{where}.{field}: unknown guard {name!r}{did_you_mean(name, sorted(GUARDS))}; "
                     f"allowed: {', '.join(sorted(GUARDS))}"
                 )
     return ""

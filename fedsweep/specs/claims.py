@@ -37,6 +37,9 @@ Named guards (``dashboards.measures``) qualify a verdict: ``leave_out`` leaves a
 ``inconclusive_if`` makes any verdict inconclusive (the claim holds by construction),
 ``vacuous_if`` only a supported one (it could not have failed: e.g. three methods overlap in
 Case 1 and in every other panel too).
+``blocked_if`` names guards asked per part (with the part's curves): a reason makes that part
+inconclusive whatever its interval (a grid whose chosen point lies on its edge), the other
+parts still decide.
 ``and`` adds further comparisons the claim needs (each with its own kind, measure, margin; its
 curves default to the claim's): the claim holds where all of them hold.
 
@@ -44,7 +47,11 @@ Curves are named by their label or by the typed config overrides they set (``{se
 {bherd.alpha: 0.3}}``; ``{sets: train.batch_size}``: every curve that sets the key; ``{others:
 true}``: every curve not on the other side; ``unset: [hooks]`` beside any of them: only the
 curves that set none of these keys), never by a YAML string. Panels are named ``axis=value``
-(``data.partition=case3``) or by a config value the panel sets (``model.name=svm``).
+(``data.partition=case3``) or by a config value the panel sets (``model.name=svm``). ``best: true`` on a side
+takes, in each panel, only the one curve of those it names with the best seed mean of the
+comparison's measure (a learning-rate grid's best point; a curve with a failed seed there is
+no candidate, spec order breaks ties); a claimed ``best`` side without a candidate in a panel
+is an inconclusive part ("no curve with data").
 
 Tuned comparisons (``tune: {over: [train.lr, lr_step.gamma], by: best_acc}``): each side's
 curves whose typed configs differ only in the keys ``over`` are one method's grid; in each
@@ -103,6 +110,8 @@ class CurveRef(Strict):
     #: only the curves that set none of these keys (``{others: true, unset: [hooks]}``)
     unset: list[str] = Field(default_factory=list)
     failed: Failed = "untestable"
+    #: per panel only the best of the named curves (by the comparison's measure, seed mean)
+    best: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -124,8 +133,10 @@ class CurveRef(Strict):
             return repr(self.curve)
         unset = f", unset: {self.unset}" if self.unset else ""
         if self.set is not None:
-            return "{set: " + ", ".join(f"{k}={v}" for k, v in self.set.items()) + unset + "}"
-        return f"{{sets: {self.sets}{unset}}}" if self.sets is not None else "{others: true}"
+            text = "{set: " + ", ".join(f"{k}={v}" for k, v in self.set.items()) + unset + "}"
+        else:
+            text = f"{{sets: {self.sets}{unset}}}" if self.sets is not None else "{others: true}"
+        return f"the best of {text}" if self.best else text
 
     def admits(self, curve: CurveSpec) -> bool:
         """Whether ``curve`` sets none of the keys ``unset`` names."""
@@ -208,6 +219,8 @@ class Comparison(Strict):
     contrast_below: Literal["mean", "largest"] = "mean"
     #: the name of the comparison in the numbers (e.g. "loss AUC")
     name: str = ""
+    #: named guards asked per part (its curves): a reason makes that part inconclusive
+    blocked_if: list[str] = Field(default_factory=list)
 
     @field_validator("curve", "versus", mode="before")
     @classmethod

@@ -3,7 +3,7 @@
 ``intro-sampling`` and ``intro-selection`` are the generic layout (curves over rounds). The
 other four add what McMahan's and Charles et al.'s tables and the slides' Fig. 11 show, drawn
 from the seed-mean curves (``dashboards.targets``: rounds to the profile's ``target_acc``, "> T"
-when not reached within T); the claims read the same rounds per run (``claims``):
+when not reached within T); the claims read the same rounds per run:
 
 * ``intro-fedavg``: test accuracy over rounds per partition, with the target as a dotted line,
   and below a table of rounds to the target and speed-up over FedSGD (McMahan's Table 2 form);
@@ -13,15 +13,16 @@ when not reached within T); the claims read the same rounds per run (``claims``)
   half of the previous round's, counted per run);
 * ``intro-fedopt`` (``fedopt``): the curves are a learning-rate grid; per method only the grid
   point with the best seed-mean final test accuracy is drawn (grid points with a diverged or
-  blown-up seed excluded: ``claims.best_of_grid``), and a table gives the whole grid.
+  blown-up seed excluded: ``fedopt.best_of_grid``), and a table gives the whole grid.
 
-The claims are ``claims``; what the figures share, ``common``.
+The claims are declared in ``sweeps/intro-*.yaml`` (judged by :mod:`dashboards.judge`); the
+slides' own measures and guards they name are ``measures``; what the figures share,
+``common``.
 """
 
 from __future__ import annotations
 
-from dashboards.papers.intro import fedopt, figures
-from dashboards.papers.intro.claims import CRITERIA
+from dashboards.papers.intro import fedopt, figures, measures
 
 BUILDERS = {
     "intro-fedavg": figures.build_fedavg,
@@ -32,4 +33,4 @@ BUILDERS = {
     "intro-selection": figures.build_generic,
 }
 
-__all__ = ["BUILDERS", "CRITERIA"]
+__all__ = ["BUILDERS", "measures"]

@@ -12,7 +12,6 @@ import plotly.graph_objects as go
 from dashboards import generic
 from dashboards.figdata import FigureData, figure_subtitle, make_result, prepare
 from dashboards.model import BuildContext, FigureResult, Panel
-from dashboards.papers.intro.claims import training_failures
 from dashboards.papers.intro.common import (
     TABLE_ROW_PX,
     curve_values,
@@ -25,6 +24,7 @@ from dashboards.papers.intro.common import (
     target_of,
     with_target,
 )
+from dashboards.papers.intro.measures import training_failures
 from dashboards.style import round_ticks, wrap_subtitle
 from dashboards.targets import speedup, target_text
 from fedsweep.config.schema import RunConfig
