@@ -15,7 +15,8 @@ A tuned comparison (``tune``) reads each side's grid at its chosen point (:func:
 best seed mean of ``tune.by``, failed points and points without runs no candidates); a chosen
 point on its grid's edge (:func:`dashboards.claims.grid_edge`) blocks its part (inconclusive,
 the numbers shown). ``absent: inconclusive`` makes a pair without runs of both an inconclusive
-part instead of a panel without data.
+part instead of a panel without data. A comparison with ``reading`` (a second reading of the
+claim's words) is judged per panel and shown after the numbers, labelled and never deciding.
 
 A censored measure (rounds to a level not reached within T: a ``(low, high)`` value) gives a
 ``faster`` / ``higher`` / ``first`` part the effect's bounds per seed (:class:`Bounds`), decided
@@ -43,6 +44,7 @@ from dashboards.claims import (
     Criterion,
     Part,
     Result,
+    decide_part,
     evidence_row,
     grid_edge,
     judge,
@@ -82,7 +84,8 @@ def describe(claim: Claim) -> str:
         if comp.tune is not None:
             over = ", ".join(comp.tune.over) or comp.over
             tuned = f" (each grid over {over} at its best seed mean of {comp.tune.by})"
-        parts.append(f"{comp.kind} on {what}{tuned}: effect {side} {_margin(claim, comp):g}")
+        shown = f"{comp.reading} reading, shown, not deciding: " if comp.reading else ""
+        parts.append(f"{shown}{comp.kind} on {what}{tuned}: effect {side} {_margin(claim, comp):g}")
     where = ", ".join(claim.panels) or "every case panel"
     return (
         f"Declared claim {claim.id} ({'; '.join(parts)}), per seed, paired by seed, in {where}; "
@@ -592,6 +595,9 @@ def _panels(claim: Claim, data: ClaimData) -> list[Panel]:
 
 
 def _per_panel(claim: Claim, data: ClaimData) -> Result:
+    #: reading -> (its measure's name, "Case 1 B=10 first by effect ... → would be X" per part)
+    readings: dict[str, tuple[str, list[str]]] = {}
+
     def check(p: Panel) -> tuple[list[Part] | None, str]:
         labels = [lab for comp in claim.comparisons for lab in _sides(comp, data, p)[0]]
         for name in claim.leave_out:
@@ -610,10 +616,14 @@ def _per_panel(claim: Claim, data: ClaimData) -> Result:
                     return None, "a curve of the claim has no runs here"
                 continue
             got = got or []
+            if comp.reading:
+                _read(claim, comp, p, m, mine, got, readings)
+                continue
             if comp.kind in ("first", "monotone", "interior_optimum"):
                 shown.append(_means(data, p.panel_id, m, _labels(comp, data, p), claim.after))
             elif m.scope == "panel":
                 shown.append(m.what)
+            shown.append(_at_chance(comp, data, p.panel_id, mine, theirs))
             text = f"{comp.kind} on {m.what}: {', '.join(mine) or comp.over}"
             if theirs:
                 text += f" against {', '.join(theirs)}"
@@ -630,7 +640,22 @@ def _per_panel(claim: Claim, data: ClaimData) -> Result:
                 parts.append(Part(ref.text(), interval([]), measure, why))
         return parts, "; ".join(x for x in shown if x)
 
-    return judge(data, check, _panels(claim, data))
+    verdict, numbers = judge(data, check, _panels(claim, data))
+    for reading, (name, texts) in readings.items():
+        numbers += f"; {reading} reading ({name}; shown, not deciding): " + "; ".join(texts)
+    return verdict, numbers
+
+
+def _read(claim, comp, p: Panel, m: MeasureDef, mine, got, readings) -> None:
+    """A reading's parts in panel ``p``, as text, each with the verdict it would give."""
+    texts = readings.setdefault(comp.reading, (m.name, []))[1]
+    for name, effect, *why in got:
+        label = " · ".join(x for x in (comp.name, name) if x)
+        blocked = (why[0] if why else None) or _too_few(claim, effect)
+        part = Part(label, effect, measure_of(claim, comp, ""), blocked)
+        shown = decide_part(part)[2].replace("→ ", "→ would be ", 1)
+        what = " ".join(x for x in (", ".join(mine), label) if x)
+        texts.append(f"{p.label or p.panel_id} {what} {shown}")
 
 
 def _blocked(comp: Comparison, data: ClaimData, p: Panel, curves: list[str]) -> str | None:
@@ -659,6 +684,22 @@ def _means(data: ClaimData, panel: str, m: MeasureDef, labels: list[str], after:
         if finite:
             shown.append(f"{label} {math.fsum(finite) / len(finite):.4g}")
     return f"{m.name} " + ", ".join(shown) if shown else ""
+
+
+def _at_chance(comp: Comparison, data: ClaimData, panel: str, mine, theirs) -> str:
+    """``"seed 0 diverged at round 5 (counted at chance 0.1), ..."``: the failed seeds of a
+    side whose failure counts at chance (``failed: chance``: the claim's evidence)."""
+    out = []
+    for labels, refs in ((mine, comp.curve), (theirs, comp.versus)):
+        for label in labels:
+            ref = _ref_of(label, refs, data.curves)
+            if ref is None or ref.failed != "chance":
+                continue
+            chance = data.chance(label)
+            chance = 0.1 if chance is None else chance
+            failed = sorted(data.failed_seeds(panel, label).items())
+            out += [f"seed {s} {why} (counted at chance {chance:g})" for s, why in failed]
+    return ", ".join(out)
 
 
 def _too_few(claim: Claim, effect: Evidence | Bounds) -> str | None:

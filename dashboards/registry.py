@@ -90,12 +90,11 @@ def claim_problem(entries: list[ClaimEntry]) -> str:
                 return problem
             continue
         if normalize(entry) not in CRITERIA:
+            prose = f", the {len(known)} prose claims of docs/figures.md" if known else ""
             return (
                 f"claims[{i}]: {entry!r} is not a claim fedsweep can judge"
                 f"{did_you_mean(normalize(entry), known)}; allowed: a declared claim "
-                "(docs/how-to/own-claims.md), the "
-                f"{len(known)} claims of docs/figures.md (e.g. 'alpha=1.0 matches FedAvg'), or "
-                "`claims: []` for none"
+                f"(docs/how-to/own-claims.md){prose}, or `claims: []` for none"
             )
     return ""
 

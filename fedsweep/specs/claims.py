@@ -68,6 +68,12 @@ runs (default ``no_data``: the panel has no data). ``contrast_below: largest`` c
 among the ``below`` panels, per seed ("the gain is largest at Dir(0.1)": a ranking across
 panels) instead of their mean.
 
+A claim's words can admit a second reading on the same runs (BHerd's "optimal B": the lowest
+final loss, or the fastest convergence). A comparison under ``and`` with ``reading: speed`` is
+that reading: judged per panel like the others but never deciding, shown after the verdict's
+numbers as ``speed reading (loss_auc; shown, not deciding): Case 1 B=10 first by effect ... →
+would be supported``; the report says when it would give another verdict.
+
 :func:`claim_problems` checks a claim against its spec (curves, panels, kinds, margins, a curve
 compared with itself) when the spec loads; the measure names are checked against the judge's
 registry by ``dashboards.registry.claim_problem`` before a sweep or a report runs. A comparison
@@ -221,6 +227,9 @@ class Comparison(Strict):
     name: str = ""
     #: named guards asked per part (its curves): a reason makes that part inconclusive
     blocked_if: list[str] = Field(default_factory=list)
+    #: under ``and``: a second reading of the claim's words, named (``speed``): judged per panel
+    #: and shown beside the verdict in its numbers, never deciding ("" : a deciding comparison)
+    reading: str = Field("", pattern=r"^\w*$")
 
     @field_validator("curve", "versus", mode="before")
     @classmethod
@@ -359,6 +368,12 @@ def claim_problems(
             problem = _comparison_problem(comp, where, curves, labels, panels)
             if problem:
                 return problem
+            if comp.reading and (n == 0 or comp.contrast is not None or claim.contrast):
+                return (
+                    f"{where}.reading: {comp.reading!r} on "
+                    + ("the claim's own comparison" if n == 0 else "a contrast")
+                    + "; allowed: a reading under `and` of a claim judged per panel (no contrast)"
+                )
         if claim.factor is not None and not any(claim.factor in c.set for c in curves):
             keys = sorted({k for c in curves for k in c.set})
             return _bad(f"{at}.factor", claim.factor, keys, "no curve sets the key")

@@ -366,10 +366,28 @@ def test_issue_48_unknown_claims_are_refused_before_the_plan(tmp_path):
     one_line_exit_2(
         invoke("sweep", spec, "--plan", "--profile", "smoke"),
         "claims[0]: 'alpha=1.0 matches FedAv' is not a claim fedsweep can judge",
-        "(did you mean 'alpha=1.0 matches fedavg'?)",
+        "allowed: a declared claim (docs/how-to/own-claims.md)",
         "`claims: []` for none",
     )
-    ok = write_yaml(tmp_path / "k.yaml", small_spec("claimy", claims=["alpha=1.0 matches FedAvg"]))
+    # a declared claim whose measure is misspelled: the same line, with the measure's did-you-mean
+    claim = {
+        "id": "a1-matches-a05",
+        "text": "α=1.0 matches α=0.5",
+        "kind": "equivalent",
+        "measure": "final_ac",
+        "curve": {"set": {"bherd.alpha": 1.0}},
+        "versus": {"set": {"bherd.alpha": 0.5}},
+        "margin": 0.01,
+    }
+    typo = write_yaml(tmp_path / "t.yaml", small_spec("claimy", claims=[claim]))
+    one_line_exit_2(
+        invoke("sweep", typo, "--plan", "--profile", "smoke"),
+        "claims[0] (a1-matches-a05).measure: unknown measure 'final_ac'",
+        "(did you mean 'final_acc'?)",
+    )
+    ok = write_yaml(
+        tmp_path / "k.yaml", small_spec("claimy", claims=[{**claim, "measure": "final_acc"}])
+    )
     assert invoke("sweep", ok, "--plan", "--profile", "smoke").exit_code == 0
 
 

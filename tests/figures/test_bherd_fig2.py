@@ -11,9 +11,10 @@ import yaml
 
 from dashboards import build_figures
 from dashboards import claims as C
+from dashboards.judge import criterion
 from dashboards.model import Panel, panels_of
-from dashboards.papers.bherd import claims as B
 from dashboards.store import aggregate
+from fedsweep.specs.claims import Claim
 from fedsweep.specs.data_check import check_data
 from fedsweep.specs.load import CurveSpec, SpecError, expand, load_spec
 from fedsweep.sweep.runner import run_sweep
@@ -190,6 +191,18 @@ def seed_runs(curves, runs: dict[str, tuple[list[float], list[float]]], seeds=5)
 
 
 FEDAVG_RUN = ([0.5, 0.4, 0.35], [0.70, 0.78, 0.80])
+#: Fig. 2's declared claims (sweeps/bherd-fig2a.yaml, bherd-fig2b.yaml) by id
+DECLARED: dict[str, Claim] = {
+    c.id: c for f in ("bherd-fig2a", "bherd-fig2b") for c in load_spec(SWEEPS / f"{f}.yaml").claims
+}
+
+
+def judge(claim_id: str, data: C.ClaimData) -> tuple[str, str]:
+    """(verdict, numbers) of the declared claim ``claim_id`` on ``data`` (the judge's, before
+    the not-testable rules)."""
+    data.evidence = []
+    data.used.clear()
+    return criterion(DECLARED[claim_id])(data)
 
 
 def test_bherd_beats_fedavg_and_grab_gain_criteria():
@@ -198,27 +211,27 @@ def test_bherd_beats_fedavg_and_grab_gain_criteria():
         "BHerd-FedAvg": ([0.4, 0.3, 0.25], [0.75, 0.83, 0.86]),  # AUC -24%, accuracy +0.06
         "GraB-FedAvg": ([0.5, 0.4, 0.35], [0.70, 0.78, 0.801]),  # the same as FedAvg
     }
-    verdict, numbers = B.bherd_beats_fedavg(seed_runs(FIG2A, runs))
+    verdict, numbers = judge("bherd-fedavg-faster-higher", seed_runs(FIG2A, runs))
     assert verdict == "supported", numbers
-    assert B.grab_little_gain(seed_runs(FIG2A, runs))[0] == "supported"
+    assert judge("grab-little-gain", seed_runs(FIG2A, runs))[0] == "supported"
     # faster but not more accurate: the accuracy part is contradicted, so is the claim
     same_acc = {**runs, "BHerd-FedAvg": (runs["BHerd-FedAvg"][0], FEDAVG_RUN[1])}
-    assert B.bherd_beats_fedavg(seed_runs(FIG2A, same_acc))[0] == "contradicted"
+    assert judge("bherd-fedavg-faster-higher", seed_runs(FIG2A, same_acc))[0] == "contradicted"
     # GraB 5 points more accurate: a gain beyond the same 0.01 margin
     gain = {**runs, "GraB-FedAvg": (FEDAVG_RUN[0], [0.75, 0.83, 0.85])}
-    assert B.grab_little_gain(seed_runs(FIG2A, gain))[0] == "contradicted"
+    assert judge("grab-little-gain", seed_runs(FIG2A, gain))[0] == "contradicted"
     # two seeds whose effects disagree cannot decide
-    verdict, numbers = B.bherd_beats_fedavg(seed_runs(FIG2A, runs, seeds=1))
+    verdict, numbers = judge("bherd-fedavg-faster-higher", seed_runs(FIG2A, runs, seeds=1))
     assert verdict == "inconclusive" and "1 seed: no interval" in numbers
-    assert B.bherd_beats_fedavg(seed_runs(FIG2A[:1], runs))[0] == "n/a"
+    assert judge("bherd-fedavg-faster-higher", seed_runs(FIG2A[:1], runs))[0] == "n/a"
 
 
 def test_grab_is_judged_only_where_it_updated():
     """A GraB curve that is the initial model (α_t = 0 every round) is no evidence of
     'little gain': its panel is left out, and with no panel left the claim has no data."""
     still = {"FedAvg": FEDAVG_RUN, "GraB-FedAvg": ([2.3, 2.3, 2.3], [0.1, 0.1, 0.1])}
-    verdict, numbers = B.grab_little_gain(seed_runs(FIG2A, still))
-    assert verdict == "n/a" and numbers.count("GraB never updated the model") == len(PANELS)
+    verdict, numbers = judge("grab-little-gain", seed_runs(FIG2A, still))
+    assert verdict == "n/a" and numbers.count("GraB-FedAvg never updated the model") == len(PANELS)
 
 
 def test_bherd_speeds_up_others_paired_by_seed():
@@ -229,11 +242,11 @@ def test_bherd_speeds_up_others_paired_by_seed():
         "BHerd-FedNova": ([0.3, 0.2, 0.18], acc),  # loss AUC about 45% lower
         "BHerd-SCAFFOLD": ([0.35, 0.3, 0.25], acc),  # about 28% lower
     }
-    verdict, numbers = B.bherd_speeds_up_others(seed_runs(FIG2B, runs))
+    verdict, numbers = judge("bherd-speeds-up-fednova-scaffold", seed_runs(FIG2B, runs))
     assert verdict == "supported", numbers
     # BHerd-SCAFFOLD no faster than SCAFFOLD: a clear zero effect contradicts "speeds up"
     same = {**runs, "BHerd-SCAFFOLD": runs["SCAFFOLD"]}
-    assert B.bherd_speeds_up_others(seed_runs(FIG2B, same))[0] == "contradicted"
+    assert judge("bherd-speeds-up-fednova-scaffold", seed_runs(FIG2B, same))[0] == "contradicted"
 
 
 # ------------------------------------------------------------------- smoke sweep through Ray

@@ -19,11 +19,12 @@ from dashboards import BUILDERS, build_figures
 from dashboards import claims as C
 from dashboards import registry as R
 from dashboards.export import PngExportWarning, find_browser
+from dashboards.judge import criterion
 from dashboards.model import Panel
-from dashboards.papers.bherd import claims as B
 from dashboards.store import RunIndex, aggregate, load_selected, resolve_runs
 from dashboards.verdicts import VERDICTS
 from fedsweep.config.schema import RunConfig
+from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import CurveSpec, expand, load_spec
 from fedsweep.sweep.ray_backend import trial_payload
 from fedsweep.tracking.store import ensure_experiment, get_client
@@ -33,6 +34,18 @@ ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = ROOT / "sweeps"
 RUN_FIGURES = ["bherd-fig3a", "bherd-fig3d", "bherd-fig4abc", "bherd-fig4e"]
 BUILT = ["bherd-fig3a", "bherd-fig3d", "bherd-fig4abc", "bherd-fig4d", "bherd-fig4e"]
+#: BHerd's declared claims (sweeps/bherd-*.yaml) by id
+DECLARED: dict[str, Claim] = {
+    c.id: c for path in sorted(SWEEPS.glob("bherd-*.yaml")) for c in load_spec(path).claims
+}
+
+
+def judge(claim_id: str, data: C.ClaimData) -> tuple[str, str]:
+    """(verdict, numbers) of BHerd's declared claim ``claim_id`` on ``data`` (the judge's,
+    before the not-testable rules)."""
+    data.evidence = []
+    data.used.clear()
+    return criterion(DECLARED[claim_id])(data)
 
 
 def run_smoke(uri: str, figure: str) -> None:
@@ -405,21 +418,24 @@ def test_alpha_matches_fedavg_criterion():
     same = [a + d for a, d in zip(fa, [0.001, -0.002, 0.0, 0.002, -0.001], strict=True)]
     low = [a - 0.2 for a in fa]  # α=0.1 far below FedAvg: α matters in this figure
     finals = {"FedAvg (RR)": fa, "α=1.0": same, "α=0.1": low}
-    verdict, numbers = B.alpha_matches_fedavg(seeds_data(ALPHAS + [FEDAVG], finals))
+    verdict, numbers = judge("alpha1-matches-fedavg", seeds_data(ALPHAS + [FEDAVG], finals))
     assert verdict == "supported", numbers
-    assert numbers.count("(95% CI, 5 seeds) → supported") == 3 and "α matters: α=0.1" in numbers
+    assert (
+        numbers.count("(95% CI, 5 seeds) → supported") == 3
+        and "bherd.alpha matters: α=0.1" in numbers
+    )
     # every α equals FedAvg: matching it shows nothing about α
     flat = {"FedAvg (RR)": fa, "α=1.0": same, "α=0.1": same}
-    verdict, numbers = B.alpha_matches_fedavg(seeds_data(ALPHAS + [FEDAVG], flat))
-    assert verdict == "inconclusive" and "shows nothing about α" in numbers
+    verdict, numbers = judge("alpha1-matches-fedavg", seeds_data(ALPHAS + [FEDAVG], flat))
+    assert verdict == "inconclusive" and "shows nothing about bherd.alpha" in numbers
     # α=1.0 clearly 0.05 above FedAvg: contradicted
     off = {**finals, "α=1.0": [a + 0.05 for a in same]}
-    assert B.alpha_matches_fedavg(seeds_data(ALPHAS + [FEDAVG], off))[0] == "contradicted"
+    assert judge("alpha1-matches-fedavg", seeds_data(ALPHAS + [FEDAVG], off))[0] == "contradicted"
     # two noisy seeds cannot decide
     two = {"FedAvg (RR)": [0.8, 0.8], "α=1.0": [0.79, 0.815], "α=0.1": [0.6, 0.6]}
-    assert B.alpha_matches_fedavg(seeds_data(ALPHAS + [FEDAVG], two))[0] == "inconclusive"
-    assert B.alpha_matches_fedavg(seeds_data(ALPHAS, finals))[0] == "n/a"  # no FedAvg curve
-    assert B.alpha_matches_fedavg(runs(ALPHAS + [FEDAVG], {}))[0] == "n/a"
+    assert judge("alpha1-matches-fedavg", seeds_data(ALPHAS + [FEDAVG], two))[0] == "inconclusive"
+    assert judge("alpha1-matches-fedavg", seeds_data(ALPHAS, finals))[0] == "n/a"  # no FedAvg curve
+    assert judge("alpha1-matches-fedavg", runs(ALPHAS + [FEDAVG], {}))[0] == "n/a"
 
 
 # ------------------------------------------------------------------------------ fig 2b
@@ -467,39 +483,43 @@ CNN_GAINS = {"FedNova": 1.0, "BHerd-FedNova": 0.95, "SCAFFOLD": 1.0, "BHerd-SCAF
 
 
 def test_bherd_gain_by_model_criterion():
-    verdict, numbers = B.bherd_gain_by_model(fig2b_data(SVM_GAINS, CNN_GAINS))
+    verdict, numbers = judge("bherd-gain-by-model", fig2b_data(SVM_GAINS, CNN_GAINS))
     assert verdict == "supported", numbers
     assert (
-        "FedNova: mean loss-AUC gain of BHerd SVM +40" in numbers and "SVM − CNN effect" in numbers
+        "FedNova: model.name=svm − model.name=cnn effect 0.35 [" in numbers
+        and "SCAFFOLD: model.name=cnn − model.name=svm effect 0.35 [" in numbers
     )
-    assert B.bherd_gain_by_model(fig2b_data(CNN_GAINS, SVM_GAINS))[0] == "contradicted"
+    assert judge("bherd-gain-by-model", fig2b_data(CNN_GAINS, SVM_GAINS))[0] == "contradicted"
     # FedNova's gains 10% (SVM) and 7% (CNN): 3 points apart, below the 5% of every "faster"
     small = {**SVM_GAINS, "BHerd-FedNova": 0.90}
     close = {**CNN_GAINS, "BHerd-FedNova": 0.93}
-    verdict, numbers = B.bherd_gain_by_model(fig2b_data(small, close))
+    verdict, numbers = judge("bherd-gain-by-model", fig2b_data(small, close))
     assert verdict == "contradicted", numbers
-    assert "SVM − CNN effect 0.03 [" in numbers and "CNN − SVM effect 0.35 [" in numbers
+    assert "model.name=svm − model.name=cnn effect 0.03 [" in numbers
+    assert "model.name=cnn − model.name=svm effect 0.35 [" in numbers
     # two seeds that disagree: seed 0 as the paper says, seed 1 the other way round
     two = {k: [SVM_GAINS[k], CNN_GAINS[k]] for k in SVM_GAINS}
     owt = {k: [CNN_GAINS[k], SVM_GAINS[k]] for k in SVM_GAINS}
-    verdict, numbers = B.bherd_gain_by_model(fig2b_data(two, owt))
+    verdict, numbers = judge("bherd-gain-by-model", fig2b_data(two, owt))
     assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
     only_svm = [p for p in fig2b_panels() if p.values["model.name"] == "svm"]
-    assert B.bherd_gain_by_model(fig2b_data(SVM_GAINS, CNN_GAINS, panels=only_svm))[0] == "n/a"
+    assert (
+        judge("bherd-gain-by-model", fig2b_data(SVM_GAINS, CNN_GAINS, panels=only_svm))[0] == "n/a"
+    )
     # the CNN panels are there but have no runs (a sweep run with --panel setting=svm-mnist)
-    verdict, numbers = B.bherd_gain_by_model(fig2b_data(SVM_GAINS, {}))
+    verdict, numbers = judge("bherd-gain-by-model", fig2b_data(SVM_GAINS, {}))
     assert verdict == "n/a"
     assert numbers == (
-        "FedNova: no CNN panel has runs of both curves; "
-        "SCAFFOLD: no CNN panel has runs of both curves"
+        "FedNova: no panel of one side has runs of both curves; "
+        "SCAFFOLD: no panel of one side has runs of both curves"
     )
 
 
 def test_gain_by_model_is_judged_once_and_not_on_a_scaled_regime():
     from fedsweep.specs.model import Regime
 
-    assert B.bherd_gain_by_model.spans_regimes
-    claim = "BHerd helps FedNova most on the SVM and SCAFFOLD most on the CNN"
+    assert criterion(DECLARED["bherd-gain-by-model"]).spans_regimes
+    claim = DECLARED["bherd-gain-by-model"]
     paper, scaled = Regime(kind="paper"), Regime(kind="scaled", reason="η 100× the paper's")
     panels = [
         dataclasses.replace(p, regime=scaled if p.values["model.name"] == "cnn" else paper)
@@ -509,7 +529,7 @@ def test_gain_by_model_is_judged_once_and_not_on_a_scaled_regime():
     assert len(checks) == 1  # one check over both regimes, not one per regime
     (check,) = checks
     assert check.verdict == "not-testable" and "scaled regime" in check.shown
-    assert "SVM − CNN effect" in check.numbers  # the numbers are still shown
+    assert "model.name=svm − model.name=cnn effect" in check.numbers  # the numbers are still shown
     all_paper = [dataclasses.replace(p, regime=paper) for p in panels]
     (check,) = R.check_claims([claim], fig2b_data(SVM_GAINS, CNN_GAINS, panels=all_paper))
     assert check.verdict == "supported"
@@ -527,19 +547,22 @@ ALPHA_LEVELS = {0.1: 1.0, 0.3: 0.8, 0.5: 0.85, 0.7: 0.95, 1.0: 1.0}
 
 
 def test_alpha_fastest_criterion():
-    verdict, numbers = B.alpha_fastest(runs(ALPHAS, alpha_loss(ALPHA_LEVELS)))
+    verdict, numbers = judge("alpha03-05-fastest", runs(ALPHAS, alpha_loss(ALPHA_LEVELS)))
     assert verdict == "supported", numbers
-    assert numbers.count("→ supported") == 3 and "loss AUC α=0.1 1." in numbers
+    assert (
+        numbers.count("→ supported") == 3
+        and "loss_auc α=0.3 1.034, α=0.5 1.099, α=0.1 1.29" in numbers
+    )
     # α=0.1 fastest in Case 2
     fast01 = {**alpha_loss(ALPHA_LEVELS), (1, "α=0.1", "test_loss"): decay(0.7)}
-    assert B.alpha_fastest(runs(ALPHAS, fast01))[0] == "contradicted"
+    assert judge("alpha03-05-fastest", runs(ALPHAS, fast01))[0] == "contradicted"
     # two seeds: α=0.3 first on seed 0, α=0.7 first on seed 1
     two = alpha_loss({0.1: 1.0, 0.3: 0.8, 0.5: 1.0, 0.7: 0.9, 1.0: 1.0}, seeds=2)
     two[(None, "α=0.3", "test_loss")] = [decay(0.8, 1)[0], decay(0.95, 1)[0]]
-    verdict, numbers = B.alpha_fastest(runs(ALPHAS, two))
+    verdict, numbers = judge("alpha03-05-fastest", runs(ALPHAS, two))
     assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
     no_claimed = [c for c in ALPHAS if c.label not in ("α=0.3", "α=0.5")]
-    assert B.alpha_fastest(runs(no_claimed, alpha_loss(ALPHA_LEVELS)))[0] == "n/a"
+    assert judge("alpha03-05-fastest", runs(no_claimed, alpha_loss(ALPHA_LEVELS)))[0] == "n/a"
 
 
 def test_a_diverged_rival_alpha_ranks_last_and_keeps_the_claim_testable():
@@ -547,12 +570,12 @@ def test_a_diverged_rival_alpha_ranks_last_and_keeps_the_claim_testable():
     0.3–0.5 is fastest" untestable; a diverged α=0.3 seed still does."""
     div = {(p.panel_id, "α=0.1"): [(0, 4), (3, 6)] for p in CASES}
     (check,) = R.check_claims(
-        ["alpha 0.3-0.5 is fastest"], runs(ALPHAS, alpha_loss(ALPHA_LEVELS), diverged=div)
+        [DECLARED["alpha03-05-fastest"]], runs(ALPHAS, alpha_loss(ALPHA_LEVELS), diverged=div)
     )
     assert check.verdict == "supported", check.numbers
     div = {(CASES[0].panel_id, "α=0.3"): [(1, 4)]}
     (check,) = R.check_claims(
-        ["alpha 0.3-0.5 is fastest"], runs(ALPHAS, alpha_loss(ALPHA_LEVELS), diverged=div)
+        [DECLARED["alpha03-05-fastest"]], runs(ALPHAS, alpha_loss(ALPHA_LEVELS), diverged=div)
     )
     assert check.verdict == "not-testable" and "1 of" in check.shown
 
@@ -565,15 +588,15 @@ def fails_data(a01: list[list[float]], seeds: int = 5, **fields) -> C.ClaimData:
 
 
 def test_alpha_fails_criterion():
-    verdict, numbers = B.alpha_fails(fails_data(acc(0.70, k=4)))  # 0.15 below the best
+    verdict, numbers = judge("alpha01-fails", fails_data(acc(0.70, k=4)))  # 0.15 below the best
     assert verdict == "supported", numbers
-    assert "best − α=0.1 accuracy effect 0.15" in numbers
+    assert "FedAvg (RR) 0.85, α=0.1 0.7; effect 0.15" in numbers
     # 0.005 below the best: well within the 0.05 that "fails" needs
-    assert B.alpha_fails(fails_data(acc(0.845, k=4)))[0] == "contradicted"
+    assert judge("alpha01-fails", fails_data(acc(0.845, k=4)))[0] == "contradicted"
     # two seeds: one fails, one converges
-    verdict, numbers = B.alpha_fails(fails_data(final([0.70, 0.85]), seeds=2))
+    verdict, numbers = judge("alpha01-fails", fails_data(final([0.70, 0.85]), seeds=2))
     assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
-    assert B.alpha_fails(runs(ALPHAS[1:], {}))[0] == "n/a"  # no α=0.1 curve
+    assert judge("alpha01-fails", runs(ALPHAS[1:], {}))[0] == "n/a"  # no α=0.1 curve
 
 
 def test_a_diverged_alpha_01_counts_as_a_failure_and_stays_testable():
@@ -582,7 +605,7 @@ def test_a_diverged_alpha_01_counts_as_a_failure_and_stays_testable():
     nan = float("nan")
     broken = [[0.5] * 5 + [nan] * 5 for _ in range(5)]  # every seed diverged at round 6
     div = {(p.panel_id, "α=0.1"): [(s, 5) for s in range(5)] for p in CASES}
-    (check,) = R.check_claims(["alpha=0.1 fails to converge"], fails_data(broken, diverged=div))
+    (check,) = R.check_claims([DECLARED["alpha01-fails"]], fails_data(broken, diverged=div))
     assert check.verdict == "supported", check.numbers
     assert "seed 0 diverged at round 5 (counted at chance 0.1)" in check.numbers
     assert "effect 0.75" in check.numbers
@@ -590,13 +613,11 @@ def test_a_diverged_alpha_01_counts_as_a_failure_and_stays_testable():
     blow = {
         (p.panel_id, "α=0.1"): [(s, "test_loss 3e+04 > 1000 x") for s in range(5)] for p in CASES
     }
-    (check,) = R.check_claims(
-        ["alpha=0.1 fails to converge"], fails_data(acc(0.85, k=4), blowups=blow)
-    )
+    (check,) = R.check_claims([DECLARED["alpha01-fails"]], fails_data(acc(0.85, k=4), blowups=blow))
     assert check.verdict == "supported" and "seed 0 loss blew up" in check.numbers
     # the chance level is the run's data set's
     cifar100 = [curve("α=0.1", bherd__alpha=0.1, data__dataset="cifar100")]
-    assert B._chance(runs(cifar100, {}), "α=0.1") == pytest.approx(0.01)
+    assert runs(cifar100, {}).chance("α=0.1") == pytest.approx(0.01)
 
 
 def test_class_counts_cover_every_data_set():
@@ -629,16 +650,16 @@ def e_loss(levels: dict[float, float], seeds: int = 5) -> dict:
 
 def test_larger_e_faster_criterion():
     data = runs(E_CURVES, e_loss(E_LEVELS), base=ONE_OVER_ALPHA)
-    verdict, numbers = B.larger_e_faster(data)
+    verdict, numbers = judge("larger-e-faster", data)
     assert verdict == "supported", numbers
-    assert numbers.count("→ supported") == 12 and "E=1.5→2 effect" in numbers  # 4 steps x 3
+    assert numbers.count("→ supported") == 12 and "local_epochs=1.5→2 effect" in numbers  # 4 x 3
     reverse = dict(zip(E_LEVELS, reversed(E_LEVELS.values()), strict=True))
-    assert B.larger_e_faster(runs(E_CURVES, e_loss(reverse), base=ONE_OVER_ALPHA))[0] == (
+    assert judge("larger-e-faster", runs(E_CURVES, e_loss(reverse), base=ONE_OVER_ALPHA))[0] == (
         "contradicted"
     )
     # E=2 no faster than E=1.5 (±2% noise): below the 5% margin of every "faster"
     flat = {**E_LEVELS, 2.0: 0.45}
-    assert B.larger_e_faster(runs(E_CURVES, e_loss(flat), base=ONE_OVER_ALPHA))[0] == (
+    assert judge("larger-e-faster", runs(E_CURVES, e_loss(flat), base=ONE_OVER_ALPHA))[0] == (
         "contradicted"
     )
     # two seeds: faster with E on seed 0, slower on seed 1
@@ -648,9 +669,9 @@ def test_larger_e_faster_criterion():
             zip(E_LEVELS, E_LEVELS.values(), reverse.values(), strict=True)
         )
     }
-    verdict, numbers = B.larger_e_faster(runs(E_CURVES, two, base=ONE_OVER_ALPHA))
+    verdict, numbers = judge("larger-e-faster", runs(E_CURVES, two, base=ONE_OVER_ALPHA))
     assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
-    assert B.larger_e_faster(runs(E_CURVES[:1], e_loss(E_LEVELS)))[0] == "n/a"
+    assert judge("larger-e-faster", runs(E_CURVES[:1], e_loss(E_LEVELS)))[0] == "n/a"
 
 
 def test_larger_e_faster_by_construction_under_the_literal_factor():
@@ -658,15 +679,15 @@ def test_larger_e_faster_by_construction_under_the_literal_factor():
     construction. The statistics are shown, the verdict is inconclusive, either way."""
     for levels in (E_LEVELS, dict(zip(E_LEVELS, reversed(E_LEVELS.values()), strict=True))):
         data = runs(E_CURVES, e_loss(levels), base=LITERAL)
-        verdict, numbers = B.larger_e_faster(data)
+        verdict, numbers = judge("larger-e-faster", data)
         assert verdict == "inconclusive", numbers
         assert "follows by construction; run the 1/α reading" in numbers
-        assert "E=0.1→0.5 effect" in numbers and len(data.evidence) == 12
+        assert "local_epochs=0.1→0.5 effect" in numbers and len(data.evidence) == 12
         assert {row["verdict"] for row in data.evidence} == {"inconclusive"}
         assert all("by construction" in row["note"] for row in data.evidence)
     # FedAvg curves (no BHerd server factor) are decided normally
     fedavg = runs(E_CURVES, e_loss(E_LEVELS), base={"selector": "none"})
-    assert B.larger_e_faster(fedavg)[0] == "supported"
+    assert judge("larger-e-faster", fedavg)[0] == "supported"
 
 
 SMOOTH = [0.5 - 0.03 * t for t in range(10)]
@@ -684,14 +705,13 @@ def test_e2_oscillates_criterion():
             },
         )
 
-    verdict, numbers = B.e2_oscillates(data([ZIGZAG] * 5, [SMOOTH] * 5))
-    assert verdict == "supported" and "E=2 − E=1 loss rises effect 4" in numbers
-    # the size is shown, not decided: ZIGZAG rises 4 × 0.05 over a 0.4 decrease
-    assert "rises sum to E=2 50.0%, E=1 0.0% of the loss decrease" in numbers
-    assert B.e2_oscillates(data([SMOOTH] * 5, [ZIGZAG] * 5))[0] == "contradicted"
-    verdict, numbers = B.e2_oscillates(data([ZIGZAG, SMOOTH], [SMOOTH, ZIGZAG], seeds=2))
+    verdict, numbers = judge("e2-oscillates", data([ZIGZAG] * 5, [SMOOTH] * 5))
+    assert verdict == "supported" and "Case 1: E=2.0 − E=1.0 effect 4 [4, 4]" in numbers
+    assert numbers.count("effect 4 [4, 4] (95% CI, 5 seeds) → supported") == 3  # 4 rises, 3 Cases
+    assert judge("e2-oscillates", data([SMOOTH] * 5, [ZIGZAG] * 5))[0] == "contradicted"
+    verdict, numbers = judge("e2-oscillates", data([ZIGZAG, SMOOTH], [SMOOTH, ZIGZAG], seeds=2))
     assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
-    assert B.e2_oscillates(runs(E_CURVES[:3], {}))[0] == "n/a"  # no E=2 curve
+    assert judge("e2-oscillates", runs(E_CURVES[:3], {}))[0] == "n/a"  # no E=2 curve
 
 
 # ------------------------------------------------------------------------------ fig 3c
@@ -708,10 +728,10 @@ def b_loss(levels: dict[int, float], panel: int | None = None, seeds: int = 5) -
 
 def test_best_batch_criterion():
     paper = {**b_loss(B_LEVELS), **b_loss({**B_LEVELS, 50: 0.25}, panel=2)}  # Case 3: B=50
-    verdict, numbers = B.best_batch(runs(BS, paper))
+    verdict, numbers = judge("best-batch", runs(BS, paper))
     assert verdict == "supported", numbers
-    assert "Case 3: final loss B=10 0.33" in numbers and "B=50 first by effect" in numbers
-    assert B.best_batch(runs(BS, b_loss(B_LEVELS)))[0] == "contradicted"  # B=10 in Case 3
+    assert "Case 3: final_loss B=50 0.275, B=10 0.33" in numbers and "effect 0.055 [" in numbers
+    assert judge("best-batch", runs(BS, b_loss(B_LEVELS)))[0] == "contradicted"  # B=10 in Case 3
     # the speed reading (loss AUC) is shown, never deciding: B=10 falls fastest but ends above
     # B=50 (Case 2 of the paper profile); the final-loss verdict stays contradicted
     fast = [
@@ -722,17 +742,17 @@ def test_best_batch_criterion():
     ]
     crossing = {**b_loss(B_LEVELS), (None, "B=10", "test_loss"): fast}
     crossing[(None, "B=50", "test_loss")] = slow
-    verdict, numbers = B.best_batch(runs(BS, crossing, panels=CASES[:1]))
+    verdict, numbers = judge("best-batch", runs(BS, crossing, panels=CASES[:1]))
     assert verdict == "contradicted", numbers
-    assert "speed reading (loss AUC; shown, not deciding): Case 1 B=10 first by effect" in numbers
+    assert "speed reading (loss_auc; shown, not deciding): Case 1 B=10 first by effect" in numbers
     assert "→ would be supported" in numbers
     # two seeds: B=10 first on seed 0, B=50 on seed 1 (every Case)
     two = b_loss(B_LEVELS, seeds=2)
     two[(None, "B=50", "test_loss")] = [decay(0.32, 1)[0], decay(0.28, 1)[0]]
     two[(2, "B=50", "test_loss")] = [decay(0.25, 1)[0], decay(0.25, 1)[0]]
-    verdict, numbers = B.best_batch(runs(BS, two))
+    verdict, numbers = judge("best-batch", runs(BS, two))
     assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
-    assert B.best_batch(runs([], {}))[0] == "n/a"
+    assert judge("best-batch", runs([], {}))[0] == "n/a"
 
 
 # ------------------------------------------------------------------------------ fig 3d
@@ -752,35 +772,42 @@ def n_data(loss=N_LOSS, accs=N_ACC, centralized=0.90, seeds=5, extra=None) -> C.
 
 
 def test_n1_centralized_criterion():
-    verdict, numbers = B.n1_centralized(n_data())
+    verdict, numbers = judge("n1-centralized-fastest", n_data())
     assert verdict == "supported", numbers
-    assert "N matters: N=5 in Case 1" in numbers and "N=1 first by effect" in numbers
+    assert "data.num_clients matters: N=5 in Case 1" in numbers
+    assert "N=1 first by effect" in numbers
     # every N matches centralized: N=1 matching it shows nothing about N
     flat = dict.fromkeys(N_ACC, 0.90)
-    verdict, numbers = B.n1_centralized(n_data(accs=flat))
-    assert verdict == "inconclusive" and "shows nothing about N" in numbers
-    assert B.n1_centralized(n_data(centralized=0.95))[0] == "contradicted"  # 0.05 apart
-    assert B.n1_centralized(n_data(loss={**N_LOSS, 5: 0.4}))[0] == "contradicted"  # N=5 faster
+    verdict, numbers = judge("n1-centralized-fastest", n_data(accs=flat))
+    assert verdict == "inconclusive" and "shows nothing about data.num_clients" in numbers
+    assert (
+        judge("n1-centralized-fastest", n_data(centralized=0.95))[0] == "contradicted"
+    )  # 0.05 apart
+    assert (
+        judge("n1-centralized-fastest", n_data(loss={**N_LOSS, 5: 0.4}))[0] == "contradicted"
+    )  # N=5 faster
     # two seeds: N=1 0.015 above centralized on seed 0, 0.015 below on seed 1
     two = n_data(seeds=2, extra={(None, "N=1", "test_acc"): final([0.915, 0.885])})
-    verdict, numbers = B.n1_centralized(two)
+    verdict, numbers = judge("n1-centralized-fastest", two)
     assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
-    assert B.n1_centralized(runs(NS, {}))[0] == "n/a"  # no centralized curve
+    assert judge("n1-centralized-fastest", runs(NS, {}))[0] == "n/a"  # no centralized curve
 
 
 def test_n5_best_criterion():
     data = n_data()
-    verdict, numbers = B.n5_best(data)
+    verdict, numbers = judge("n5-best", data)
     assert verdict == "supported", numbers
-    assert "Case 2: final loss N=5 0.66, N=10 0.77" in numbers and "N=5 first by effect" in numbers
-    assert "paired by seed number" in data.evidence[0]["measure"]  # N partitions differently
+    assert "Case 2: final_loss N=5 0.66, N=10 0.77" in numbers and "effect 0.11 [" in numbers
+    # each N partitions differently: the runs pair by seed number, N=5 against the others
+    assert data.evidence[0]["measure"] == "first on final test loss: N=5 against N=10, N=15, N=20"
+    assert data.evidence[0]["seeds"] == [0, 1, 2, 3, 4]
     case2 = n_data(extra={(1, "N=10", "test_loss"): decay(0.3, k=10)})  # N=10 best in Case 2
-    assert B.n5_best(case2)[0] == "contradicted"
+    assert judge("n5-best", case2)[0] == "contradicted"
     # two seeds: N=5 first on seed 0, last on seed 1
     two = n_data(seeds=2, extra={(None, "N=5", "test_loss"): [decay(0.6, 1)[0], decay(0.9, 1)[0]]})
-    verdict, numbers = B.n5_best(two)
+    verdict, numbers = judge("n5-best", two)
     assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
-    assert B.n5_best(runs(NS[:1], {}))[0] == "n/a"
+    assert judge("n5-best", runs(NS[:1], {}))[0] == "n/a"
 
 
 # ------------------------------------------------------------------------------ fig 4d
@@ -796,21 +823,19 @@ FAR = [0.1, 0.12, 0.11, 0.3, 0.35]
 
 
 def test_case3_distance_criterion():
-    verdict, numbers = B.case3_far_clients(runs([], clients(FAR)))
+    verdict, numbers = judge("case3-far-clients", runs([], clients(FAR)))
     assert verdict == "supported", numbers
-    assert (
-        "Case 3: mean dist_paper: client 1 0.0992, client 2" in numbers
-        and "(95% CI, 3 seeds)" in numbers
-    )
+    assert numbers.startswith("Case 3: mean-over-rounds distance, min of clients 4, 5 − max")
+    assert "effect 0.178 [0.164, 0.193] (95% CI, 3 seeds)" in numbers
     near = [0.1, 0.12, 0.11, 0.3, 0.05]  # client 5 no farther than clients 1-3
-    assert B.case3_far_clients(runs([], clients(near)))[0] == "contradicted"
-    verdict, numbers = B.case3_far_clients(runs([], clients(FAR, seeds=1)))
+    assert judge("case3-far-clients", runs([], clients(near)))[0] == "contradicted"
+    verdict, numbers = judge("case3-far-clients", runs([], clients(FAR, seeds=1)))
     assert verdict == "inconclusive" and "1 seed: no interval" in numbers  # Fig. 4d: one run
-    verdict, numbers = B.case3_far_clients(runs([], clients(FAR, metric="dist")))
-    assert verdict == "supported" and "mean dist:" in numbers
-    assert B.case3_far_clients(runs([], clients(FAR), CASES[2:] * 3))[0] == "supported"
-    assert B.case3_far_clients(runs([], {}, CASES[:2]))[0] == "n/a"  # no Case 3 panel
-    assert B.case3_far_clients(runs([], {}))[0] == "n/a"
+    verdict, numbers = judge("case3-far-clients", runs([], clients(FAR, metric="dist")))
+    assert verdict == "supported" and "effect 0.178 [" in numbers  # read from dist
+    assert judge("case3-far-clients", runs([], clients(FAR), CASES[2:] * 3))[0] == "supported"
+    assert judge("case3-far-clients", runs([], {}, CASES[:2]))[0] == "n/a"  # no Case 3 panel
+    assert judge("case3-far-clients", runs([], {}))[0] == "n/a"
 
 
 def test_case3_reads_per_seed_histories_of_the_derived_client_curves():
@@ -832,7 +857,7 @@ def test_case3_reads_per_seed_histories_of_the_derived_client_curves():
     raw = FigureData(SimpleNamespace(found=[]), long, aggregate(long), {}, CASES)
     data = per_client(raw, "client/{i}/dist_paper").claim_data([])
     assert set(data.long["curve"]) == {f"Client {i}" for i in range(1, 6)}
-    verdict, numbers = B.case3_far_clients(data)
+    verdict, numbers = judge("case3-far-clients", data)
     assert verdict == "supported" and "(95% CI, 3 seeds)" in numbers
 
 
@@ -843,6 +868,8 @@ RR_CURVES = [
     for o, k in (("RR", "rr"), ("no RR", "fixed"))
 ]
 ALL = [Panel("all", "", {})]
+#: Fig. 4e's claim ("RR vs no RR differ little")
+RR = DECLARED["rr-differs-little"]
 
 
 def _rr_data(rounds=12, seeds=3, curves=RR_CURVES, shift=None, finals=None, **kw) -> C.ClaimData:
@@ -866,48 +893,47 @@ def test_rr_criterion_and_unknown_claims():
         for i in (1, 2, 3)
         for o, k in (("RR", "rr"), ("no RR", "fixed"))
     ]
-    verdict, numbers = B.rr_little_difference(_rr_data(seeds=5, curves=cs))
+    verdict, numbers = judge("rr-differs-little", _rr_data(seeds=5, curves=cs))
     assert verdict == "supported", numbers
-    assert numbers.startswith("Case 1: RR − no RR accuracy effect") and "Case 3:" in numbers
+    assert numbers.startswith("all: Case 1, RR − Case 1, no RR effect")
+    assert "Case 3, RR − Case 3, no RR effect" in numbers
     lower = _rr_data(seeds=5, curves=cs, shift={"Case 2, no RR": -0.05})
-    assert B.rr_little_difference(lower)[0] == "contradicted"
+    assert judge("rr-differs-little", lower)[0] == "contradicted"
     # two seeds: RR 0.015 above no RR on seed 0, 0.015 below on seed 1
     two = _rr_data(seeds=2, curves=cs, finals={"Case 1, RR": [0.915, 0.885]})
-    verdict, numbers = B.rr_little_difference(two)
+    verdict, numbers = judge("rr-differs-little", two)
     assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
-    checks = R.check_claims(["RR vs no RR differ little", "something new"], _rr_data(curves=cs))
+    checks = R.check_claims([RR, "something new"], _rr_data(curves=cs))
     assert [c.verdict for c in checks] == ["supported", "n/a"]
-    (short,) = R.check_claims(["RR vs no RR differ little"], _rr_data(rounds=2, curves=cs))
+    (short,) = R.check_claims([RR], _rr_data(rounds=2, curves=cs))
     assert short.verdict == "not-testable" and short.shown == "not testable at this profile (T=2)"
-    assert R.check_claims(["RR vs no RR differ little"], None)[0].verdict == "n/a"
-    assert B.rr_little_difference(runs(cs[::2], {}, ALL))[0] == "n/a"  # no no-RR curve
+    assert R.check_claims([RR], None)[0].verdict == "n/a"
+    assert judge("rr-differs-little", runs(cs[::2], {}, ALL))[0] == "n/a"  # no no-RR curve
 
 
 # ------------------------------------------------------------- diverged runs are no evidence
 def test_claim_with_a_diverged_run_is_not_testable():
     runs4 = {("all", c.label): 4 for c in RR_CURVES}  # 4 runs per curve, one never loaded
-    (ok,) = R.check_claims(["RR vs no RR differ little"], _rr_data(runs=runs4))
+    (ok,) = R.check_claims([RR], _rr_data(runs=runs4))
     assert ok.verdict == "supported" and ok.shown == "supported"
     div = {("all", "Case 2, no RR"): [(1, 4)]}
-    (check,) = R.check_claims(["RR vs no RR differ little"], _rr_data(runs=runs4, diverged=div))
+    (check,) = R.check_claims([RR], _rr_data(runs=runs4, diverged=div))
     assert check.verdict == "not-testable" and check.shown == "not testable: 1 of 16 runs diverged"
-    assert "Case 1: RR − no RR accuracy effect" in check.numbers  # the numbers are still shown
+    assert "Case 1, RR − Case 1, no RR effect" in check.numbers  # the numbers are still shown
     assert "diverged" in check.criterion
     # a finite loss blow-up counts the same; a seed both diverged and blown up counts once
     blow = {("all", "Case 1, RR"): [(0, "test_loss 3.2e+06 at round 12 > 1000 x round 1")]}
     both = {**blow, ("all", "Case 2, no RR"): [(1, "x")]}
-    (check,) = R.check_claims(
-        ["RR vs no RR differ little"], _rr_data(runs=runs4, diverged=div, blowups=both)
-    )
+    (check,) = R.check_claims([RR], _rr_data(runs=runs4, diverged=div, blowups=both))
     assert check.shown == "not testable: 2 of 16 runs diverged (1 of them a finite loss blow-up)"
     # without run counts: the largest seed count n of each cell read (3 seeds in _rr_data)
-    (check,) = R.check_claims(["RR vs no RR differ little"], _rr_data(diverged=div))
+    (check,) = R.check_claims([RR], _rr_data(diverged=div))
     assert check.shown == "not testable: 1 of 12 runs diverged"
 
 
 def test_diverged_reason_takes_precedence_over_a_short_profile():
     div = {("all", c.label): [(0, 1)] for c in RR_CURVES}
-    (check,) = R.check_claims(["RR vs no RR differ little"], _rr_data(rounds=3, diverged=div))
+    (check,) = R.check_claims([RR], _rr_data(rounds=3, diverged=div))
     assert check.verdict == "not-testable"
     assert check.shown == "not testable: 4 of 12 runs diverged; T=3 < 5 rounds"
 
@@ -919,22 +945,22 @@ def test_only_the_cells_a_claim_reads_count():
     loss = {(None, c.label, "test_loss"): decay(1.0, 3, k=k) for k, c in enumerate(curves)}
     data = runs(curves, {**accs, **loss})
     data.diverged = {(CASES[2].panel_id, "α=0.3"): [(0, 5)]}
-    claims = ["alpha=1.0 matches FedAvg", "alpha 0.3-0.5 is fastest", "alpha=0.1 fails"]
+    claims = [DECLARED[i] for i in ("alpha1-matches-fedavg", "alpha03-05-fastest", "alpha01-fails")]
     match, fastest, _ = R.check_claims(claims, data)
-    assert match.verdict == "inconclusive" and "shows nothing about α" in match.numbers
+    assert match.verdict == "inconclusive" and "shows nothing about bherd.alpha" in match.numbers
     assert fastest.verdict == "not-testable"
     assert fastest.shown == "not testable: 1 of 45 runs diverged"  # 5 α x 3 Cases x 3 seeds
     # α=0.1 failing to converge: its own divergence (or blow-up) is the claim's evidence
     data.diverged = {(p.panel_id, "α=0.1"): [(s, 7) for s in range(3)] for p in CASES}
-    (fails,) = R.check_claims(["alpha=0.1 fails to converge"], data)
+    (fails,) = R.check_claims([DECLARED["alpha01-fails"]], data)
     assert fails.verdict == "supported" and "seed 0 diverged at round 7" in fails.numbers
     data.diverged = {}
     data.blowups = {
         (p.panel_id, "α=0.1"): [(s, "test_loss 5e+04") for s in range(3)] for p in CASES
     }
-    (fails,) = R.check_claims(["alpha=0.1 fails to converge"], data)
+    (fails,) = R.check_claims([DECLARED["alpha01-fails"]], data)
     assert fails.verdict == "supported" and "seed 0 loss blew up" in fails.numbers
     # ... but a diverged run of a curve it compares α=0.1 with makes it not testable
     data.diverged = {(CASES[0].panel_id, "FedAvg (RR)"): [(2, 3)]}
-    (fails,) = R.check_claims(["alpha=0.1 fails to converge"], data)
+    (fails,) = R.check_claims([DECLARED["alpha01-fails"]], data)
     assert fails.verdict == "not-testable" and fails.shown == "not testable: 1 of 45 runs diverged"

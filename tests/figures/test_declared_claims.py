@@ -341,6 +341,11 @@ def test_a_declared_claim_loads_and_names_its_parts(tmp_path):
         ({"id": "Not A Slug"}, "is not a slug"),
         ({"versus": {"set": {"bherd.alpha": 0.7}}}, "no curve sets {set: bherd.alpha=0.7}"),
         ({"kind": "monotone"}, "over: kind 'monotone' needs"),
+        ({"reading": "speed"}, "reading: 'speed' on the claim's own comparison"),
+        (
+            {"and": [{"kind": "faster", "measure": "loss_auc", "margin": 0, "reading": "a b"}]},
+            "reading",
+        ),
     ],
 )
 def test_claim_errors_stop_the_spec_in_one_line(tmp_path, change, message):

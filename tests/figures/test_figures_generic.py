@@ -22,7 +22,7 @@ from dashboards.store import RunIndex
 from dashboards.style import CurveStyle, band_width, draw_curve, metric_bounds
 from fedsweep.cli.main import app
 from fedsweep.config.schema import RunConfig
-from fedsweep.specs.load import CurveSpec, expand, load_spec
+from fedsweep.specs.load import CurveSpec, expand, load_spec, read_spec
 from fedsweep.sweep.ray_backend import trial_payload
 from fedsweep.tracking.store import ensure_experiment, get_client
 from fedsweep.tracking.tracked_run import TrackedRun
@@ -40,6 +40,11 @@ BASE = {
     "eval": {"train_metrics": False, "test_subset": 300},
 }
 PROFILES = {"paper": {}, "quick": {}, "smoke": {"note": "tiny test profile"}}
+#: Fig. 3a's declared claims (sweeps/bherd-fig3a.yaml) by id, as a spec writes them
+FIG3A = {
+    c.id: c.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    for c in read_spec(SWEEPS / "bherd-fig3a.yaml").claims
+}
 
 
 def study(figure: str, **changes) -> dict:
@@ -58,7 +63,7 @@ def study(figure: str, **changes) -> dict:
             },
         ],
         "seeds": [0, 1],
-        "claims": ["alpha=1.0 matches FedAvg"],
+        "claims": [FIG3A["alpha1-matches-fedavg"]],
         "profiles": PROFILES,
     }
     tree.update(changes)
@@ -410,7 +415,11 @@ def test_claims_on_diverged_and_blown_up_runs_are_not_testable(tmp_path):
             {"label": "α=0.5 (lr 0.3)", "set": {"bherd.alpha": 0.5, "train.lr": 0.3}},
             {"label": "FedAvg (lr 2)", "set": {"selector": "none", "train.lr": 2.0}},
         ],
-        claims=["alpha=1.0 matches FedAvg", "alpha 0.3-0.5 is fastest"],
+        # "α 0.3–0.5 is fastest" of a figure whose only claimed α is 0.5
+        claims=[
+            FIG3A["alpha1-matches-fedavg"],
+            {**FIG3A["alpha03-05-fastest"], "curve": {"set": {"bherd.alpha": 0.5}}},
+        ],
     )
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     run_trials(uri, write_spec(tmp_path, tree))
@@ -435,7 +444,7 @@ def test_claims_on_diverged_and_blown_up_runs_are_not_testable(tmp_path):
     )
     match, fastest = r.claims
     assert match.verdict == "not-testable" and match.shown == "not testable: 4 of 8 runs diverged"
-    assert "α=1.0 − FedAvg effect" in match.numbers  # the numbers are still shown
+    assert "α=1.0 − FedAvg (lr 2) effect" in match.numbers  # the numbers are still shown
     assert fastest.verdict == "not-testable"
     assert fastest.shown == "not testable: 4 of 8 runs diverged (4 of them finite loss blow-ups)"
     names = [t.name.split(" — identical to")[0] for t in lines(r.figure) if t.showlegend]

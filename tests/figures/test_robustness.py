@@ -34,9 +34,25 @@ LRS = ("1e-9", "0.05")
 EXPECTED = ["supported", "inconclusive"]
 
 
+#: Fig. 4e's claim (sweeps/bherd-fig4e.yaml), declared
+RR_CLAIM = {
+    "id": "rr-differs-little",
+    "summary": "RR vs no RR differ little",
+    "text": "we can see that in Case 1-3, whether or not using the RR protocol has little impact "
+    "on the convergence curves and the final results.",
+    "kind": "equivalent",
+    "measure": "final_acc",
+    "curve": {"set": {"train.order": "rr"}},
+    "versus": {"set": {"train.order": "fixed"}},
+    "pair": True,
+    "margin": 0.01,
+}
+
+
 def tiny_spec() -> dict:
-    """FedAvg with and without random reshuffling (the claim "RR vs no RR differ little": the
-    final accuracies within ±0.01), SVM on 300 mnist-5k images, 3 clients, T=5, 2 seeds."""
+    """FedAvg with and without random reshuffling (Fig. 4e's declared claim "RR vs no RR differ
+    little": the final accuracies within ±0.01, paired by seed), SVM on 300 mnist-5k images, 3
+    clients, T=5, 2 seeds."""
     return {
         "figure": FIGURE,
         "title": "Tiny RR study",
@@ -58,7 +74,7 @@ def tiny_spec() -> dict:
             {"label": "fixed order", "set": {"train.order": "fixed"}},
         ],
         "seeds": [0, 1],
-        "claims": ["RR vs no RR differ little"],
+        "claims": [RR_CLAIM],
         "profiles": {"paper": {}, "quick": {}, "smoke": {}},
     }
 
@@ -137,6 +153,10 @@ def test_issue_48_an_axis_must_change_the_runs_once_and_claims_must_exist(tmp_pa
     write_yaml(folder / "no-claims.yaml", {**tiny_spec(), "figure": "no-claims", "claims": []})
     unknown = {**tiny_spec(), "figure": "odd-claims", "claims": ["RR vs no RR differs little"]}
     write_yaml(folder / "odd-claims.yaml", unknown)
+    typo = {**RR_CLAIM, "measure": "final_ac"}
+    write_yaml(
+        folder / "odd-measure.yaml", {**tiny_spec(), "figure": "odd-measure", "claims": [typo]}
+    )
     store = tmp_path / "store" / "mlflow.db"
     uri = ("--tracking-uri", f"sqlite:///{store}")
     one_line_error(
@@ -163,7 +183,12 @@ def test_issue_48_an_axis_must_change_the_runs_once_and_claims_must_exist(tmp_pa
     one_line_error(
         invoke(folder, "odd-claims", "--axis", "train.lr=0.1,0.2", *uri),
         "claims[0]: 'RR vs no RR differs little' is not a claim fedsweep can judge",
-        "did you mean 'rr vs no rr differ little'?",
+        "allowed: a declared claim (docs/how-to/own-claims.md)",
+    )
+    one_line_error(
+        invoke(folder, "odd-measure", "--axis", "train.lr=0.1,0.2", *uri),
+        "claims[0] (rr-differs-little).measure: unknown measure 'final_ac'",
+        "(did you mean 'final_acc'?)",
     )
     assert not store.exists()  # nothing started: no store, no Ray
     plan = invoke(folder, FIGURE, "--axis", "train.lr=0.1,0.2", "--plan", *uri)

@@ -1,15 +1,13 @@
 """BHerd (docs/figures.md, "BHerd"; sweeps/bherd-fig*.yaml): Fig. 2a/2b (``fig2``), the
 hyper-parameter sweeps of Fig. 3a–3d (``fig3``), the selection records of Fig. 4a–c
 (``fig4abc``), the per-client distances of Fig. 4d (``fig4d``), random reshuffling in Fig. 4e
-(``fig4e``), our diagnosis of Fig. 3a's null result (``diagnosis``), the named measures of its
-declared claims (``measures``; the claims are in ``sweeps/bherd-*.yaml``) and the legacy
-prose-keyed criteria (``claims``), kept as the reference the declared claims are checked
-against until the stored verdicts are regenerated."""
+(``fig4e``), our diagnosis of Fig. 3a's null result (``diagnosis``) and the named measures and
+guards of its claims (``measures``; the claims themselves are declared in
+``sweeps/bherd-*.yaml`` and judged by :mod:`dashboards.judge`)."""
 
 from __future__ import annotations
 
 from dashboards.papers.bherd import diagnosis, fig2, fig3, fig4abc, fig4d, fig4e, measures
-from dashboards.papers.bherd.claims import CRITERIA
 
 BUILDERS = {
     "bherd-fig2a": fig2.build,
@@ -24,4 +22,4 @@ BUILDERS = {
     "bherd-diagnosis": diagnosis.build,
 }
 
-__all__ = ["BUILDERS", "CRITERIA", "measures"]
+__all__ = ["BUILDERS", "measures"]
