@@ -31,11 +31,10 @@ from fedsweep.engine.client_state import externalize, internalize
 from fedsweep.engine.observers import Observer
 from fedsweep.tracking import retries
 from fedsweep.tracking.claims import claim_name, describe, hold, holder_tags
-from fedsweep.tracking.direct import DONE_STATUSES, unfinished_children
 from fedsweep.tracking.outage import patiently
 from fedsweep.tracking.provenance import verified_done_runs
 from fedsweep.tracking.records import RecordSpool
-from fedsweep.tracking.store import get_client
+from fedsweep.tracking.runstore import open_store
 from fedsweep.tracking.tracked_run import SPOOL_KEY, TrackedRun
 
 STATE_FILE = "fl_state.pt"
@@ -147,15 +146,17 @@ def fl_trial(params: dict, secrets: dict | None = None) -> None:
 
     uri = config.tracking.uri
     with hold(uri, claim_name("trial", config_hash), tags, wait=True, on_wait=waiting, say=outage):
-        client = patiently(lambda: get_client(uri), uri, outage)
-        done = patiently(lambda: verified_done_runs(client, [config_hash]), uri, outage).get(
+        # MLflow's client, or sqlite3 on a local SQLite store: this process then never imports
+        # MLflow (seconds of CPU per trial actor; tracking.runstore)
+        store = patiently(lambda: open_store(uri), uri, outage)
+        done = patiently(lambda: verified_done_runs(store, [config_hash]), uri, outage).get(
             config_hash
         )
         if done is not None:
             # done since this sweep was planned: by another sweep (maybe while this trial
             # waited for its claim; REUSED_KEY), or by this one's earlier attempt whose end
             # the driver never saw: running it again would duplicate the run
-            parent = client.get_run(done[0]).data.tags.get("mlflow.parentRunId")
+            parent = store.run_tag(done[0], "mlflow.parentRunId")
             own = parent == payload["parent_run_id"]
             tune.report({"round": config.train.rounds, "already_ended" if own else REUSED_KEY: 1})
             return
@@ -556,19 +557,4 @@ def disk_full(err: BaseException | None) -> StoreFullError | None:
 def unfinished_sibling(tracking_uri: str, parent_run_id: str, config_hash: str) -> str | None:
     """An unfinished child run of ``parent_run_id`` with this config hash (to adopt), or None.
     (A finished or diverged one is found before, by ``fl_trial``, with any parent.)"""
-    client = get_client(tracking_uri)
-    found = unfinished_children(client, parent_run_id, config_hash)  # one query (SQL store)
-    if found is not None:
-        return found[0] if found else None
-    experiments = [e.experiment_id for e in client.search_experiments()]
-    runs = client.search_runs(
-        experiments,
-        filter_string=(
-            f"tags.`mlflow.parentRunId` = '{parent_run_id}' and "
-            f"tags.`fedsweep.config_hash` = '{config_hash}'"
-        ),
-    )
-    return next(
-        (r.info.run_id for r in runs if r.data.tags.get("fedsweep.status") not in DONE_STATUSES),
-        None,
-    )
+    return open_store(tracking_uri).unfinished_child(parent_run_id, config_hash)

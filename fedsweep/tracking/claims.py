@@ -64,60 +64,29 @@ class Claims:
     """The claims of one store (``tracking_uri``: the clean URI, :func:`store.resolve_tracking_uri`)."""
 
     def __init__(self, tracking_uri: str):
-        from mlflow import MlflowClient
+        from fedsweep.tracking.runstore import open_store
 
-        from fedsweep.tracking.store import connect_uri, prepare_store
-
-        prepare_store(tracking_uri)
-        uri = connect_uri(tracking_uri)
-        self.client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+        #: the store's claim operations (``tracking.runstore``: sqlite3 on a local SQLite
+        #: store, MLflow's model registry otherwise)
+        self.store = open_store(tracking_uri)
         self._seen: dict[str, tuple[str, float]] = {}  # name -> (beat seen, when first seen)
 
     # ------------------------------------------------------------------ primitives
     def try_acquire(self, name: str, tags: dict[str, str]) -> bool:
         """Create the claim with ``tags``; False when it exists (atomic in the store)."""
-        from mlflow.exceptions import MlflowException
-
-        try:
-            self.client.create_registered_model(name, tags=tags, description=DESCRIPTION)
-            return True
-        except MlflowException as err:
-            if err.error_code == "RESOURCE_ALREADY_EXISTS":
-                return False
-            raise
+        return self.store.create_claim(name, tags, DESCRIPTION)
 
     def holder(self, name: str) -> dict | None:
         """The claim's tags, None when nobody holds it."""
-        from mlflow.exceptions import MlflowException
-
-        try:
-            return dict(self.client.get_registered_model(name).tags)
-        except MlflowException as err:
-            if err.error_code == "RESOURCE_DOES_NOT_EXIST":
-                return None
-            raise
+        return self.store.claim_tags(name)
 
     def beat(self, name: str, token: str) -> None:
         """Move the claim's heartbeat (only while ``token`` holds it)."""
-        self.client.set_registered_model_tag(name, "beat", f"{token}:{time.time():.0f}")
+        self.store.set_claim_tag(name, "beat", f"{token}:{time.time():.0f}")
 
     def release(self, name: str, token: str) -> None:
-        """Delete the claim if ``token`` still holds it: on a SQL store the check and the
-        delete in one transaction (MLflow's own delete, whose cascade removes the tags), else
-        through the client."""
-        from mlflow.exceptions import MlflowException
-
-        store = _registry_sql_store(self.client)
-        if store is not None:
-            _release_sql(store, name, token)
-            return
-        holder = self.holder(name)
-        if holder is not None and holder.get("token") == token:
-            try:
-                self.client.delete_registered_model(name)
-            except MlflowException as err:
-                if err.error_code != "RESOURCE_DOES_NOT_EXIST":
-                    raise
+        """Delete the claim if ``token`` still holds it (one transaction on a SQL store)."""
+        self.store.release_claim(name, token)
 
     # ------------------------------------------------------------------ policy
     def abandoned(self, name: str, holder: dict, owner: str | None = None) -> bool:
@@ -139,41 +108,11 @@ class Claims:
 
     def take_over(self, name: str, holder: dict, tags: dict[str, str]) -> bool:
         """Replace an abandoned claim by ours; False when another claimant was faster."""
-        from mlflow.exceptions import MlflowException
-
         now = self.holder(name)
         if now is not None and now.get("token") == holder.get("token"):
-            try:
-                self.client.delete_registered_model(name)
-            except MlflowException as err:
-                if err.error_code != "RESOURCE_DOES_NOT_EXIST":
-                    raise
+            self.store.delete_claim(name)
         self._seen.pop(name, None)
         return self.try_acquire(name, tags)
-
-
-def _registry_sql_store(client):
-    """The client's model registry store when it is MLflow's SQLAlchemy one, else None."""
-    from mlflow.store.model_registry.sqlalchemy_store import SqlAlchemyStore
-
-    store = client._get_registry_client().store
-    return store if isinstance(store, SqlAlchemyStore) else None
-
-
-def _release_sql(store, name: str, token: str) -> None:
-    """:meth:`Claims.release` on a SQL registry store: one transaction."""
-    from mlflow.exceptions import MlflowException
-
-    with store.ManagedSessionMaker(read_only=False) as session:
-        try:
-            model = store._get_registered_model(session, name, eager=True)
-        except MlflowException as err:
-            if err.error_code == "RESOURCE_DOES_NOT_EXIST":
-                return
-            raise
-        tags = {t.key: t.value for t in model.registered_model_tags}
-        if tags.get("token") == token:
-            session.delete(model)
 
 
 def holder_tags(owner: str = "", **extra: str) -> dict[str, str]:
@@ -193,7 +132,7 @@ def holder_tags(owner: str = "", **extra: str) -> dict[str, str]:
 
 class Heartbeat:
     """A daemon thread that moves a held claim's heartbeat every :data:`BEAT_S` seconds (its
-    own MLflow client; a failed beat is retried at the next one)."""
+    own connection to the store; a failed beat is retried at the next one)."""
 
     def __init__(self, tracking_uri: str, name: str, token: str):
         self.uri, self.name, self.token = tracking_uri, name, token

@@ -245,6 +245,12 @@ def done_run_candidates(client, hashes: Iterable[str]) -> dict[str, list[tuple[s
         return {}
     store = sql_store(client)
     found = _done_sql(store, wanted) if store is not None else _done_client(client, wanted)
+    return by_latest_start(found)
+
+
+def by_latest_start(found: Iterable[tuple[str, str, int]]) -> dict[str, list[tuple[str, int]]]:
+    """``(hash, run_id, start_time_ms)`` rows grouped by hash, each hash's runs the latest
+    started first (the larger run id first on an equal start)."""
     out: dict[str, list[tuple[str, int]]] = {}
     for h, run_id, start in sorted(found, key=lambda r: (r[2], r[1]), reverse=True):
         out.setdefault(h, []).append((run_id, start))

@@ -17,13 +17,10 @@ reads each adopted run's config once however often it looks it up.
 from __future__ import annotations
 
 import sys
-import tempfile
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
-from fedsweep.tracking.direct import artifact_uri, done_run_candidates
 from fedsweep.tracking.run_logger import CONFIG_FILE as CONFIG_ARTIFACT
-from fedsweep.tracking.store import file_uri_path
+from fedsweep.tracking.runstore import as_store
 
 #: run id -> "" when its logged config hashes to its tag, else why not
 _CHECKED: dict[str, str] = {}
@@ -35,12 +32,9 @@ def _warn(text: str) -> None:
 
 
 def logged_config_text(client, run_id: str) -> str:
-    """The run's ``config.yaml`` (OSError / MLflow's exception when it has none)."""
-    folder = file_uri_path(artifact_uri(client, run_id) or "")
-    if folder is not None:
-        return (folder / CONFIG_ARTIFACT).read_text()
-    with tempfile.TemporaryDirectory() as tmp:
-        return Path(client.download_artifacts(run_id, CONFIG_ARTIFACT, tmp)).read_text()
+    """The run's ``config.yaml`` (OSError / the store's exception when it has none);
+    ``client``: MLflow's client or a ``tracking.runstore`` store."""
+    return as_store(client).read_text(run_id, CONFIG_ARTIFACT)
 
 
 def hash_problem(client, run_id: str, tag: str) -> str:
@@ -73,14 +67,16 @@ def verified_done_runs(
     client, hashes: Iterable[str], warn: Callable[[str], None] | None = None
 ) -> dict[str, tuple[str, int]]:
     """``done_runs_by_hash`` with every run checked (:func:`hash_problem`): for each hash, its
-    latest started done run whose logged config hashes to the tag. A run that fails is named
+    latest started done run whose logged config hashes to the tag (``client``: MLflow's
+    client or a ``tracking.runstore`` store). A run that fails is named
     in one warning (``warn``, default stderr; once per run and process) and skipped."""
     say = warn or _warn
+    store = as_store(client)
     out: dict[str, tuple[str, int]] = {}
-    for h, candidates in done_run_candidates(client, hashes).items():
+    for h, candidates in store.done_run_candidates(hashes).items():
         for run_id, start in candidates:
             if run_id not in _CHECKED:
-                _CHECKED[run_id] = hash_problem(client, run_id, h)
+                _CHECKED[run_id] = hash_problem(store, run_id, h)
             problem = _CHECKED[run_id]
             if not problem:
                 out[h] = (run_id, start)

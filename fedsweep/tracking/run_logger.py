@@ -1,6 +1,7 @@
 """Log one FL run to MLflow: params, tags, per-round metrics (batched: one write per
-``FLUSH_EVERY_S`` seconds of rounds, ``tracking.direct.write_metrics``), the resolved config and
-the per-client record arrays as artifacts."""
+``FLUSH_EVERY_S`` seconds of rounds, one transaction), the resolved config and the per-client
+record arrays as artifacts, through the store's interface (``tracking.runstore``: ``sqlite3``
+on a local SQLite store, so a sweep trial never imports MLflow; MLflow's client otherwise)."""
 
 from __future__ import annotations
 
@@ -14,15 +15,10 @@ import numpy as np
 import yaml
 
 from fedsweep.config.load import flatten
-from fedsweep.tracking.direct import artifact_uri, end_run, write_metrics, write_params
-from fedsweep.tracking.store import (
-    ensure_experiment,
-    file_uri_path,
-    get_client,
-    resolve_tracking_uri,
-)
+from fedsweep.tracking.runstore import MAX_PARAMS as MAX_PARAMS  # (tests import it here)
+from fedsweep.tracking.runstore import open_store
+from fedsweep.tracking.store import resolve_tracking_uri
 
-MAX_PARAMS = 100
 #: the resolved config of a run, its last write at creation (``tracking.provenance`` reads it)
 CONFIG_FILE = "config.yaml"
 #: seconds of rounds gathered into one metrics write (a write to a SQLite store costs about
@@ -73,22 +69,27 @@ def git_commit() -> str:
 
 
 class MlflowRunLogger:
-    def __init__(self, tracking_uri: str | None, experiment: str):
-        from mlflow.entities import RunTag
+    """One run's writes, through the store's interface (``tracking.runstore.open_store``:
+    ``sqlite3`` on a local SQLite store, MLflow's client otherwise)."""
 
-        self._RunTag = RunTag
+    def __init__(self, tracking_uri: str | None, experiment: str):
         self.tracking_uri = resolve_tracking_uri(tracking_uri)
-        self.client = get_client(self.tracking_uri)
-        self.experiment_id = ensure_experiment(self.client, experiment, self.tracking_uri)
+        self.store = open_store(self.tracking_uri, experiment)
+        self.experiment_id = self.store.ensure_experiment(experiment)
         self.run_id: str | None = None
-        #: MLflow's artifact repository of the run when its artifact location is local (the
-        #: client would read the whole run to find it at the run's first artifact), else None
-        self.artifacts = None
+        #: the run's artifact location
+        self.artifact_uri: str | None = None
         #: (key, value, timestamp ms, step) of the rounds not yet written
         self._pending: list[tuple[str, float, int, int]] = []
         self._flushed_at = time.monotonic()
         #: (key, step) the adopted run holds past its last whole round (``guard_rewrites``)
         self._have: set[tuple[str, int]] = set()
+
+    @property
+    def client(self):
+        """MLflow's client of the store (a local SQLite store's imports MLflow when first
+        asked for)."""
+        return self.store.client
 
     def start(
         self,
@@ -103,18 +104,18 @@ class MlflowRunLogger:
         config = _without_secrets(config, self.tracking_uri)
         if run_id is not None:
             self.run_id = run_id
-            self.artifacts = _local_artifacts(artifact_uri(self.client, run_id))
-            self.client.update_run(run_id, status="RUNNING")
+            self.artifact_uri = self.store.artifact_uri(run_id)
+            self.store.reopen_run(run_id)
             self.set_tags(tags)
             # a run whose creator was killed between its creation and its config.yaml (the
             # last write of a start): the params and config it lacks, so that a sweep can tell
             # it is this config's run (tracking.provenance)
-            if CONFIG_FILE not in {f.path for f in self.client.list_artifacts(run_id)}:
+            if CONFIG_FILE not in self.store.list_artifacts(run_id, self.artifact_uri):
                 self._log_config(config, params)
         else:
-            run = self.client.create_run(self.experiment_id, tags=tags, run_name=run_name)
-            self.run_id = run.info.run_id
-            self.artifacts = _local_artifacts(run.info.artifact_uri)
+            self.run_id, self.artifact_uri = self.store.create_run(
+                self.experiment_id, tags, run_name
+            )
             self._log_config(config, params)
         return self.run_id
 
@@ -123,13 +124,16 @@ class MlflowRunLogger:
         logged again unchanged, which MLflow accepts) and its ``config.yaml``, written last."""
         params = [(k, _param_str(v)) for k, v in sorted(flatten(config).items())]
         params += [(k, str(v)) for k, v in (extra or {}).items()]
-        write_params(self.client, self.run_id, params)
+        self.store.write_params(self.run_id, params)
         self.log_text(yaml.safe_dump(config, sort_keys=False), CONFIG_FILE)
+
+    def metric_history(self, key: str) -> list[tuple[int, float]]:
+        """``(step, value)`` of every value of the run's metric ``key``, in MLflow's order."""
+        return self.store.metric_history(self.run_id, key)
 
     def last_logged_step(self, key: str = "round_time") -> int:
         """The last round this run logged (0 if none); every round logs ``round_time``."""
-        history = self.client.get_metric_history(self.run_id, key)
-        return max((m.step for m in history), default=0)
+        return max((step for step, _ in self.metric_history(key)), default=0)
 
     def guard_rewrites(self, logged_until: int) -> None:
         """Make logging idempotent per (key, step) for an adopted run: the (key, step) pairs
@@ -137,17 +141,13 @@ class MlflowRunLogger:
         ``log_batch`` requests of one flush are not one transaction, and an attempt that was
         killed between two of them left half a round) are not written again. Only keys whose
         latest step is past ``logged_until`` are read back."""
-        run = self.client.get_run(self.run_id)
-        keys = [m.key for m in run.data._metric_objs if m.step > logged_until]
-        for key in keys:
-            for m in self.client.get_metric_history(self.run_id, key):
-                if m.step > logged_until:
-                    self._have.add((key, m.step))
+        for key in self.store.keys_past(self.run_id, logged_until):
+            for step, _ in self.metric_history(key):
+                if step > logged_until:
+                    self._have.add((key, step))
 
     def set_tags(self, tags: dict[str, str]) -> None:
-        items = [self._RunTag(k, str(v)) for k, v in tags.items()]
-        for i in range(0, len(items), MAX_PARAMS):
-            self.client.log_batch(self.run_id, tags=items[i : i + MAX_PARAMS])
+        self.store.set_tags(self.run_id, tags)
 
     def log_round(self, step: int, metrics: dict[str, float]) -> None:
         """A round's metrics, written with the rounds before it once ``FLUSH_EVERY_S`` seconds
@@ -170,19 +170,11 @@ class MlflowRunLogger:
     def flush(self) -> None:
         """Write the pending rounds' metrics (one transaction on a SQL store)."""
         items, self._pending = self._pending, []
-        write_metrics(self.client, self.run_id, items)
+        self.store.write_metrics(self.run_id, items)
         self._flushed_at = time.monotonic()
 
     def log_text(self, text: str, artifact_file: str) -> None:
-        if self.artifacts is None:
-            self.client.log_text(self.run_id, text, artifact_file)
-            return
-        with tempfile.TemporaryDirectory() as tmp:  # as the client writes it
-            path = Path(tmp) / artifact_file
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-            parent = str(Path(artifact_file).parent)
-            self.artifacts.log_artifact(str(path), None if parent == "." else parent)
+        self.store.log_text(self.run_id, self.artifact_uri, text, artifact_file)
 
     def log_arrays(self, arrays: dict[str, np.ndarray], artifact_path: str) -> None:
         """Each array as its own compressed ``.npz`` (key ``data``) under ``artifact_path``."""
@@ -191,31 +183,17 @@ class MlflowRunLogger:
         with tempfile.TemporaryDirectory() as tmp:
             for name, arr in arrays.items():
                 np.savez_compressed(Path(tmp) / f"{name}.npz", data=arr)
-            if self.artifacts is None:
-                self.client.log_artifacts(self.run_id, tmp, artifact_path)
-            else:
-                self.artifacts.log_artifacts(tmp, artifact_path)
+            self.store.log_artifacts(self.run_id, self.artifact_uri, tmp, artifact_path)
 
     def end(self, status: str, tags: dict[str, str] | None = None) -> None:
         """Write the pending rounds, then set ``tags`` and the ``fedsweep.status`` tag and end
         the run with the status's MLflow status (one transaction on a SQL store)."""
         self.flush()
-        end_run(
-            self.client,
+        self.store.end_run(
             self.run_id,
             STATUS_TO_MLFLOW[status],
             {**(tags or {}), "fedsweep.status": status},
         )
-
-
-def _local_artifacts(uri: str | None):
-    """MLflow's artifact repository of a local artifact location ``uri`` (what the client
-    writes a run's artifacts with), None for another location (the client's own way)."""
-    if not uri or file_uri_path(uri) is None:
-        return None
-    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
-
-    return get_artifact_repository(uri)
 
 
 def _without_secrets(config: dict, clean_uri: str) -> dict:

@@ -873,15 +873,32 @@ def ensure_experiment(
                 raise
         else:
             exp = client.get_experiment(exp_id)
-    tags = exp.tags or {}
+    updates = experiment_tag_updates(
+        exp.tags or {}, exp.experiment_id, description, overwrite=overwrite
+    )
+    for key, value in updates.items():
+        client.set_experiment_tag(exp.experiment_id, key, value)
+    return exp.experiment_id
+
+
+def experiment_tag_updates(
+    tags: dict[str, str],
+    experiment_id: str,
+    description: str | None = None,
+    *,
+    overwrite: bool = False,
+) -> dict[str, str]:
+    """The tags :func:`ensure_experiment` sets on an experiment whose tags are ``tags``, in
+    order: its kind, fedsweep's saved view, its description (see there)."""
+    out = {}
     if tags.get(KIND_TAG) != KIND_TRAINING:
-        client.set_experiment_tag(exp.experiment_id, KIND_TAG, KIND_TRAINING)
+        out[KIND_TAG] = KIND_TRAINING
     view = view_tag_value(tags.get(VIEW_TAG))
     if view is not None:
-        client.set_experiment_tag(exp.experiment_id, VIEW_TAG, view)
-    text = experiment_note(description or GENERIC_DESCRIPTION, exp.experiment_id)
+        out[VIEW_TAG] = view
+    text = experiment_note(description or GENERIC_DESCRIPTION, experiment_id)
     # an older fedsweep wrote the same description without the link: give it the link
     stale = tags.get(NOTE_TAG) in (None, "", description or GENERIC_DESCRIPTION)
     if tags.get(NOTE_TAG) != text and (overwrite or stale):
-        client.set_experiment_tag(exp.experiment_id, NOTE_TAG, text)
-    return exp.experiment_id
+        out[NOTE_TAG] = text
+    return out

@@ -186,8 +186,8 @@ class TrackedRun:
                 self.logger.guard_rewrites(self.logged_until)
         self.watch = BlowupWatch(config.tracking.blowup_factor)
         if self.logger is not None and run_id is not None:  # resumed: the rounds logged before
-            for m in self.logger.client.get_metric_history(run_id, BLOWUP_KEY):
-                self.watch.add(m.step, {BLOWUP_KEY: m.value})
+            for step, value in self.logger.metric_history(BLOWUP_KEY):
+                self.watch.add(step, {BLOWUP_KEY: value})
 
     @property
     def run_id(self) -> str | None:
