@@ -3,8 +3,10 @@ that only keeps one CPU busy for as long as a real trial's rounds took (CPU time
 competes for the CPUs as the rounds did), so a sweep of these costs what Ray Tune itself costs
 on the machine (Ray's start, Tune's, the trial actors), and nothing of fedsweep.
 
-With ``imports`` the trial first imports what every tracked torch trial imports (torch and
-MLflow's client with its SQL store), so that floor also holds the actors' imports. This module
+With ``imports`` the trial first imports what every FL trial imports: torch (its training is
+torch), so that floor also holds the actors' unavoidable import. A tracker's own cost is not in
+the floor: fedsweep's trials on a SQLite store write their runs without importing MLflow
+(``fedsweep.tracking.lite``), and what they do import and write is fedsweep's overhead. This module
 imports nothing beyond the standard library at its top, and ``fedsweep.bench``'s ``__init__``
 imports its modules only when a name of theirs is asked for: a worker that runs it loads only
 Ray and Tune.
@@ -24,8 +26,6 @@ def busy_trial(params: dict) -> None:
     from ray import tune
 
     if params.get("imports"):
-        import mlflow  # noqa: F401
-        import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
         import torch  # noqa: F401
     busy(float(params["seconds"]))
     tune.report({"busy_s": float(params["seconds"])})

@@ -121,7 +121,7 @@ def bench_sweep(
 
     With ``floor``, each sweep is followed by Ray Tune's own cost for the same trials
     (:func:`bench_tune_floor`: trials that only keep a CPU busy for that sweep's rounds' time,
-    without and with the imports of a tracked torch trial), and what fedsweep adds above the
+    without and with the import of torch, which every FL trial needs), and what fedsweep adds above the
     second, as a share of the ideal wall time (``fedsweep_overhead``): one value per pair (a
     sweep and the floor of its own trials, measured one after the other), their median, range
     and list (``fedsweep_overhead_min``/``_max``/``_each``). Every other number is the median
@@ -137,7 +137,7 @@ def bench_sweep(
 
 def floors_of(row: dict) -> dict:
     """Ray Tune's floors for a measured sweep ``row``'s trials (each trial only keeping a CPU
-    busy for its rounds' time; then with each actor importing torch and MLflow), and what
+    busy for its rounds' time; then with each actor importing torch), and what
     fedsweep adds above the second, as a share of the ideal wall time."""
     ideal = row["ideal_wall_s"]
     floors = {}
@@ -254,7 +254,7 @@ def bench_tune_floor(seconds: list[float], imports: bool, cpu: float = 1.0) -> f
     (Ray's import and start to the last trial's end, as :func:`bench_sweep` times a sweep) of a
     fresh local Ray and one Tune experiment whose trials only keep a CPU busy that long (CPU
     time) (``fedsweep.bench.floor_trial``), ``cpu`` CPUs each, actors reused as in a sweep.
-    With ``imports`` every trial actor also imports torch and MLflow's SQL store. Runs in a
+    With ``imports`` every trial actor also imports torch. Runs in a
     fresh interpreter, which has to import Ray as the sweep's driver had."""
     args = json.dumps({"seconds": list(seconds), "imports": imports, "cpu": cpu})
     result = child_json(["fedsweep.bench.floor_trial", args], "the Ray Tune floor")
