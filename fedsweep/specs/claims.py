@@ -287,8 +287,9 @@ class Claim(Comparison):
     #: the smallest difference the measure can show (1 round for rounds to a target): the margin
     #: decided is at least this; None: continuous
     resolution: float | None = Field(None, gt=0)
-    #: the fewest seeds that decide; fewer: inconclusive
-    min_seeds: int = Field(2, ge=1)
+    #: the fewest seeds that decide; fewer: inconclusive (issue 51: 3 by default, two identical
+    #: seeds give an interval of zero width)
+    min_seeds: int = Field(3, ge=1)
     #: named guards (``dashboards.measures``): leave a panel out when one gives a reason
     leave_out: list[str] = Field(default_factory=list)
     #: named guards: the claim holds by construction when one gives a reason (inconclusive)
