@@ -51,6 +51,40 @@ VIEWPORT = '<meta name="viewport" content="width=device-width, initial-scale=1">
 #: the columns of a figure's curve table (:func:`curve_table`)
 CURVE_COLUMNS = ["panel", "y_axis", "curve", "legend", "x_axis", "x", "mean", "std", "n"]
 HEADER_STYLE = "font-family:Arial,Helvetica,sans-serif;font-size:14px;margin:8px 12px;color:#444"
+#: below this width (px) a figure's legend moves from the right of the panels to below them, so
+#: the panels keep the window's width (issue 52: at 800 px a legend on the right squeezed a 3x3
+#: grid until its panel titles and tick labels ran into each other)
+NARROW_PX = 1100
+#: the page script that does it, on load and on every resize (the original legend comes back
+#: on a wide window); ``Plotly.relayout`` changes the page only, never the saved image
+NARROW_SCRIPT = """<script>
+(function () {
+  var gd = document.querySelector('.plotly-graph-div');
+  if (!gd || !window.Plotly) { return; }
+  var saved = null, state = null;
+  function fit() {
+    if (!gd.layout) { return; }
+    if (saved === null) {
+      saved = {legend: JSON.parse(JSON.stringify(gd.layout.legend || {})),
+               bottom: (gd.layout.margin || {}).b};
+    }
+    var narrow = gd.clientWidth < NARROW_PX;
+    if (narrow === state) { return; }
+    state = narrow;
+    if (narrow) {
+      // below everything: the container's bottom, in a margin tall enough for its rows
+      var rows = (gd.data || []).filter(function (t) { return t.showlegend !== false; }).length;
+      Plotly.relayout(gd, {'legend.orientation': 'h', 'legend.x': 0, 'legend.xanchor': 'left',
+                           'legend.yref': 'container', 'legend.y': 0, 'legend.yanchor': 'bottom',
+                           'margin.b': 70 + 24 * Math.min(rows, 12)});
+    } else {
+      Plotly.relayout(gd, {legend: saved.legend, 'margin.b': saved.bottom});
+    }
+  }
+  window.addEventListener('load', fit);
+  window.addEventListener('resize', fit);
+})();
+</script>""".replace("NARROW_PX", str(NARROW_PX))
 
 
 class OutputFolderError(ValueError):
@@ -130,6 +164,8 @@ def write_html(
             f'<a href="{html.escape(url)}">{html.escape(label)}</a>' for label, url in links
         )
         text = text.replace("<body>", f'<body>\n<div style="{HEADER_STYLE}">{items}</div>', 1)
+    if fig.layout.showlegend is not False:
+        text = text.replace("</body>", f"{NARROW_SCRIPT}\n</body>", 1)
     write_plotlyjs(path.parent)
     atomic.write_text(path, text)
     return path

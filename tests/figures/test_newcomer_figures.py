@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 from dashboards import build_figures
 from dashboards.compare import Group, compare_figure, long_frame
-from dashboards.export import curve_table
+from dashboards.export import NARROW_PX, NARROW_SCRIPT, curve_table
 from dashboards.index import override_stem
 from dashboards.style import IDENTICAL, CurveStyle, coinciding, draw_curve, mark_coinciding
 from fedsweep.cli.main import app
@@ -149,6 +149,11 @@ def test_figure_pages_fit_the_window_and_images_keep_the_paper_size(built, monke
     assert config["responsive"] is True
     assert 'style="height:' in html and "width:100%" in html.replace(" ", "")
     assert 'name="viewport"' in html
+    # issue 52, item 6: on a narrow window (800 px) the legend moves below the panels, so a
+    # grid keeps the window's width (checked by screenshot: Fig. 2b's 3x3 grid at 800 px, its
+    # panel titles and axis titles clear of each other); a wide one keeps it on the right
+    assert NARROW_SCRIPT in html and f"gd.clientWidth < {NARROW_PX}" in html
+    assert "'legend.yref': 'container'" in NARROW_SCRIPT
     # the figure object and its images keep the fixed, paper-like size
     assert r.figure.layout.width and r.figure.layout.width >= 900
     assert config["toImageButtonOptions"]["width"] == r.figure.layout.width
