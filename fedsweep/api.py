@@ -52,19 +52,14 @@ class _Figure:
     index: Any
 
 
-def _open(
-    name: str | Path,
-    profile: str | None,
-    tracking_uri: str | None,
-    sweeps_dir: str | Path,
-    seeds: list[int] | None,
-    overrides: Mapping[str, Any] | None = None,
-) -> _Figure:
-    from dashboards.store import RunIndex
-    from fedsweep.specs.figure import figure_plan
+def _locate(
+    name: str | Path, profile: str | None, tracking_uri: str | None, sweeps_dir: str | Path
+) -> tuple[Path, Any, str, str]:
+    """The figure's spec file and spec, its profile (None: the store's newest sweep of it) and
+    the resolved tracking URI."""
     from fedsweep.specs.load import PROFILES, find_spec, load_spec
     from fedsweep.sweep.swept import swept_profiles
-    from fedsweep.tracking.store import get_client, resolve_tracking_uri
+    from fedsweep.tracking.store import resolve_tracking_uri
 
     path = find_spec(name, sweeps_dir)
     spec = load_spec(path)
@@ -74,6 +69,23 @@ def _open(
         profile = found[0].profile if found else "quick"
     if profile not in PROFILES:
         raise ValueError(f"profile: got {profile!r} (allowed: {', '.join(PROFILES)})")
+    return path, spec, profile, uri
+
+
+def _open(
+    name: str | Path,
+    profile: str | None,
+    tracking_uri: str | None,
+    sweeps_dir: str | Path,
+    seeds: list[int] | None,
+    overrides: Mapping[str, Any] | None = None,
+) -> _Figure:
+    """The figure located (:func:`_locate`), its plan, the store's client and run index."""
+    from dashboards.store import RunIndex
+    from fedsweep.specs.figure import figure_plan
+    from fedsweep.tracking.store import get_client
+
+    path, spec, profile, uri = _locate(name, profile, tracking_uri, sweeps_dir)
     plan = figure_plan(spec, profile, extra=dict(overrides or {}), seeds=seeds)
     client = get_client(uri, create=False)  # a store that does not exist: StoreMissingError
     return _Figure(path, plan.spec, profile, plan, uri, client, RunIndex.load(client))
@@ -188,20 +200,23 @@ def curves(
     return agg.reset_index(drop=True)
 
 
-def _build(fig: _Figure, seeds, level: float, **options):
+def _build(located: tuple, seeds, level: float, **options):
+    """The figure built as ``fedsweep figures`` builds it (its own run index and plan), at
+    ``level``; ``located``: :func:`_locate`'s answer."""
     from dashboards import build_figures
     from dashboards.build import FigureBuildWarning
     from dashboards.verdicts import confidence
 
+    path, spec, profile, uri = located
     with confidence(level), tempfile.TemporaryDirectory(prefix="fedsweep-api-") as tmp:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FigureBuildWarning)
             (result,) = build_figures(
-                fig.uri, profile=fig.profile, out_dir=tmp, spec_files=[fig.path], png=False,
+                uri, profile=profile, out_dir=tmp, spec_files=[path], png=False,
                 extras=False, require_store=True, seeds=seeds, **options,
             )  # fmt: skip
         if result.error:
-            raise RuntimeError(f"{fig.spec.figure}: {result.error}")
+            raise RuntimeError(f"{spec.figure}: {result.error}")
         return result
 
 
@@ -221,8 +236,7 @@ def claims(
     from dashboards.report import claim_rows
     from dashboards.verdicts import confidence
 
-    fig = _open(figure, profile, tracking_uri, sweeps_dir, seeds)
-    result = _build(fig, seeds, level)
+    result = _build(_locate(figure, profile, tracking_uri, sweeps_dir), seeds, level)
     with confidence(level):
         return pd.DataFrame(claim_rows([result]))
 
@@ -241,8 +255,8 @@ def figure(
     one part of a figure drawn in several, e.g. Fig. 2a's ``loss``). None without runs."""
     from dashboards import FigureOptions
 
-    fig = _open(figure, profile, tracking_uri, sweeps_dir, seeds)
-    result = _build(fig, seeds, 0.95, options=FigureOptions(band=band))
+    located = _locate(figure, profile, tracking_uri, sweeps_dir)
+    result = _build(located, seeds, 0.95, options=FigureOptions(band=band))
     if part is None:
         return result.figure
     if part not in result.parts:

@@ -786,7 +786,7 @@ def next_commands(
     """``fedsweep figures`` for what was swept (a figure by its id where ``sweeps/<id>.yaml``
     is its spec, else by its spec's path) and ``fedsweep ui``, with ``--tracking-uri`` where
     the store is not the default one and the sweep's ``--seeds``."""
-    from fedsweep.specs.load import seeds_text
+    from fedsweep.specs.seeds import seeds_text
     from fedsweep.tracking.store import resolve_tracking_uri
 
     store = ""

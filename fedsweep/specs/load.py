@@ -152,7 +152,6 @@ from fedsweep.specs.model import (  # noqa: F401  (the spec's types, re-exported
     panel_id,
 )
 from fedsweep.specs.names import looks_like_path, name_problem, spec_paths  # noqa: F401  (re-exported)
-from fedsweep.specs.seeds import parse_seeds, seeds_text  # noqa: F401  (re-exported)
 
 
 def _models_in(annotation) -> list[type[BaseModel]]:
