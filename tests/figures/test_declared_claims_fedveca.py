@@ -27,6 +27,7 @@ from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import read_spec
 from fedsweep.specs.model import Regime
 from tests.figures import test_fedveca_figures as F
+from tests.helpers import migrated_claim
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = ROOT / "sweeps"
@@ -47,20 +48,8 @@ FIGURE = {
 }
 
 
-def as_migrated(claim: Claim) -> Claim:
-    """``claim`` as it was migrated from its legacy criterion, which decided from 2 seeds: the
-    golden outputs are that criterion's. Issue 51 raised the default minimum to 3 seeds (a claim
-    not declaring ``min_seeds`` now needs 3): judged here with the legacy 2."""
-    if "min_seeds" in claim.model_fields_set:
-        return claim
-    return claim.model_copy(update={"min_seeds": 2})
-
-
 def declared(claim_id: str) -> Claim:
-    (claim,) = [
-        c for c in read_spec(SWEEPS / f"{FIGURE[claim_id]}.yaml").claims if c.id == claim_id
-    ]
-    return as_migrated(claim)
+    return migrated_claim(FIGURE[claim_id], claim_id)
 
 
 # ------------------------------------------------------------------------ scenario helpers

@@ -25,24 +25,14 @@ from dashboards.judge import criterion
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import read_spec
 from tests.figures import test_fedwalk_figures as F
+from tests.helpers import migrated_claim
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = ROOT / "sweeps"
 GOLDEN = Path(__file__).parent / "golden" / "claims-fedwalk.json"
 
 
-def as_migrated(claim: Claim) -> Claim:
-    """``claim`` as it was migrated from its legacy criterion, which decided from 2 seeds: the
-    golden outputs are that criterion's. Issue 51 raised the default minimum to 3 seeds (a claim
-    not declaring ``min_seeds`` now needs 3): judged here with the legacy 2."""
-    if "min_seeds" in claim.model_fields_set:
-        return claim
-    return claim.model_copy(update={"min_seeds": 2})
-
-
-def declared(figure: str, claim_id: str) -> Claim:
-    (claim,) = [c for c in read_spec(SWEEPS / f"{figure}.yaml").claims if c.id == claim_id]
-    return as_migrated(claim)
+declared = migrated_claim  # (figure, claim id) -> the claim as migrated
 
 
 def _num(x) -> float | str | None:

@@ -19,29 +19,17 @@ import pytest
 from fedsweep.tracking import lite, runstore
 from fedsweep.tracking.claims import DESCRIPTION
 from fedsweep.tracking.store import ensure_experiment, get_client
+from tests.tracking.test_direct import FIRST
 
 ROOT = Path(__file__).resolve().parents[2]
 INF, NAN = float("inf"), float("nan")
 EXPERIMENT = "lite"
 PARENT = "f" * 32
 HASH = "c0ffee"
-# a tracked run's calls: NaN and +-inf, a key whose latest row is not its last one, an
-# equal-step tie broken by timestamp, then by value, a row repeated inside a batch; then a
-# flush with a row the run has (MLflow's skip), an older step and a later timestamp
-FIRST = [
-    ("loss", 2.5, 1000, 1),
-    ("loss", NAN, 1001, 2),
-    ("acc", 0.1, 1000, 1),
-    ("acc", 0.3, 1000, 5),
-    ("acc", 0.2, 1002, 3),
-    ("tie", 1.0, 1000, 4),
-    ("tie", 3.0, 1000, 4),
-    ("tie", 2.0, 1000, 4),
-    ("big", INF, 1000, 1),
-    ("small", -INF, 1000, 1),
-    ("client/0/dist", 0.5, 1000, 1),
-    ("client/0/dist", 0.5, 1000, 1),
-]
+# a tracked run's calls: test_direct's first flush (NaN and +-inf, a key whose latest row is
+# not its last one, an equal-step tie broken by timestamp, then by value, a row repeated inside
+# a batch); then a flush with a row the run has (MLflow's skip), an older step and a later
+# timestamp
 SECOND = [("loss", 2.5, 1000, 1), ("loss", 1.5, 2000, 3), ("acc", 0.9, 2000, 4)]
 THIRD = [("tie", 0.5, 1001, 4), ("new", 7.0, 2000, 3), ("round_time", 1.0, 2000, 6)]
 # 151 params (more than one log_batch request), one value past MLflow's length limit
