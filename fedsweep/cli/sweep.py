@@ -579,7 +579,6 @@ def _run_until_decided(
     from fedsweep.cli.until_decided import level_text, summary_lines, until_decided
     from fedsweep.specs.load import load_spec
     from fedsweep.specs.seeds import seeds_text
-    from fedsweep.tracking.store import resolve_tracking_uri
 
     uri = run_args.get("tracking_uri")
     failed = False
@@ -600,14 +599,9 @@ def _run_until_decided(
             start, cap, run_batch, judge,
             budget_s=budget * 3600 if budget is not None else None, echo=typer.echo,
         )  # fmt: skip
-        store = ""
-        if uri and resolve_tracking_uri(uri) != resolve_tracking_uri(None):
-            store = f" --tracking-uri {resolve_tracking_uri(uri)}"
-        default = Path("sweeps") / f"{figure}.yaml"
-        name = figure if default.is_file() and default.resolve() == Path(path).resolve() else path
         command = (
-            f"fedsweep report --figure {name} --profile {profile} --seeds "
-            f"{seeds_text(outcome.seeds)} --level {level_text(outcome.level)}{store}"
+            f"fedsweep report --figure {_figure_name(path, figure)} --profile {profile} --seeds "
+            f"{seeds_text(outcome.seeds)} --level {level_text(outcome.level)}{_store_option(uri)}"
         )
         for line in summary_lines(outcome, command):
             typer.echo(line)
@@ -780,6 +774,23 @@ def _print_end(console, specs, reports, profile: str, run_args: dict) -> None:
         console.print(f"  {command}", wrap=False)
 
 
+def _store_option(tracking_uri: str | None) -> str:
+    """`` --tracking-uri URI`` where the store is not the default one, else ""."""
+    from fedsweep.tracking.store import resolve_tracking_uri
+
+    if tracking_uri and resolve_tracking_uri(tracking_uri) != resolve_tracking_uri(None):
+        return f" --tracking-uri {resolve_tracking_uri(tracking_uri)}"
+    return ""
+
+
+def _figure_name(path, figure: str) -> str:
+    """How a command names the figure of spec ``path``: its id where ``sweeps/<id>.yaml`` is
+    that spec, else the spec's path."""
+    default = Path("sweeps") / f"{figure}.yaml"
+    same = default.is_file() and default.resolve() == Path(path).resolve()
+    return figure if same else str(path)
+
+
 def next_commands(
     specs, figures, profile: str, tracking_uri: str | None, seeds: list[int] | None = None
 ) -> list[str]:
@@ -787,16 +798,9 @@ def next_commands(
     is its spec, else by its spec's path) and ``fedsweep ui``, with ``--tracking-uri`` where
     the store is not the default one and the sweep's ``--seeds``."""
     from fedsweep.specs.seeds import seeds_text
-    from fedsweep.tracking.store import resolve_tracking_uri
 
-    store = ""
-    if tracking_uri and resolve_tracking_uri(tracking_uri) != resolve_tracking_uri(None):
-        store = f" --tracking-uri {resolve_tracking_uri(tracking_uri)}"
-    names = []
-    for path, figure in zip(specs, figures, strict=True):
-        default = Path("sweeps") / f"{figure}.yaml"
-        same = default.is_file() and default.resolve() == Path(path).resolve()
-        names.append(f"--figure {figure if same else path}")
+    store = _store_option(tracking_uri)
+    names = [f"--figure {_figure_name(p, f)}" for p, f in zip(specs, figures, strict=True)]
     from fedsweep.cli.common import ui_hint
 
     return [
