@@ -57,9 +57,13 @@ from dashboards.verdicts import (
     Evidence,
     Measure,
     all_of,
+    current_level,
     decide,
+    holm,
     interval,
     interval_method,
+    p_values,
+    widen,
 )
 from fedsweep.config.schema import RunConfig
 from fedsweep.data.catalog import CLASS_COUNTS
@@ -104,6 +108,9 @@ class ClaimData:
     #: the statistics a statistical criterion computed (``evidence_row`` per panel), read by
     #: :func:`check_claims` after the criterion ran
     evidence: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
+    #: the parts a criterion left out as the same computation on both sides ("Case 1 · FedNova:
+    #: why"), read by :func:`check_claims` after the criterion ran
+    degenerate: list[str] = field(default_factory=list, repr=False, compare=False)
     #: the config tree the curves' overrides apply to (:func:`dashboards.model.run_base`: the
     #: spec's ``base`` under its first panel's overrides); {}: the config defaults
     base: Mapping[str, Any] = field(default_factory=dict, repr=False)
@@ -320,7 +327,7 @@ def evidence_row(panel: str, ev: Evidence, measure: Measure) -> dict[str, Any]:
     def num(x: float) -> float | None:
         return float(x) if math.isfinite(x) else None
 
-    return {
+    row = {
         "panel": panel,
         "measure": measure.effect,
         "effect": num(ev.mean),
@@ -333,6 +340,9 @@ def evidence_row(panel: str, ev: Evidence, measure: Measure) -> dict[str, Any]:
         "seeds": list(ev.seeds),
         "verdict": decide(ev, measure),
     }
+    if measure.against is not None and measure.against != measure.threshold:
+        row["against"] = measure.against  # a ranking's other side (verdicts.Measure)
+    return row
 
 
 @dataclass(frozen=True)
@@ -355,6 +365,8 @@ class Part:
     effect: Evidence | Bounds
     measure: Measure
     blocked: str | None = None
+    #: the measure's resolution: the interval is never narrower than ± it (``verdicts.widen``)
+    floor: float = 0.0
 
 
 def decide_part(part: Part) -> tuple[Verdict, dict[str, Any] | None, str]:
@@ -365,11 +377,14 @@ def decide_part(part: Part) -> tuple[Verdict, dict[str, Any] | None, str]:
     the span of both when inconclusive, so no row is decided while its interval contains the
     threshold); a blocked part is inconclusive, its row saying why."""
     if isinstance(part.effect, Evidence):
-        ev = part.effect
+        ev = widen(part.effect, part.floor)
         verdict, text = decide(ev, part.measure), ev.text()
         row = evidence_row(part.name, ev, part.measure) if ev.n else None
+        if row is not None and ev is not part.effect:
+            row["floor"] = part.floor  # the interval widened to the measure's resolution
+            text += f" (widened to ±{part.floor:g}, the measure's resolution)"
     else:
-        verdict, lo, hi = bounded(part.effect.low, part.effect.high, part.measure)
+        verdict, lo, hi = bounded(part.effect.low, part.effect.high, part.measure, part.floor)
         if lo.effects == hi.effects:  # no seed censored
             row, text = evidence_row(part.name, lo, part.measure), lo.text()
         else:
@@ -407,13 +422,21 @@ def judge(
     data: ClaimData,
     check: Callable[[Panel], tuple[list[Part] | None, str]],
     panels: list[Panel] | None = None,
+    *,
+    family: bool = False,
 ) -> Result:
     """The statistical form of a per-panel claim: ``check(panel)`` returns the panel's parts
     (:class:`Part`) and a text, ``(None, why)`` when the panel has no data, or ``([], text)``
     for a panel shown but not deciding (a control). Each part is decided (:func:`decide_part`)
     and recorded (:func:`evidence_row`); the claim holds where every part of every deciding
-    panel holds (:func:`dashboards.verdicts.all_of`); "n/a" when no panel decides."""
-    verdicts, texts = [], []
+    panel holds (:func:`dashboards.verdicts.all_of`); "n/a" when no panel decides.
+
+    ``family``: a claim of k parts is k tests, and "contradicted if any part is" would err k
+    times as often as one test: a contradicted part then stands only if Holm's step-down
+    procedure over the k parts' one-sided p-values rejects it at the interval's error on that
+    side (2.5%: :func:`holm`), else it is inconclusive, and the numbers say so. (Supported
+    needs every part supported: an intersection-union test, at 2.5% as it is.)"""
+    verdicts, texts, decided = [], [], []
     for panel in panels if panels is not None else data.cases():
         name = panel.label or panel.panel_id
         parts, text = check(panel)
@@ -424,15 +447,67 @@ def judge(
         for item in parts:
             part = item if isinstance(item, Part) else Part(*item)
             verdict, row, effect = decide_part(part)
-            verdicts.append(verdict)
             if row is not None:
                 row["panel"] = f"{name} · {part.name}" if part.name else name
                 data.evidence.append(row)
+            decided.append([verdict, part, row, len(texts), len(shown)])
             shown.append(f"{part.name + ' ' if part.name else ''}{effect}")
-        texts.append(f"{name}: " + "; ".join(x for x in (text, *shown) if x))
+        texts.append([name, text, shown])
+    note = _holm(decided) if family else ""
+    for d in decided[:]:
+        if len(d) > 5:  # Holm did not keep its contradiction
+            t, i = d[3], d[4]
+            texts[t][2][i] = texts[t][2][i].replace("→ contradicted", f"→ inconclusive ({d[5]})", 1)
+    verdicts = [d[0] for d in decided]
+    shown_texts = [
+        t if isinstance(t, str) else f"{t[0]}: " + "; ".join(x for x in (t[1], *t[2]) if x)
+        for t in texts
+    ]
     if not verdicts:
-        return "n/a", "; ".join(texts) or "no panels"
-    return all_of(verdicts), "; ".join(texts)
+        return "n/a", "; ".join(shown_texts) or "no panels"
+    return all_of(verdicts), "; ".join(shown_texts) + note
+
+
+def _holm(decided: list[list]) -> str:
+    """Holm's correction of the contradicted parts of one claim (:func:`judge`'s ``family``):
+    each ``[verdict, part, row, text index, shown index]`` whose contradiction Holm does not
+    keep becomes inconclusive (its row and its text say why); returns the note for the
+    numbers ("" for a claim of one part or without a contradicted part)."""
+    live = [d for d in decided if not d[1].blocked]
+    against = [d for d in live if d[0] == "contradicted"]
+    if len(live) < 2 or not against:
+        return ""
+    pvalues = [_contradict_p(d[1]) for d in live]
+    keep = holm(pvalues)
+    dropped = 0
+    for d, p, kept in zip(live, pvalues, keep, strict=True):
+        if d[0] != "contradicted" or kept:
+            continue
+        dropped += 1
+        why = (
+            f"contradicted alone (p = {p:.2g}), not after Holm's correction over {len(live)} parts"
+        )
+        d[0] = "inconclusive"
+        d.append(why)
+        if d[2] is not None:
+            d[2]["verdict"], d[2]["why"] = "inconclusive", why
+    stand = len(against) - dropped
+    return (
+        f"; Holm over {len(live)} parts: {stand} of {len(against)} contradicted part"
+        f"{'s' if len(against) != 1 else ''} stand{'s' if stand == 1 else ''} (family-wise "
+        f"error ≤ {(1 - current_level()) / 2:.3g} on that side)"
+    )
+
+
+def _contradict_p(part: Part) -> float:
+    """The one-sided p-value of "the part holds" (small: it does not)."""
+    if isinstance(part.effect, Evidence):
+        return p_values(part.effect, part.measure)[1]
+    low, high = part.effect.low, part.effect.high
+    seeds = sorted(set(low) & set(high))
+    # the bounds most favourable to the claim: a contradiction must hold even for them
+    favour = high if part.measure.direction == "greater" else low
+    return p_values(interval([favour[s] for s in seeds], seeds), part.measure)[1]
 
 
 def rank_margin(
@@ -483,7 +558,7 @@ def rank_margin(
 
 
 def bounded(
-    low: Mapping[int, float], high: Mapping[int, float], measure: Measure
+    low: Mapping[int, float], high: Mapping[int, float], measure: Measure, floor: float = 0.0
 ) -> tuple[Verdict, Evidence, Evidence]:
     """A verdict from censored per-seed effects (rounds to a target not reached within T are
     only known to be > T): ``low``/``high`` are the smallest/largest effect each seed can have.
@@ -492,8 +567,8 @@ def bounded(
     opposite side, else inconclusive (an infinite bound gives an unbounded interval). Returns
     (verdict, evidence of ``low``, evidence of ``high``)."""
     seeds = sorted(set(low) & set(high))
-    lo = interval([low[s] for s in seeds], seeds)
-    hi = interval([high[s] for s in seeds], seeds)
+    lo = widen(interval([low[s] for s in seeds], seeds), floor)
+    hi = widen(interval([high[s] for s in seeds], seeds), floor)
     if measure.direction == "within":
         raise ValueError("bounded() decides one-sided claims")
     against, favour = (lo, hi) if measure.direction == "greater" else (hi, lo)
@@ -573,7 +648,7 @@ def regime_groups(panels: list[Panel]) -> list[tuple[str, list[Panel]]]:
 
 #: regime kinds from the least to the most removed from the paper's (a claim spanning panels
 #: of several regimes takes the most removed)
-_REGIME_ORDER = ("", "paper", "reconstructed", "scaled")
+_REGIME_ORDER = ("", "paper", "reconstructed", "truncated", "scaled")
 
 
 def _regime_text(panels: list[Panel]) -> str:
@@ -641,6 +716,7 @@ def check_claims(
 def _check_one(claim: str, fn: Criterion, data: ClaimData, criterion: str) -> ClaimCheck:
     data.used.clear()
     data.evidence = []
+    data.degenerate = []
     verdict, numbers = fn(data)
     div, blow, total = data.unusable(data.used)
     t = rounds_of(data)
@@ -655,4 +731,6 @@ def _check_one(claim: str, fn: Criterion, data: ClaimData, criterion: str) -> Cl
             label += f"; T={t} < {MIN_ROUNDS} rounds"
     elif verdict != "n/a" and t < MIN_ROUNDS:
         verdict, label = "not-testable", NOT_TESTABLE.format(t=t)
-    return ClaimCheck(claim, verdict, numbers, criterion, label, tuple(data.evidence))
+    check = ClaimCheck(claim, verdict, numbers, criterion, label, tuple(data.evidence))
+    check.degenerate = tuple(data.degenerate)
+    return check

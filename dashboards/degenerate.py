@@ -20,35 +20,42 @@ import math
 #: largest relative difference of two runs' values that still counts as the same computation
 #: (float64 rounding of a different order of the same operations: about 1e-16 per operation)
 TOLERANCE = 1e-12
-#: the metric compared (every run logs it every round)
-METRIC = "test_loss"
+#: the metrics compared (every run logs them every round); a metric neither curve has is skipped
+METRICS = ("test_loss", "test_acc")
 
 
-def same_computation(data, panel: str, a: str, b: str, metric: str = METRIC) -> str | None:
-    """Why curves ``a`` and ``b`` of ``panel`` are the same computation (their ``metric``
-    histories equal to :data:`TOLERANCE` on every seed both have, at every round), or None
-    (they differ somewhere, or share no seed with a history). ``data``: a
+def same_computation(data, panel: str, a: str, b: str, metrics=METRICS) -> str | None:
+    """Why curves ``a`` and ``b`` of ``panel`` are the same computation (each of ``metrics``
+    has equal histories, to :data:`TOLERANCE`, on every seed both have, at every round), or
+    None (they differ somewhere, or share no seed with a history). ``data``: a
     :class:`dashboards.claims.ClaimData` with its per-run histories."""
     if a == b:
         return f"{a!r} is compared with itself"
-    runs_a = data.seed_series(panel, a, metric, mark=False)
-    runs_b = data.seed_series(panel, b, metric, mark=False)
-    seeds = sorted(set(runs_a) & set(runs_b))
-    if not seeds:
-        return None
-    worst, rounds = 0.0, 0
-    for seed in seeds:
-        x, y = runs_a[seed], runs_b[seed]
-        if len(x) < 2 or not x.index.equals(y.index):
+    worst, rounds, seeds, compared = 0.0, 0, 0, []
+    for metric in metrics:
+        runs_a = data.seed_series(panel, a, metric, mark=False)
+        runs_b = data.seed_series(panel, b, metric, mark=False)
+        if not runs_a and not runs_b:
+            continue
+        common = sorted(set(runs_a) & set(runs_b))
+        if not common:
             return None
-        for u, v in zip(x.to_numpy(dtype=float), y.to_numpy(dtype=float), strict=True):
-            scale = max(abs(u), abs(v), math.ulp(1.0))
-            worst = max(worst, abs(u - v) / scale)
-            if worst > TOLERANCE:
+        for seed in common:
+            x, y = runs_a[seed], runs_b[seed]
+            if len(x) < 2 or not x.index.equals(y.index):
                 return None
-        rounds += len(x)
+            for u, v in zip(x.to_numpy(dtype=float), y.to_numpy(dtype=float), strict=True):
+                scale = max(abs(u), abs(v), math.ulp(1.0))
+                worst = max(worst, abs(u - v) / scale)
+                if worst > TOLERANCE:
+                    return None
+            rounds += len(x)
+        seeds = max(seeds, len(common))
+        compared.append(metric)
+    if not compared:
+        return None
     return (
-        f"{a!r} and {b!r} computed the same {metric} on every seed and round (largest relative "
-        f"difference {worst:.1g} over {len(seeds)} seeds, {rounds} values): the comparison "
-        "cannot differ"
+        f"{a!r} and {b!r} computed the same {' and '.join(compared)} on every seed and round "
+        f"(largest relative difference {worst:.1g} over {seeds} seeds, {rounds} values): the "
+        "comparison cannot differ"
     )

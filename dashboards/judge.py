@@ -49,7 +49,8 @@ from dashboards.claims import (
     grid_edge,
     judge,
 )
-from dashboards.measures import GUARDS, MEASURES, MeasureDef
+from dashboards.degenerate import same_computation
+from dashboards.measures import GUARDS, MEASURES, MeasureDef, regimes_that_test, step_of
 from dashboards.model import Panel
 from dashboards.verdicts import Evidence, Measure, all_of, decide, interval
 from fedsweep.specs.claims import Claim, Comparison, CurveRef, resolve
@@ -68,7 +69,7 @@ def criterion(claim: Claim) -> Criterion:
 
     fn.__doc__ = describe(claim)
     fn.spans_regimes = claim.across_regimes  # type: ignore[attr-defined]
-    fn.regimes = tuple(claim.regimes)  # type: ignore[attr-defined]
+    fn.regimes = regimes_that_test(claim)  # type: ignore[attr-defined]
     fn.claim_id = claim.id  # type: ignore[attr-defined]
     return fn
 
@@ -89,7 +90,8 @@ def describe(claim: Claim) -> str:
     where = ", ".join(claim.panels) or "every case panel"
     return (
         f"Declared claim {claim.id} ({'; '.join(parts)}), per seed, paired by seed, in {where}; "
-        f"at least {claim.min_seeds} seeds decide."
+        f"at least {claim.min_seeds} seeds decide; testable in the regimes "
+        f"{', '.join(regimes_that_test(claim))}."
     )
 
 
@@ -98,7 +100,11 @@ def _margin(claim: Claim, comp: Comparison) -> float:
 
 
 def measure_of(claim: Claim, comp: Comparison, text: str) -> Measure:
-    return Measure(text, _margin(claim, comp), _GREATER[comp.side])  # type: ignore[arg-type]
+    """The comparison's threshold (its margin, at least the claim's resolution) and side; with
+    ``fails_below``, the effect below which it fails (``Measure.against``: a practical tie
+    between the two is inconclusive)."""
+    margin = _margin(claim, comp)
+    return Measure(text, margin, _GREATER[comp.side], comp.fails_below)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------------------ values
@@ -606,6 +612,7 @@ def _per_panel(claim: Claim, data: ClaimData) -> Result:
                 return [], f"left out ({reason})"
         parts: list[Part] = []
         shown: list[str] = []
+        pairs: list[tuple[str, str]] = []  # (claimed, compared) of this panel's pair parts
         for n, comp in enumerate(claim.comparisons):
             m = MEASURES[comp.measure]
             mine, theirs = _sides(comp, data, p, claim.after)
@@ -632,15 +639,25 @@ def _per_panel(claim: Claim, data: ClaimData) -> Result:
                 # (name, effect[, why blocked[, the part's curves]]): _two gives all four
                 why = rest[0] if rest else None
                 curves = rest[1] if len(rest) > 1 else mine + theirs
-                blocked = why or _too_few(claim, effect) or _blocked(comp, data, p, curves)
                 label = " · ".join(x for x in (comp.name, name) if x)
-                parts.append(Part(label, effect, measure, blocked))
+                same = _same_sides(claim, comp, data, p, curves)
+                if not same and claim.strict and len(curves) == 2 and comp.kind != "first":
+                    same = _repeats(data, p, tuple(curves), pairs)
+                    pairs.append(tuple(curves))
+                if same:
+                    data.degenerate.append(f"{p.label or p.panel_id} · {label}: {same}")
+                    shown.append(f"{label} degenerate (not counted)")
+                    continue
+                blocked = why or _too_few(claim, effect) or _blocked(comp, data, p, curves)
+                parts.append(Part(label, effect, measure, blocked, _floor(claim, m, data, curves)))
             for ref in empty:
                 why = f"no curve of {ref.text()} with data here"
                 parts.append(Part(ref.text(), interval([]), measure, why))
         return parts, "; ".join(x for x in shown if x)
 
-    verdict, numbers = judge(data, check, _panels(claim, data))
+    verdict, numbers = judge(data, check, _panels(claim, data), family=claim.strict)
+    if verdict == "n/a" and data.degenerate:
+        return "not-testable", f"{DEGENERATE}: every part: " + "; ".join(data.degenerate)
     for reading, (name, texts) in readings.items():
         numbers += f"; {reading} reading ({name}; shown, not deciding): " + "; ".join(texts)
     return verdict, numbers
@@ -656,6 +673,47 @@ def _read(claim, comp, p: Panel, m: MeasureDef, mine, got, readings) -> None:
         shown = decide_part(part)[2].replace("→ ", "→ would be ", 1)
         what = " ".join(x for x in (", ".join(mine), label) if x)
         texts.append(f"{p.label or p.panel_id} {what} {shown}")
+
+
+def _repeats(data: ClaimData, p: Panel, pair: tuple[str, str], earlier: list) -> str | None:
+    """Why the part ``pair`` (claimed, compared) repeats an earlier part of its panel: the same
+    claimed curve against a rival that computed the same (FedNova with FedAvg's local steps is
+    FedAvg: "FedVeca vs FedNova" then says what "FedVeca vs FedAvg" said); None otherwise."""
+    for mine, theirs in earlier:
+        if mine == pair[0] and theirs != pair[1]:
+            same = same_computation(data, p.panel_id, pair[1], theirs)
+            if same:
+                return f"it repeats {mine} − {theirs}: {same}"
+    return None
+
+
+def _floor(claim: Claim, m: MeasureDef, data: ClaimData, curves: list[str]) -> float:
+    """The interval floor of a part: the measure's resolution over its curves (an accuracy's
+    1 / test images, a count's 1) or the claim's declared ``resolution``, the larger; 0 with
+    ``strict: false``."""
+    if not claim.strict:
+        return 0.0
+    return max(step_of(m, data, curves), claim.resolution or 0.0)
+
+
+def _same_sides(
+    claim: Claim, comp: Comparison, data: ClaimData, p: Panel, curves: list[str]
+) -> str | None:
+    """Why a part of two curves compares a computation with itself (identical typed configs,
+    identical test-loss histories on every seed and round: :func:`dashboards.degenerate.
+    same_computation`, unless the claim is not ``strict``; a ``degenerate_if`` guard's reason),
+    None when it does not."""
+    for name in comp.degenerate_if:
+        reason = GUARDS[name](data, p, curves)
+        if reason:
+            return reason
+    if comp.kind not in ("faster", "higher", "equivalent") or len(curves) != 2:
+        return None
+    a, b = curves
+    by_label = {c.label: c for c in data.curves}
+    if a in by_label and b in by_label and data.config(by_label[a]) == data.config(by_label[b]):
+        return f"{a!r} and {b!r} have identical typed run configs"
+    return same_computation(data, p.panel_id, a, b) if claim.strict else None
 
 
 def _blocked(comp: Comparison, data: ClaimData, p: Panel, curves: list[str]) -> str | None:

@@ -10,7 +10,9 @@ ratio on a log scale (``ratio``: ``log2(base / claimed)``, a speed-up in rounds;
 values give its bounds). Built in: ``loss_auc``, ``final_loss``, ``final_acc``, ``best_acc``,
 ``loss_rises``, ``rounds_to_target``, ``log2_speedup`` (the rounds to the target, compared as
 ``log2(R_versus / R_claimed)``: McMahan et al.'s speed-up, 1 = twice as fast); a paper registers its own (``dashboards.papers.<paper>.measures``) with
-:func:`measure`.
+:func:`measure`. A measure about the end of a run (``end_of_run``: a final or best value, the
+plateau's oscillation) is not tested by a run cut short of the paper's horizon: a claim that
+reads one is not testable in a ``truncated`` regime (:func:`regimes_that_test`).
 
 A **guard** is a named test ``fn(data, panel_or_None, labels) -> reason | None``: a claim's
 ``leave_out`` guards leave a panel out (e.g. a curve that never updated the model), its
@@ -32,6 +34,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from dashboards.claims import ClaimData, rises, seed_reach
+from fedsweep.data.catalog import TEST_SIZES
 
 Value = float | tuple[float, float]
 
@@ -51,6 +54,16 @@ class MeasureDef:
     #: a comparison of two curves is ``log2(base / claimed)`` (lower is better) or
     #: ``log2(claimed / base)``: a speed-up on a log scale
     ratio: bool = False
+    #: the smallest step the measure moves in on one curve (a count: 1; an accuracy: 1 / the
+    #: test images, :func:`accuracy_step`), a number or ``fn(data, label) -> step | None``; an
+    #: effect's interval is never narrower than ± it (issue 51, item 3: three seeds at the
+    #: same quantised value prove nothing); None: continuous (a loss to float precision)
+    resolution: float | Callable[..., float | None] | None = None
+    #: the measure is about the end of a run (a final or best value, the plateau's
+    #: oscillation): a run cut short of the paper's horizon (a ``truncated`` regime) cannot
+    #: test it; False: about the whole run from its start (a loss AUC, rounds to a target), which
+    #: the first T rounds test as far as they go
+    end_of_run: bool = False
 
 
 MEASURES: dict[str, MeasureDef] = {}
@@ -66,6 +79,8 @@ def measure(
     scope: Literal["curve", "panel"] = "curve",
     accuracy: bool = False,
     ratio: bool = False,
+    end_of_run: bool = False,
+    resolution: float | Callable[..., float | None] | None = None,
 ):
     """Register ``fn`` as the measure ``name`` (a name given twice is an error at import)."""
 
@@ -73,8 +88,9 @@ def measure(
         if name in MEASURES:
             raise ValueError(f"measure {name!r} is registered twice")
         MEASURES[name] = MeasureDef(
-            name, fn, what, lower_is_better, relative, scope, accuracy, ratio
-        )
+            name, fn, what, lower_is_better, relative, scope, accuracy, ratio, resolution,
+            end_of_run,
+        )  # fmt: skip
         return fn
 
     return add
@@ -90,6 +106,30 @@ def guard(name: str):
         return fn
 
     return add
+
+
+def accuracy_step(data: ClaimData, label: str) -> float | None:
+    """1 / the test images curve ``label``'s runs are evaluated on (``eval.test_subset``, else
+    the data set's test set: ``fedsweep.data.catalog.TEST_SIZES``); None when unknown."""
+    curve = next((c for c in data.curves if c.label == label), None)
+    if curve is None:
+        return None
+    config = data.config(curve)
+    size = config.eval.test_subset or TEST_SIZES.get(config.data.dataset)
+    if size is None:
+        return None
+    return 1.0 / min(size, TEST_SIZES.get(config.data.dataset, size))
+
+
+def step_of(m: MeasureDef, data: ClaimData, labels: list[str]) -> float:
+    """The measure's resolution over a part's curves (the coarsest of their steps), 0 where it
+    has none."""
+    if m.resolution is None:
+        return 0.0
+    if not callable(m.resolution):
+        return float(m.resolution)
+    steps = [m.resolution(data, label) for label in labels]
+    return max((s for s in steps if s is not None), default=0.0)
 
 
 def _after(how: str, after: int) -> Any:
@@ -119,19 +159,21 @@ def _metric(metric: str, how: str):
 
 measure("loss_auc", "loss AUC (mean test loss over the rounds)", lower_is_better=True,
         relative=True)(_metric("test_loss", "mean"))  # fmt: skip
-measure("final_loss", "final test loss", lower_is_better=True)(_metric("test_loss", "final"))
-measure("final_acc", "final test accuracy", lower_is_better=False, accuracy=True)(
-    _metric("test_acc", "final")
+measure("final_loss", "final test loss", lower_is_better=True, end_of_run=True)(
+    _metric("test_loss", "final")
 )
-measure("best_acc", "best test accuracy", lower_is_better=False, accuracy=True)(
-    _metric("test_acc", "best")
-)
-measure("loss_rises", "round-to-round rises of the test loss", lower_is_better=False)(
-    _metric("test_loss", "rises")
-)
+measure("final_acc", "final test accuracy", lower_is_better=False, accuracy=True,
+        end_of_run=True, resolution=accuracy_step)(_metric("test_acc", "final"))  # fmt: skip
+measure("best_acc", "best test accuracy", lower_is_better=False, accuracy=True,
+        end_of_run=True, resolution=accuracy_step)(_metric("test_acc", "best"))  # fmt: skip
+measure("loss_rises", "round-to-round rises of the test loss", lower_is_better=False,
+        end_of_run=True, resolution=1.0)(_metric("test_loss", "rises"))  # fmt: skip
 
 
-@measure("rounds_to_target", "rounds to the profile's target accuracy", lower_is_better=True)
+@measure(
+    "rounds_to_target", "rounds to the profile's target accuracy", lower_is_better=True,
+    resolution=1.0,
+)  # fmt: skip
 def rounds_to_target(
     data: ClaimData, panel: str, label: str, after: int = 0, mark: bool = True
 ) -> dict[int, Value]:
@@ -153,3 +195,15 @@ measure(
     lower_is_better=True,
     ratio=True,
 )(rounds_to_target)
+
+
+def regimes_that_test(claim) -> tuple[str, ...]:
+    """The regimes whose panels can test a declared claim: its ``regimes`` when it declares
+    them; else the paper's and a reconstruction of it, and a ``truncated`` one (the first T of
+    the paper's rounds) unless a comparison reads a measure about the end of a run."""
+    if claim.regimes is not None:
+        return tuple(claim.regimes)
+    ends = any(
+        (m := MEASURES.get(c.measure)) is not None and m.end_of_run for c in claim.comparisons
+    )
+    return ("paper", "reconstructed") if ends else ("paper", "reconstructed", "truncated")

@@ -17,6 +17,7 @@ from fedsweep.config.load import build_config, set_dotted
 from fedsweep.config.schema import RunConfig
 from fedsweep.specs.figure import FigurePlan
 from fedsweep.specs.load import CurveSpec, SweepSpec
+from fedsweep.specs.regimes import panel_regimes
 
 #: "supported"/"contradicted"/"inconclusive": a 95% interval over seeds against a declared
 #: threshold (``dashboards.verdicts``); "not-testable": these runs cannot test the claim (a
@@ -49,7 +50,7 @@ class Panel:
     label: str
     values: dict[str, Any] = field(default_factory=dict)
     #: the regime its runs are in at the profile (``fedsweep.specs.model.Regime``): paper,
-    #: reconstructed or scaled; None: not declared
+    #: reconstructed, truncated or scaled; None: not declared (and no paper profile to rule by)
     regime: Any = None
 
 
@@ -57,14 +58,16 @@ def panels_of(spec: SweepSpec, profile: str | None = None) -> list[Panel]:
     """The spec's panels in grid order, labelled as the spec says ("Case 1", "CNN, MNIST", ...).
 
     ``values`` holds the axis values (a named axis gives its choice id) and the config overrides
-    of the cell (e.g. ``data.partition``, ``model.name``)."""
-    prof = spec.profiles.get(profile) if profile is not None else None
+    of the cell (e.g. ``data.partition``, ``model.name``); ``regime`` its regime by the rule
+    (:func:`fedsweep.specs.regimes.panel_regimes`: a profile that runs fewer rounds than the
+    paper profile is ``truncated`` whatever it declares)."""
+    regimes = panel_regimes(spec, profile)
     return [
         Panel(
             cell.panel_id,
             cell.label,
             {**cell.overrides, **dict(cell.pairs)},
-            prof.regime_of(cell.pairs) if prof is not None else None,
+            regimes.get(cell.panel_id),
         )
         for cell in spec.panel_cells(profile)
     ]
@@ -123,6 +126,9 @@ class ClaimCheck:
     words: str = ""
     #: a declared claim's ``paper_effect`` (``fedsweep.specs.claims.PaperEffect``), or None
     paper: Any = None
+    #: the parts whose two sides are the same computation ("Case 1 · FedNova: ..."): named,
+    #: not counted toward the verdict (issue 51, item 5)
+    degenerate: tuple[str, ...] = ()
 
     @property
     def shown(self) -> str:

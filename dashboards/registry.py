@@ -130,8 +130,9 @@ def declared_problem(claim: Claim, at: str) -> str:
             )
     named = [(at, f, getattr(claim, f)) for f in ("leave_out", "inconclusive_if", "vacuous_if")]
     named += [
-        (at if n == 0 else f"{at}.and[{n - 1}]", "blocked_if", comp.blocked_if)
+        (at if n == 0 else f"{at}.and[{n - 1}]", field, getattr(comp, field))
         for n, comp in enumerate(claim.comparisons)
+        for field in ("blocked_if", "degenerate_if")
     ]
     for where, field, names in named:
         for name in names:

@@ -115,6 +115,8 @@ def claim_rows(results: Iterable[FigureResult]) -> list[dict[str, Any]]:
                     "panels": panels,
                     "runs": r.runs,
                     "expected_runs": r.expected_runs,
+                    # parts whose two sides are one computation: named, not counted
+                    "degenerate": list(c.degenerate),
                     **paper_effect_fields(c.paper, head.get("effect")),
                 }
             )
@@ -224,6 +226,16 @@ def _short_why(row: dict[str, Any]) -> str:
         for phrase, reason in _REASONS:
             if phrase in row["numbers"]:
                 return reason
+        head = headline(row.get("panels") or [])
+        against = head.get("against")
+        if row["ci_low"] is not None and against is not None:
+            m = row["threshold"]
+            if against < row["ci_low"] and row["ci_high"] < m:
+                return (
+                    f"effect {_effect(row)} inside the practical tie (−{m:g}, {m:g}): ahead by "
+                    "no margin that matters, behind by none either"
+                )
+            return f"effect {_effect(row)} straddles its margin ±{m:g}"
         if row["ci_low"] is not None:
             return f"effect {_effect(row)} straddles its threshold {row['threshold']:g}"
         return "no interval decides it"
@@ -346,6 +358,8 @@ def _claim_lines(mine: list[dict[str, Any]], r: FigureResult) -> list[str]:
                 f"  - About {row['seeds_needed']} seeds would decide it at the spread observed "
                 "(`fedsweep sweep FIGURE --until-decided`)"
             )
+        for part in row.get("degenerate") or ():
+            lines.append(f"  - Degenerate, not counted: {md(part)}")
         lines.append(f"  - Numbers: {md(row['numbers'])}")
     return lines
 

@@ -11,6 +11,10 @@ direction:
 * ``within``: it holds when ``|effect| ≤ threshold`` ("α = 1 matches FedAvg": |Δ| ≤ 0.01, an
   equivalence test; the interval must lie inside ``[−threshold, threshold]``).
 
+A measure may fail on another threshold than it holds (``against``: a claim's declared
+``fails_below``): "first by 0.01, failing only when a rival is ahead by 0.01" leaves an interval
+inside ``(−0.01, 0.01)`` a practical tie, inconclusive.
+
 From the per-seed effects (paired by seed where the design pairs runs: the same seed gives the
 same partition and initial model), :func:`interval` gives the mean and a two-sided 95% Student-t
 interval over the seeds (``mean ± t_{0.975, n−1} s / √n``; one seed: no interval), and
@@ -111,16 +115,30 @@ class Measure:
     effect: str
     threshold: float
     direction: Direction
+    #: the threshold beyond which the claim is contradicted, when it is not ``threshold``: a
+    #: ranking with margin m ("X is first") holds above +m and fails below −m (a rival ahead by
+    #: a margin that matters); between the two it is a practical tie, inconclusive
+    against: float | None = None
 
     def __post_init__(self) -> None:
         if self.direction == "within" and self.threshold < 0:
             raise ValueError("an equivalence margin is >= 0")
+        if self.against is not None and self.direction == "within":
+            raise ValueError("an equivalence has one margin")
+
+    @property
+    def contra(self) -> float:
+        """The threshold the interval must clear to contradict the claim."""
+        return self.threshold if self.against is None else self.against
 
     @property
     def holds_when(self) -> str:
         sign = {"greater": ">", "less": "<", "within": "|effect| ≤"}[self.direction]
         if self.direction == "within":
             return f"{sign} {self.threshold:g}"
+        if self.against is not None and self.against != self.threshold:
+            fails = "<" if self.direction == "greater" else ">"
+            return f"effect {sign} {self.threshold:g} (fails: effect {fails} {self.against:g})"
         return f"effect {sign} {self.threshold:g}"
 
 
@@ -150,6 +168,19 @@ class Evidence:
         )
 
 
+def widen(evidence: Evidence, floor: float) -> Evidence:
+    """``evidence`` with its interval at least ± ``floor`` around the mean (a measure's
+    resolution: three seeds at one quantised value give no zero-width certainty); one seed or
+    no floor: unchanged."""
+    if floor <= 0 or evidence.n < 2 or not math.isfinite(evidence.mean):
+        return evidence
+    lo = min(evidence.ci_low, evidence.mean - floor)
+    hi = max(evidence.ci_high, evidence.mean + floor)
+    if (lo, hi) == (evidence.ci_low, evidence.ci_high):
+        return evidence
+    return Evidence(evidence.seeds, evidence.effects, evidence.mean, lo, hi)
+
+
 def interval(
     effects: Sequence[float], seeds: Sequence[int] | None = None, level: float | None = None
 ) -> Evidence:
@@ -175,13 +206,13 @@ def interval(
 def decide(evidence: Evidence, measure: Measure) -> Verdict4:
     """supported / contradicted / inconclusive from the interval against the threshold (an
     interval touching the threshold does not clear it)."""
-    lo, hi, t = evidence.ci_low, evidence.ci_high, measure.threshold
+    lo, hi, t, c = evidence.ci_low, evidence.ci_high, measure.threshold, measure.contra
     if evidence.n < 2 or math.isnan(lo) or math.isnan(hi):
         return "inconclusive"
     if measure.direction == "greater":
-        return "supported" if lo > t else "contradicted" if hi < t else "inconclusive"
+        return "supported" if lo > t else "contradicted" if hi < c else "inconclusive"
     if measure.direction == "less":
-        return "supported" if hi < t else "contradicted" if lo > t else "inconclusive"
+        return "supported" if hi < t else "contradicted" if lo > c else "inconclusive"
     if -t < lo and hi < t:
         return "supported"
     return "contradicted" if lo > t or hi < -t else "inconclusive"
@@ -238,11 +269,11 @@ def p_values(evidence: Evidence, measure: Measure) -> tuple[float, float]:
             return 0.0 if mean < threshold else 1.0
         return float(student.cdf((mean - threshold) / se, n - 1))
 
-    t = measure.threshold
+    t, c = measure.threshold, measure.contra
     if measure.direction == "greater":
-        return above(t), below(t)
+        return above(t), below(c)
     if measure.direction == "less":
-        return below(t), above(t)
+        return below(t), above(c)
     return max(above(-t), below(t)), min(above(t), below(-t))
 
 
@@ -281,14 +312,16 @@ def seeds_needed(
 
 
 def _needed(mean, sd, n, measure: Measure, floor, level, cap) -> int | None:
-    t = measure.threshold
+    t, c = measure.threshold, measure.contra
     for count in range(n, cap + 1):
         half = max(t_quantile(count - 1, level) * sd / math.sqrt(count), floor)
         lo, hi = mean - half, mean + half
         if measure.direction == "within":
             if -t < lo and hi < t or lo > t or hi < -t:
                 return count
-        elif lo > t or hi < t:
+        elif measure.direction == "greater" and (lo > t or hi < c):
+            return count
+        elif measure.direction == "less" and (hi < t or lo > c):
             return count
     return None
 
@@ -303,7 +336,8 @@ def part_seeds_needed(row: dict, *, cap: int = 1000) -> int | None:
     if None in (effect, lo, hi, direction) or n < 2:
         return None
     sd = (hi - lo) / 2 * math.sqrt(n) / t_quantile(n - 1)
-    measure = Measure("", float(row["threshold"]), direction)
+    against = row.get("against")
+    measure = Measure("", float(row["threshold"]), direction, against)
     return _needed(float(effect), sd, n, measure, 0.0, None, cap)
 
 
@@ -336,12 +370,14 @@ def _side(row: dict) -> str | None:
     effect, t, direction = row.get("effect"), row.get("threshold"), row.get("direction")
     if effect is None or t is None or direction is None:
         return None
+    c = row.get("against", t)
     holds = {
         "greater": effect > t,
         "less": effect < t,
         "within": abs(effect) < t,
     }[direction]
-    return "support" if holds else "against"
+    fails = {"greater": effect < c, "less": effect > c, "within": not holds}[direction]
+    return "support" if holds else "against" if fails else None
 
 
 def look_level(looks: int, level: float = LEVEL) -> float:

@@ -176,11 +176,64 @@ def migrated_claim(figure: str, claim_id: str):
     """The declared claim ``claim_id`` of the shipped spec ``sweeps/<figure>.yaml`` as it was
     migrated from its legacy criterion, which decided from 2 seeds (the golden outputs of
     tests/figures/golden/ are that criterion's): issue 51 raised the default minimum to 3 seeds,
-    so a claim not declaring ``min_seeds`` is judged here with the legacy 2."""
+    so a claim not declaring ``min_seeds`` is judged here with the legacy 2; it also gave the
+    rankings margins (:data:`LEGACY_MARGINS` restores the migrated ones) and widened intervals
+    to the measure's resolution and named identical runs degenerate (``strict: false`` here)."""
     from fedsweep.specs.load import read_spec
 
     path = Path(__file__).resolve().parents[1] / "sweeps" / f"{figure}.yaml"
     (claim,) = [c for c in read_spec(path).claims if c.id == claim_id]
+    legacy = LEGACY_MARGINS.get(claim_id)
+    if legacy is not None:
+        claim = claim.model_copy(
+            update={
+                "margin": legacy[0],
+                "and_": [
+                    c.model_copy(update={"margin": m})
+                    for c, m in zip(claim.and_, legacy[1:], strict=True)
+                ],
+            }
+        )
+    claim = claim.model_copy(  # intervals as the legacy computed them, no degenerate guard
+        update={
+            "strict": False,
+            "degenerate_if": [],
+            "and_": [c.model_copy(update={"degenerate_if": []}) for c in claim.and_],
+        }
+    )
     if "min_seeds" in claim.model_fields_set:
         return claim
     return claim.model_copy(update={"min_seeds": 2})
+
+
+#: claim id -> the margins (its own comparison's, then those under ``and``) it was migrated
+#: with: rankings decided at 0 until issue 51 gave each a margin that matters
+LEGACY_MARGINS = {
+    "alpha03-05-fastest": [0.0],
+    "best-batch": [0.0, 0.0],
+    "n1-centralized-fastest": [0.01, 0.0],
+    "n5-best": [0.0],
+    "phi-smooth-slow-fast-noisy": [0.0, 0.0, 0.0, 0.0],
+    "tau-falls-hh": [0.0, 0.0],
+    "gain-largest-at-dir01": [0.0],
+}
+
+
+def stand_in_for_paper(tree: dict, profile: str = "smoke") -> dict:
+    """A spec tree whose ``paper`` profile runs what ``profile`` runs (its regime declaration
+    kept): hand-made runs of ``profile`` then stand for the paper's, so the regime rule
+    (fedsweep/specs/regimes.py: a profile that changes the data or the horizon is scaled or
+    truncated) finds no change and the claims are judged on them."""
+    import copy
+
+    if "profiles" not in tree:  # an ``extends:`` spec: its parent's copy carries the stand-in
+        return tree
+    paper = tree["profiles"]["paper"]
+    stand_in = copy.deepcopy(tree["profiles"][profile])
+    stand_in.pop("regime", None)
+    stand_in.pop("panel_regime", None)
+    for key in ("regime", "panel_regime"):
+        if key in paper:
+            stand_in[key] = paper[key]
+    tree["profiles"]["paper"] = stand_in
+    return tree

@@ -14,6 +14,14 @@ TRAIN_SIZES = {
     "cifar10": 50000,
     "cifar100": 50000,
 }
+#: test-set sizes (``eval.test_subset`` takes a prefix): an accuracy moves in steps of 1 / this
+TEST_SIZES = {
+    "mnist": 10000,
+    "mnist-5k": 1000,
+    "fashion-mnist": 10000,
+    "cifar10": 10000,
+    "cifar100": 10000,
+}
 #: training samples per class (0, 1, ...) of the full training sets
 CLASS_COUNTS = {
     "mnist": (5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949),

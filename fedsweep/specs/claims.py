@@ -39,7 +39,9 @@ Named guards (``dashboards.measures``) qualify a verdict: ``leave_out`` leaves a
 Case 1 and in every other panel too).
 ``blocked_if`` names guards asked per part (with the part's curves): a reason makes that part
 inconclusive whatever its interval (a grid whose chosen point lies on its edge), the other
-parts still decide.
+parts still decide. A part whose two sides are the same computation (identical typed configs,
+identical runs on every seed and round, or a ``degenerate_if`` guard's reason: FedNova with
+equal local steps is FedAvg) is *degenerate*: named in the report, not counted.
 ``and`` adds further comparisons the claim needs (each with its own kind, measure, margin; its
 curves default to the claim's): the claim holds where all of them hold.
 
@@ -100,7 +102,7 @@ Holds = Literal["above", "below", "within"]
 #: failed is no faster than any other), ``chance`` (its accuracy is chance: the failure is the
 #: claim's evidence)
 Failed = Literal["untestable", "last", "chance"]
-REGIMES = ("paper", "reconstructed", "scaled")
+REGIMES = ("paper", "reconstructed", "truncated", "scaled")
 CLAIM_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
@@ -207,6 +209,11 @@ class Comparison(Strict):
     margin: float
     #: the margin's side; None: the kind's (``within`` for ``equivalent``, else ``above``)
     holds: Holds | None = None
+    #: ``holds: above`` only: the effect below which the claim fails, when not the margin
+    #: itself (None): ``fails_below: -0.01`` with ``margin: 0.01`` makes "first" hold above
+    #: +0.01, fail below −0.01 (a rival ahead by a margin that matters) and leaves a practical
+    #: tie between the two inconclusive
+    fails_below: float | None = None
     #: per panel value (``data.partition=case1``) the claimed curve(s) there, instead of ``curve``
     by_panel: dict[str, list[CurveRef]] = Field(default_factory=dict)
     #: pair the curves of both sides whose typed configs differ only in the keys the sides set
@@ -227,6 +234,11 @@ class Comparison(Strict):
     name: str = ""
     #: named guards asked per part (its curves): a reason makes that part inconclusive
     blocked_if: list[str] = Field(default_factory=list)
+    #: named guards asked per part (its curves): a reason says the part's two sides compute
+    #: the same thing (FedNova with equal local steps is FedAvg): the part is named in the
+    #: report's ``degenerate`` list and not counted (identical configs and identical runs are
+    #: found without a guard)
+    degenerate_if: list[str] = Field(default_factory=list)
     #: under ``and``: a second reading of the claim's words, named (``speed``): judged per panel
     #: and shown beside the verdict in its numbers, never deciding ("" : a deciding comparison)
     reading: str = Field("", pattern=r"^\w*$")
@@ -273,10 +285,11 @@ class Claim(Comparison):
     summary: str = ""
     #: the panels it covers (``axis=value`` or ``config.key=value``); []: every case panel
     panels: list[str] = Field(default_factory=list)
-    #: the regimes whose panels can test it; a panel of another regime: not testable
-    regimes: list[Literal["paper", "reconstructed", "scaled"]] = Field(
-        default_factory=lambda: ["paper", "reconstructed"]
-    )
+    #: the regimes whose panels can test it; a panel of another regime: not testable. None:
+    #: ``paper`` and ``reconstructed``, and ``truncated`` (the first T of the paper's rounds)
+    #: unless a comparison reads a measure about the end of a run (a final or best value, the
+    #: plateau: ``dashboards.measures.regimes_that_test``)
+    regimes: list[Literal["paper", "reconstructed", "truncated", "scaled"]] | None = None
     #: judged once over every panel (a comparison across panels: ``contrast``), not per regime
     across_regimes: bool = False
     #: ``equivalent``: the factor must matter somewhere: some other curve setting this key
@@ -290,6 +303,12 @@ class Claim(Comparison):
     #: the fewest seeds that decide; fewer: inconclusive (issue 51: 3 by default, two identical
     #: seeds give an interval of zero width)
     min_seeds: int = Field(3, ge=1)
+    #: issue 51's rules on top of the interval: each part's interval widened to at least ± the
+    #: measure's resolution (an accuracy's 1 / test images, a count's 1, or ``resolution``), a
+    #: part whose two sides logged identical histories named degenerate, not counted, and a
+    #: contradicted part of a claim of several kept only after Holm's correction over them;
+    #: false: the judge before them (intervals as computed; identical configs still degenerate)
+    strict: bool = True
     #: named guards (``dashboards.measures``): leave a panel out when one gives a reason
     leave_out: list[str] = Field(default_factory=list)
     #: named guards: the claim holds by construction when one gives a reason (inconclusive)
@@ -390,6 +409,11 @@ def _comparison_problem(
         )
     if comp.kind == "equivalent" and comp.side != "within":
         return f"{where}.holds: {comp.side!r} for kind 'equivalent'; allowed: within"
+    if comp.fails_below is not None and (comp.side != "above" or comp.fails_below > comp.margin):
+        return (
+            f"{where}.fails_below: {comp.fails_below:g} with holds {comp.side!r}, margin "
+            f"{comp.margin:g}; allowed: a value ≤ the margin, with holds: above"
+        )
     if comp.kind == "equivalent" and comp.margin <= 0:
         return (
             f"{where}.margin: {comp.margin:g} has the wrong sign for kind 'equivalent'; allowed: "

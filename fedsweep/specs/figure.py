@@ -26,7 +26,8 @@ from fedsweep.specs.curves import CurveSpec
 from fedsweep.specs.data_check import DataPlan, check_data
 from fedsweep.specs.derive import Resolved, resolve
 from fedsweep.specs.load import expand
-from fedsweep.specs.model import PanelCell, SweepSpec, Trial
+from fedsweep.specs.model import PanelCell, SpecError, SweepSpec, Trial
+from fedsweep.specs.regimes import regime_problems
 
 
 @dataclass(frozen=True)
@@ -153,11 +154,15 @@ def figure_plan(
     a sweep's ``data.root``; a bad key or value raises the spec's ``SpecError``), only the
     ``panels`` cells (``--panel``, checked), ``seeds`` instead of the profile's (``--seeds``:
     :meth:`SweepSpec.with_seeds`, the plan's ``spec`` is that one); with ``data_root``, its data
-    checked too (:meth:`FigurePlan.with_data`)."""
+    checked too (:meth:`FigurePlan.with_data`). A profile that declares a regime less removed
+    than the rule gives (:func:`fedsweep.specs.regimes.regime_problems`) raises ``SpecError``."""
     if seeds is not None:
         spec = spec.with_seeds(profile, seeds)
     extra = dict(extra or {})
     trials = expand(spec, profile, extra=extra, panels=panels)  # type: ignore[arg-type]
+    problems = regime_problems(spec, _source(spec), [profile])
+    if problems:
+        raise SpecError(problems[0])
     plan = FigurePlan(
         spec,
         profile,
@@ -168,3 +173,9 @@ def figure_plan(
         tuple(trials),
     )
     return plan if data_root is None else plan.with_data(data_root)
+
+
+def _source(spec: SweepSpec) -> str:
+    """The spec's file name for a message (its figure id when it has no file)."""
+    path = getattr(spec, "_path", None)
+    return Path(path).name if path else f"{spec.figure}.yaml"

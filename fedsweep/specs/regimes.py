@@ -96,18 +96,21 @@ def rule_regime(base: Regime | None, found: list[tuple[str, Any, Any]]) -> Regim
 
 def panel_changes(spec, profile: str) -> dict[str, list[tuple[str, Any, Any]]]:
     """Per panel id of ``profile``, the changes of its trials' configs against the paper
-    profile's trial of the same panel and curve (the first seed of each; a curve or panel the
-    paper profile lacks is compared with nothing and adds none)."""
+    profile's trial of the same panel and curve (both at seed 0: the seed is no change; a curve
+    or panel the paper profile lacks is compared with nothing and adds none)."""
     from fedsweep.specs.load import expand
 
     def firsts(name: str) -> dict[tuple[str, str], dict]:
         out: dict[tuple[str, str], dict] = {}
-        for t in expand(spec, name):
+        first = spec.with_seeds(name, [0])  # one seed (the same on both sides) per cell
+        for t in expand(first, name):
             if t.derive is None:  # a derived trial's values come from runs, not the profile
                 out.setdefault((t.panel_id, t.curve), flatten(t.config.model_dump()))
         return out
 
     here, paper = firsts(profile), firsts("paper")
+    if not here or not paper:
+        return {}
     found: dict[str, dict[str, tuple[str, Any, Any]]] = {}
     for (panel, curve), config in here.items():
         other = paper.get((panel, curve))
@@ -118,13 +121,17 @@ def panel_changes(spec, profile: str) -> dict[str, list[tuple[str, Any, Any]]]:
     return {panel: sorted(c.values()) for panel, c in found.items()}
 
 
-def regime_problems(spec, source: str) -> list[str]:
-    """A profile that declares a regime less removed than the rule gives (e.g. ``paper`` for a
-    profile of 100 of the paper profile's 500 rounds): one line each."""
+def regime_problems(spec, source: str, profiles: Iterable[str] | None = None) -> list[str]:
+    """A profile (of ``profiles``; None: every one) that declares a regime less removed than
+    the rule gives (e.g. ``paper`` for a profile of 100 of the paper profile's 500 rounds): one
+    line each."""
     if "paper" not in spec.profiles:
         return []
     problems = []
+    wanted = None if profiles is None else set(profiles)
     for name, prof in spec.profiles.items():
+        if wanted is not None and name not in wanted:
+            continue
         if name == "paper" or (prof.regime is None and not prof.panel_regime):
             continue
         found = panel_changes(spec, name)
@@ -144,3 +151,28 @@ def regime_problems(spec, source: str) -> list[str]:
                     f"{ruled.kind!r} at least (allowed: {', '.join(ORDER[ORDER.index(ruled.kind) :])})"
                 )
     return problems
+
+
+def panel_regimes(spec, profile: str | None) -> dict[str, Regime | None]:
+    """Per panel id of ``profile``, its regime by the rule (the module's docstring): the most
+    removed of what the profile declares for the panel and what its changes against the paper
+    profile give (a declared regime at least as removed keeps its own reason); None where
+    neither says anything (a spec without a ``paper`` profile declares its own regimes)."""
+    prof = spec.profiles.get(profile) if profile is not None else None
+    cells = spec.panel_cells(profile)
+    if prof is None:
+        return {cell.panel_id: None for cell in cells}
+    declared = {cell.panel_id: prof.regime_of(cell.pairs) for cell in cells}
+    if profile == "paper" or "paper" not in spec.profiles:
+        return declared
+    found = panel_changes(spec, profile)
+    base = spec.profiles["paper"]
+    out: dict[str, Regime | None] = {}
+    for cell in cells:
+        mine = declared[cell.panel_id]
+        ruled = rule_regime(base.regime_of(cell.pairs), found.get(cell.panel_id, []))
+        if mine is None or (ruled is not None and ORDER.index(ruled.kind) > ORDER.index(mine.kind)):
+            out[cell.panel_id] = ruled
+        else:
+            out[cell.panel_id] = mine
+    return out

@@ -209,11 +209,17 @@ def test_bherd_beats_fedavg_and_grab_gain_criteria():
     runs = {
         "FedAvg": FEDAVG_RUN,
         "BHerd-FedAvg": ([0.4, 0.3, 0.25], [0.75, 0.83, 0.86]),  # AUC -24%, accuracy +0.06
-        "GraB-FedAvg": ([0.5, 0.4, 0.35], [0.70, 0.78, 0.801]),  # the same as FedAvg
+        "GraB-FedAvg": ([0.5, 0.4, 0.351], [0.70, 0.78, 0.801]),  # FedAvg's, nearly
     }
     verdict, numbers = judge("bherd-fedavg-faster-higher", seed_runs(FIG2A, runs))
     assert verdict == "supported", numbers
     assert judge("grab-little-gain", seed_runs(FIG2A, runs))[0] == "supported"
+    # GraB's test losses exactly FedAvg's (issue 51, item 5: GraB ≈ FedAvg through the same 1/α
+    # factor): the same computation, which says nothing about GraB: degenerate, not judged
+    same = {**runs, "GraB-FedAvg": FEDAVG_RUN}
+    verdict, numbers = judge("grab-little-gain", seed_runs(FIG2A, same))
+    assert verdict == "not-testable" and numbers.startswith("degenerate: every part: "), numbers
+    assert "'GraB-FedAvg' and 'FedAvg' computed the same test_loss and test_acc" in numbers
     # faster but not more accurate: the accuracy part is contradicted, so is the claim
     same_acc = {**runs, "BHerd-FedAvg": (runs["BHerd-FedAvg"][0], FEDAVG_RUN[1])}
     assert judge("bherd-fedavg-faster-higher", seed_runs(FIG2A, same_acc))[0] == "contradicted"
@@ -245,8 +251,23 @@ def test_bherd_speeds_up_others_paired_by_seed():
     verdict, numbers = judge("bherd-speeds-up-fednova-scaffold", seed_runs(FIG2B, runs))
     assert verdict == "supported", numbers
     # BHerd-SCAFFOLD no faster than SCAFFOLD: a clear zero effect contradicts "speeds up"
+    flat = {**runs, "BHerd-SCAFFOLD": ([0.5, 0.4, 0.351], acc)}
+    assert judge("bherd-speeds-up-fednova-scaffold", seed_runs(FIG2B, flat))[0] == "contradicted"
+    # ... but a BHerd-SCAFFOLD that computed SCAFFOLD's very losses compares SCAFFOLD with
+    # itself: that part is named degenerate and not counted; FedNova's parts decide
     same = {**runs, "BHerd-SCAFFOLD": runs["SCAFFOLD"]}
-    assert judge("bherd-speeds-up-fednova-scaffold", seed_runs(FIG2B, same))[0] == "contradicted"
+    data = seed_runs(FIG2B, same)
+    verdict, numbers = judge("bherd-speeds-up-fednova-scaffold", data)
+    assert verdict == "supported" and "SCAFFOLD degenerate (not counted)" in numbers, numbers
+    scaffold = [d for d in data.degenerate if "· SCAFFOLD" in d]
+    assert len(scaffold) == len(PANELS)
+    # FedNova in Case 1 panels (equal shares, equal local steps) is FedAvg: named too
+    nova = [d for d in data.degenerate if "· FedNova" in d]
+    assert nova and all("FedNova's update is FedAvg's" in d for d in nova)
+    assert scaffold[0].endswith(
+        "computed the same test_loss and test_acc on every seed and round (largest relative "
+        "difference 0 over 5 seeds, 30 values): the comparison cannot differ"
+    )
 
 
 # ------------------------------------------------------------------- smoke sweep through Ray

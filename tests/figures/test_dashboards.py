@@ -168,7 +168,12 @@ def test_claim_checks_on_real_runs(built):
             assert c.verdict in (*VERDICTS, "n/a") and c.numbers and c.criterion
     # 3 rounds cannot test a convergence claim: "not testable", with the numbers
     assert all(c.verdict == "not-testable" for c in r.claims)
-    assert all(c.shown == "not testable at this profile (T=3)" for c in r.claims)
+    # ... nor the smoke profile's regime by the rule (fedsweep/specs/regimes.py): its data
+    regime = (
+        "not testable at this profile: scaled regime (scaled: data.dataset=mnist-5k (paper "
+        "profile mnist); T=3 of the paper profile's 500 rounds); "
+    )
+    assert all(c.shown == regime + "not testable at this profile (T=3)" for c in r.claims)
     assert "α=1.0 − FedAvg (RR) effect" in r.claims[0].numbers and "Case 3" in r.claims[0].numbers
 
 
@@ -706,8 +711,10 @@ def test_e2_oscillates_criterion():
         )
 
     verdict, numbers = judge("e2-oscillates", data([ZIGZAG] * 5, [SMOOTH] * 5))
-    assert verdict == "supported" and "Case 1: E=2.0 − E=1.0 effect 4 [4, 4]" in numbers
-    assert numbers.count("effect 4 [4, 4] (95% CI, 5 seeds) → supported") == 3  # 4 rises, 3 Cases
+    assert verdict == "supported" and "Case 1: E=2.0 − E=1.0 effect 4 [3, 5]" in numbers
+    # 4 rises, 3 Cases; five equal counts give no zero-width interval: ± one rise at least
+    widened = "effect 4 [3, 5] (95% CI, 5 seeds) (widened to ±1, the measure's resolution)"
+    assert numbers.count(f"{widened} → supported") == 3
     assert judge("e2-oscillates", data([SMOOTH] * 5, [ZIGZAG] * 5))[0] == "contradicted"
     verdict, numbers = judge("e2-oscillates", data([ZIGZAG, SMOOTH], [SMOOTH, ZIGZAG], seeds=2))
     assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers

@@ -336,6 +336,7 @@ def test_a_declared_claim_loads_and_names_its_parts(tmp_path):
         ({"versus": "α=0.4"}, "compares curve 'α=0.4' with itself"),
         ({"margin": -0.05}, "margin: -0.05 has the wrong sign for kind 'faster'"),
         ({"kind": "equivalent", "margin": 0}, "wrong sign for kind 'equivalent'"),
+        ({"fails_below": 0.1}, "fails_below: 0.1 with holds 'above', margin 0.05; allowed: a"),
         ({"panels": ["data.partition=case9"]}, "panel 'data.partition=case9'"),
         ({"id": "Not A Slug"}, "is not a slug"),
         ({"versus": {"set": {"bherd.alpha": 0.7}}}, "no curve sets {set: bherd.alpha=0.7}"),
@@ -400,7 +401,13 @@ def test_min_seeds_and_resolution_are_declared_semantics():
     assert check.verdict == "inconclusive" and "fewer than the 6" in check.numbers
     coarse = claim.model_copy(update={"resolution": 0.5})  # a 20% gain below the floor
     (check,) = C.check_claims([coarse], data, R.CRITERIA)
-    assert check.verdict == "contradicted" and check.evidence[0]["threshold"] == 0.5
+    # the margin is at least the resolution and the interval at least ± it: a gain smaller
+    # than the measure can show decides nothing (issue 51, item 3)
+    assert check.verdict == "inconclusive" and check.evidence[0]["threshold"] == 0.5
+    assert check.evidence[0]["floor"] == 0.5 and check.evidence[0]["ci_low"] < 0
+    legacy = coarse.model_copy(update={"strict": False})  # the margin alone, as migrated
+    (check,) = C.check_claims([legacy], data, R.CRITERIA)
+    assert check.verdict == "contradicted" and "floor" not in check.evidence[0]
 
 
 def test_report_rows_carry_id_verdict_effect_interval_margin_seeds():

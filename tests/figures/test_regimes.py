@@ -4,15 +4,20 @@ not testable (numbers still shown), and a figure mixing regimes is judged per re
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from dashboards import claims as C
 from dashboards import registry as R
+from dashboards.measures import regimes_that_test
 from dashboards.model import Panel
+from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import SpecError, load_spec
 from fedsweep.specs.model import Regime
 from tests.figures.test_fedveca_figures import claim, cv, make
 
+SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 CLAIM = claim("premise-above-bound")
 PAPER = Regime(kind="paper")
 SCALED = Regime(kind="scaled", reason="T=10 instead of 100, 2 seeds")
@@ -67,3 +72,66 @@ def test_the_spec_declares_regimes_with_a_reason(tmp_path):
     spec.write_text(text.replace("data.partition=case2:", "data.partition=case9:"))
     with pytest.raises(SpecError, match="panel_regime: unknown panel value"):
         load_spec(spec)
+
+
+def test_a_truncated_horizon_tests_the_start_of_a_run_not_its_end():
+    """Issue 51, item 1: the first T of the paper's rounds test a claim about the whole run
+    from its start (a loss AUC); a claim about its end (a final loss, a best accuracy, the
+    plateau's oscillation) is not testable there, its numbers still shown; the same runs in the
+    paper's regime decide both."""
+    from tests.figures import test_dashboards as D
+    from tests.figures.test_declared_claims import GOOD
+
+    curves = [D.curve("α=0.4", bherd__alpha=0.4), D.curve("α=0.5", bherd__alpha=0.5)]
+    hs = {
+        (None, "α=0.4", "test_loss"): D.decay(0.8, k=1),
+        (None, "α=0.5", "test_loss"): D.decay(1.0),
+    }
+    auc = Claim.model_validate(GOOD)
+    end = Claim.model_validate({**GOOD, "id": "a04-lower", "measure": "final_loss"})
+    truncated = Regime(kind="truncated", reason="T=10 of the paper profile's 500 rounds")
+    for regime, verdicts in (
+        (truncated, ["supported", "not-testable"]),
+        (PAPER, ["supported", "supported"]),
+    ):
+        panels = [Panel(p.panel_id, p.label, p.values, regime) for p in D.CASES]
+        data = D.runs(curves, hs, panels=panels, base={"selector": "bherd"})
+        checks = C.check_claims([auc, end], data, R.CRITERIA)
+        assert [c.verdict for c in checks] == verdicts
+    assert checks[1].evidence and regimes_that_test(end) == ("paper", "reconstructed")
+    assert regimes_that_test(auc) == ("paper", "reconstructed", "truncated")
+    shown = C.check_claims([end], D.runs(curves, hs, panels=[
+        Panel(p.panel_id, p.label, p.values, truncated) for p in D.CASES
+    ], base={"selector": "bherd"}), R.CRITERIA)[0].shown  # fmt: skip
+    assert shown == (
+        "not testable at this profile: truncated regime (truncated: T=10 of the paper "
+        "profile's 500 rounds)"
+    )
+    # a claim may still say which regimes can test it
+    declared = end.model_copy(update={"regimes": ["paper", "truncated"]})
+    assert regimes_that_test(declared) == ("paper", "truncated")
+
+
+def test_a_profile_that_cuts_the_horizon_is_truncated_in_the_figure(tmp_path):
+    """The figure's panels carry the rule's regime (not the profile's declaration): a quick
+    profile of fewer rounds is ``truncated`` with the rounds in its reason; a declaration less
+    removed than the rule stops the plan, one line."""
+    from dashboards.model import panels_of
+    from fedsweep.specs.figure import figure_plan
+
+    spec = load_spec(SWEEPS / "bherd-fig3a.yaml")
+    (regime,) = {p.regime.text for p in panels_of(spec, "quick")}
+    assert regime == "truncated: T=100 of the paper profile's 500 rounds"
+    assert {p.regime.kind for p in panels_of(spec, "paper")} == {"paper"}
+    text = (
+        (SWEEPS / "bherd-fig3a.yaml")
+        .read_text()
+        .replace("  quick:\n", "  quick:\n    regime: {kind: paper}\n", 1)
+    )
+    path = tmp_path / "bherd-fig3a.yaml"
+    path.write_text(text)
+    with pytest.raises(
+        SpecError,
+        match=r"^bherd-fig3a.yaml: profiles.quick: panel 'Case 1' declares regime 'paper', but",
+    ):
+        figure_plan(load_spec(path), "quick")

@@ -3,9 +3,12 @@ specific to the paper: its claims themselves are declared in ``sweeps/bherd-*.ya
 
 from __future__ import annotations
 
+import math
+
 from dashboards.claims import ClaimData, same
 from dashboards.measures import guard, measure
 from dashboards.model import Panel
+from fedsweep.data.catalog import TRAIN_SIZES
 
 #: a curve whose mean test loss moves less than this over the run never updated the model
 STILL = 1e-9
@@ -61,3 +64,38 @@ def e_over_alpha(data: ClaimData, panel: Panel | None, labels: list[str]) -> str
 
 
 __all__ = ["client_distance_gap", "never_updated", "e_over_alpha"]
+
+
+@guard("bherd.fednova_is_fedavg")
+def fednova_is_fedavg(data: ClaimData, panel: Panel | None, labels: list[str]) -> str | None:
+    """A part with a FedNova curve in a panel where every client takes the same number of
+    local steps (Case 1: the training set dealt round-robin in equal shares, E epochs of
+    ⌈n_i / B⌉ steps each): FedNova's normalised update Σ q_i Δ_i a_eff / a_i is FedAvg's when
+    every a_i is the same, so the part measures BHerd on FedAvg (Fig. 2a), not on FedNova
+    (issue 51, item 5; ALGORITHMS.md on FedNova's τ_eff)."""
+    if panel is None:
+        return None
+    for label in labels:
+        curve = next((c for c in data.curves if c.label == label), None)
+        if curve is None:
+            continue
+        config = data.config(curve)
+        if config.algorithm != "fednova":
+            continue
+        values = panel.values
+        partition = values.get("data.partition", config.data.partition)
+        dataset = values.get("data.dataset", config.data.dataset)
+        clients = int(values.get("data.num_clients", config.data.num_clients))
+        size = values.get("data.train_subset", config.data.train_subset)
+        size = int(size) if size is not None else TRAIN_SIZES.get(dataset)
+        if partition != "case1" or size is None or size % clients:
+            continue
+        batch = values.get("train.batch_size", config.train.batch_size)
+        share = size // clients
+        steps = "" if not isinstance(batch, int) else f", {math.ceil(share / batch)} steps"
+        return (
+            f"{label} takes the same local steps on every client here (Case 1: {share} samples "
+            f"each{steps} per epoch): FedNova's update is FedAvg's, so this part measures BHerd "
+            "on FedAvg (Fig. 2a), not on FedNova"
+        )
+    return None

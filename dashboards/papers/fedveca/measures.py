@@ -97,12 +97,14 @@ measure(
     "rounds to reach the centralized run's final test loss L_c of the same seed (censored: > T "
     "when not reached)",
     lower_is_better=True,
+    resolution=1.0,
 )(_to_centralized("test_loss", below=True))
 measure(
     "fedveca.rounds_to_centralized_acc",
     "rounds to reach the centralized run's final test accuracy A_c of the same seed (censored: "
     "> T when not reached)",
     lower_is_better=True,
+    resolution=1.0,
 )(_to_centralized("test_acc", below=False))
 
 
@@ -176,6 +178,7 @@ measure(
     "fedveca.acc_spread",
     "spread (largest − smallest) of the final test accuracies of FedAvg, FedNova and FedVeca",
     lower_is_better=True,
+    end_of_run=True,
     scope="panel",
 )(_spread(0))
 measure(
@@ -268,6 +271,8 @@ measure(
     "fedveca.fewest_loss_rises",
     "round-to-round rises of the test loss (the fewest rank first: the smoothest)",
     lower_is_better=True,
+    end_of_run=True,
+    resolution=1.0,
 )(MEASURES["loss_rises"].fn)
 measure(
     "fedveca.largest_loss_auc",

@@ -61,6 +61,7 @@ measure(
     "fedwalk.late_train_loss",
     "mean training loss over the last third of the rounds (Fig. 2's late window)",
     lower_is_better=True,
+    end_of_run=True,
     relative=True,
 )(_window_loss(late=True))
 
@@ -77,6 +78,7 @@ def slope(xs: list[float], ys: list[float]) -> float:
     "least-squares slope of the best-over-rounds test accuracy against τ (fraction per unit "
     "τ), over the τ curves with runs",
     lower_is_better=False,
+    end_of_run=True,
     scope="panel",
 )
 def tau_slope(data: ClaimData, panel: str, after: int = 0) -> dict[int, float]:
