@@ -8,7 +8,8 @@ distances). Its declaration says whether lower is better (what "faster" / "first
 whether a comparison of two curves is relative (a loss AUC: ``(base − claimed) / base``) or a
 ratio on a log scale (``ratio``: ``log2(base / claimed)``, a speed-up in rounds; censored
 values give its bounds). Built in: ``loss_auc``, ``final_loss``, ``final_acc``, ``best_acc``,
-``loss_rises``, ``rounds_to_target``, ``log2_speedup`` (the rounds to the target, compared as
+``loss_rises`` (a count), ``loss_oscillation`` (the rises' size: their sum as a share of the
+loss's drop, what a figure shows), ``rounds_to_target``, ``log2_speedup`` (the rounds to the target, compared as
 ``log2(R_versus / R_claimed)``: McMahan et al.'s speed-up, 1 = twice as fast); a paper registers its own (``dashboards.papers.<paper>.measures``) with
 :func:`measure`. A measure about the end of a run (``end_of_run``: a final or best value, the
 plateau's oscillation) is not tested by a run cut short of the paper's horizon: a claim that
@@ -31,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 
 from dashboards.claims import ClaimData, rises, seed_reach
@@ -136,12 +138,16 @@ def _after(how: str, after: int) -> Any:
     """``how`` (a ``ClaimData.per_seed`` reducer) over the rounds after ``after``."""
     if not after:
         return how
-    reduce = {
-        "mean": lambda s: float(s.mean()),
-        "final": lambda s: float(s.iloc[-1]),
-        "best": lambda s: float(s.max()),
-        "rises": rises,
-    }[how]
+    reduce = (
+        how
+        if callable(how)
+        else {
+            "mean": lambda s: float(s.mean()),
+            "final": lambda s: float(s.iloc[-1]),
+            "best": lambda s: float(s.max()),
+            "rises": rises,
+        }[how]
+    )
 
     def fn(s: pd.Series) -> float:
         s = s[s.index > after]
@@ -168,6 +174,27 @@ measure("best_acc", "best test accuracy", lower_is_better=False, accuracy=True,
         end_of_run=True, resolution=accuracy_step)(_metric("test_acc", "best"))  # fmt: skip
 measure("loss_rises", "round-to-round rises of the test loss", lower_is_better=False,
         end_of_run=True, resolution=1.0)(_metric("test_loss", "rises"))  # fmt: skip
+
+
+def oscillation(s: pd.Series) -> float:
+    """The sum of a loss history's round-to-round rises as a share of its drop (first − lowest
+    value): how much it oscillates on the scale a figure draws it at (0.01: rises adding up to 1%
+    of the drop); 0 for a history that never falls."""
+    values = s.to_numpy(dtype=float)
+    if len(values) < 2:
+        return math.nan
+    drop = float(values[0] - values.min())
+    ups = float(np.clip(np.diff(values), 0.0, None).sum())
+    return ups / drop if drop > 0 else 0.0
+
+
+measure(
+    "loss_oscillation",
+    "the test loss's round-to-round rises summed, as a share of its drop (first − lowest): "
+    "oscillation by its size on the figure's scale",
+    lower_is_better=False,
+    end_of_run=True,
+)(_metric("test_loss", oscillation))
 
 
 @measure(

@@ -711,11 +711,17 @@ def test_e2_oscillates_criterion():
         )
 
     verdict, numbers = judge("e2-oscillates", data([ZIGZAG] * 5, [SMOOTH] * 5))
-    assert verdict == "supported" and "Case 1: E=2.0 − E=1.0 effect 4 [3, 5]" in numbers
-    # 4 rises, 3 Cases; five equal counts give no zero-width interval: ± one rise at least
-    widened = "effect 4 [3, 5] (95% CI, 5 seeds) (widened to ±1, the measure's resolution)"
-    assert numbers.count(f"{widened} → supported") == 3
+    # 4 rises of 0.05 on a drop of 0.4: oscillation 0.5 of the figure's scale, in all 3 Cases
+    assert verdict == "supported" and "Case 1: E=2.0 − E=1.0 effect 0.5 [0.5, 0.5]" in numbers
+    assert numbers.count("effect 0.5 [0.5, 0.5] (95% CI, 5 seeds) → supported") == 3
     assert judge("e2-oscillates", data([SMOOTH] * 5, [ZIGZAG] * 5))[0] == "contradicted"
+    # plateau jitter: 3 rises of 1e-4 on a drop of 0.27 (0.1% of it, nothing a figure shows):
+    # no oscillation by its size (issue 51, item 6), where a count of rises said "supported"
+    jitter = [0.5, 0.3, 0.25, 0.23, 0.23, 0.2301, 0.23, 0.2301, 0.23, 0.2301]
+    verdict, numbers = judge("e2-oscillates", data([jitter] * 5, [SMOOTH] * 5))
+    assert verdict == "contradicted", numbers
+    count = DECLARED["e2-oscillates"].model_copy(update={"measure": "loss_rises", "margin": 0})
+    assert criterion(count)(data([jitter] * 5, [SMOOTH] * 5))[0] == "supported"
     verdict, numbers = judge("e2-oscillates", data([ZIGZAG, SMOOTH], [SMOOTH, ZIGZAG], seeds=2))
     assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
     assert judge("e2-oscillates", runs(E_CURVES[:3], {}))[0] == "n/a"  # no E=2 curve

@@ -287,3 +287,30 @@ def test_fedsweep_report_sets_the_variant_beside_r1(tmp_path, monkeypatch):
     # the figure's own verdicts stay R1's (the report's table above the block)
     own = next(line for line in text.splitlines() if line.startswith("| the global step size"))
     assert "**contradicted**" in own
+
+
+def test_contradictions_of_r1_are_counted_apart_from_the_paper():
+    """Issue 51, item 7: a contradiction the damped variant does not repeat speaks against R1
+    (our reconstruction), one under both rules against the paper; supports likewise."""
+
+    def row(claim: str, r1: str, variant: str) -> V.Row:
+        return V.Row("fedveca-fig8", claim, "reconstructed", {"verdict": r1},
+                     {"verdict": variant}, 10, 10)  # fmt: skip
+
+    rows = [
+        row("more clients do not converge faster", "contradicted", "supported"),
+        row("N=50 beats the baselines", "contradicted", "contradicted"),
+        row("in Case 1 all three overlap", "supported", "supported"),
+        row("larger phi is smooth", "supported", "inconclusive"),
+        row("premise", "inconclusive", "inconclusive"),
+    ]
+    text = V.attribution(rows)
+    assert text.startswith("**R1 apart from the paper** (5 verdicts judged under both rules): ")
+    assert (
+        "1 contradiction(s) under R1 speak against R1, our reconstruction, not the paper (the "
+        "variant does not repeat them: fedveca-fig8 “more clients do not converge faster”); 1 "
+        "speak against the paper as far as our two rules reach (contradicted under both: "
+        "fedveca-fig8 “N=50 beats the baselines”); 1 support(s) hang on R1 (fedveca-fig8 "
+        "“larger phi is smooth”), 1 hold under both"
+    ) in text
+    assert V.attribution([row("x", "supported", "supported")][:0]) == ""

@@ -63,7 +63,7 @@ def e_over_alpha(data: ClaimData, panel: Panel | None, labels: list[str]) -> str
     return None
 
 
-__all__ = ["client_distance_gap", "never_updated", "e_over_alpha"]
+__all__ = ["client_distance_gap", "never_updated", "e_over_alpha", "fednova_is_fedavg"]
 
 
 @guard("bherd.fednova_is_fedavg")

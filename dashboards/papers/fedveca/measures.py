@@ -264,6 +264,27 @@ measure(
 )(_per_run("w_change", log_slope))
 
 
+def _final_gap(data: ClaimData, panel: str, label: str, after: int = 0, mark: bool = True):
+    """Per seed the run's final test loss minus the same seed's centralized final loss L_c:
+    how far from the centralized level the run ends (what Fig. 3 shows where no curve reaches
+    the level within K rounds)."""
+    cen = data.curve_where("algorithm", "centralized")
+    if cen is None:
+        return {}
+    level = data.per_seed(panel, cen, "test_loss", "final", mark=mark)
+    mine = data.per_seed(panel, label, "test_loss", "final", mark=mark)
+    return {s: mine[s] - level[s] for s in mine if s in level}
+
+
+measure(
+    "fedveca.final_gap_to_centralized_loss",
+    "final test loss minus the centralized run's final loss L_c of the same seed (how far from "
+    "the centralized level the run ends)",
+    lower_is_better=True,
+    end_of_run=True,
+)(_final_gap)
+
+
 # ------------------------------------------------------------------------------ fig 7
 #: the shipped ``loss_rises`` and ``loss_auc`` ranked the other way round ("first" on them: the
 #: smoothest, the slowest curve)

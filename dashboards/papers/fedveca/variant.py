@@ -309,6 +309,40 @@ def prose_sentence(rows: Sequence[Row], change: float) -> str:
     return f"**The damped variant does not match the paper's Fig. 6 prose**: {said}.{caveat}"
 
 
+def attribution(rows: Sequence[Row]) -> str:
+    """Which verdicts speak against our τ rule R1 and which against the paper (issue 51, item
+    7): a contradiction under R1 that the damped variant does not repeat hangs on R1, our
+    reconstruction; one under both rules speaks against the paper as far as our two rules
+    reach; likewise a support under R1 alone is R1's, under both the paper's. "" without a
+    claim judged under both."""
+    both = [
+        r
+        for r in rows
+        if r.r1 is not None and r.variant is not None and r.r1_runs and r.variant_runs
+    ]
+    if not both:
+        return ""
+
+    def names(group: list[Row]) -> str:
+        return "; ".join(f"{r.figure} “{r.claim}”" for r in group) or "none"
+
+    def verdict(row: dict[str, Any]) -> str:
+        return row["verdict"]
+
+    against_r1 = [r for r in both if verdict(r.r1) == "contradicted" != verdict(r.variant)]
+    against_paper = [r for r in both if verdict(r.r1) == verdict(r.variant) == "contradicted"]
+    for_r1 = [r for r in both if verdict(r.r1) == "supported" != verdict(r.variant)]
+    for_paper = [r for r in both if verdict(r.r1) == verdict(r.variant) == "supported"]
+    return (
+        f"**R1 apart from the paper** ({len(both)} verdicts judged under both rules): "
+        f"{len(against_r1)} contradiction(s) under R1 speak against R1, our reconstruction, not "
+        f"the paper (the variant does not repeat them: {names(against_r1)}); "
+        f"{len(against_paper)} speak against the paper as far as our two rules reach "
+        f"(contradicted under both: {names(against_paper)}); {len(for_r1)} support(s) hang on "
+        f"R1 ({names(for_r1)}), {len(for_paper)} hold under both ({names(for_paper)})."
+    )
+
+
 def variant_section(
     r1: Sequence[FigureResult],
     variant: Sequence[FigureResult],
@@ -349,6 +383,9 @@ def variant_section(
     summary = f"{len(changed)} of {len(judged)} verdicts judged under both rules differ"
     summary += f": {which}." if changed else "."
     lines = [*head, comparison_table(rows), "", summary, ""]
+    split = attribution(rows)
+    if split:
+        lines += [split, ""]
     if trends:
         lines += [
             "Fig. 6 in numbers (one run per seed; the τ_k claim reads the median of the same "
