@@ -37,6 +37,7 @@ from dashboards.figdata import (
 )
 from dashboards.model import BuildContext, FigureResult, Panel
 from dashboards.style import (
+    PALETTE,
     SYMBOLS,
     X_TITLE,
     Y_TITLES,
@@ -80,10 +81,42 @@ def metric_suffix(metric: str) -> str:
     return SHORT.get(metric) or re.sub(r"[^A-Za-z0-9_.-]+", "-", metric).strip("-")
 
 
+def value_order(curves: list[CurveSpec]) -> list[CurveSpec]:
+    """``curves`` with each group of curves that set the same one numeric key (α=0.1, 0.3, …)
+    in value order, as one block where its first member stands, in the direction the group
+    already runs (ascending unless its first two are descending): curves a study adds (``sweep
+    --grid bherd.alpha=0.2,0.4``, ``add_curves``) take their place among the figure's own. A
+    group already in order, and every other curve, stay where they are."""
+    groups: dict[str, list[CurveSpec]] = {}
+    for c in curves:
+        if len(c.set) == 1 and not c.flat:
+            ((key, value),) = c.set.items()
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                groups.setdefault(key, []).append(c)
+    out: list[CurveSpec] = []
+    placed: set[str] = set()
+    for c in curves:
+        if c.label in placed:
+            continue
+        group = next((g for g in groups.values() if len(g) > 2 and c in g), None)
+        if group is None:
+            out.append(c)
+            placed.add(c.label)
+            continue
+        values = [next(iter(g.set.values())) for g in group]
+        descending = values[0] > values[1]
+        out += sorted(group, key=lambda g: next(iter(g.set.values())), reverse=descending)
+        placed |= {g.label for g in group}
+    return out
+
+
 def curve_styles(curves: list[CurveSpec], data: FigureData) -> list[CurveStyle]:
     """Spec colours/dashes, one marker symbol per curve; legend names carry the seed count and
-    any divergence."""
+    any divergence. A curve without a colour of its own takes the next palette colour no curve
+    of the figure has (a study's added curve never gets the reference's grey)."""
     styles = []
+    taken = {c.color.lower() for c in curves if c.color}
+    free = iter([p for p in PALETTE if p.lower() not in taken] + list(PALETTE) * 2)
     for i, c in enumerate(curves):
         name = seed_label(
             c.label,
@@ -91,7 +124,7 @@ def curve_styles(curves: list[CurveSpec], data: FigureData) -> list[CurveStyle]:
             data.diverged_rounds(c.label),
             data.blowup_count(c.label),
         )
-        color = c.color or ("#000000" if c.flat else palette(i))
+        color = c.color or ("#000000" if c.flat else (next(free) if taken else palette(i)))
         symbol = None if c.flat else SYMBOLS[i % len(SYMBOLS)]
         styles.append(
             CurveStyle(c.label, name, color, c.dash or "solid", c.flat, "", symbol, i, len(curves))
@@ -351,7 +384,7 @@ def build_with_data(ctx: BuildContext) -> tuple[FigureResult, FigureData]:
     """:func:`build`, and the figure's data (for a builder that adds a table to its result)."""
     data = with_view(ctx, prepare(ctx, ctx.metrics()))
     metrics = expand_patterns(ctx.metrics(), data)
-    curves = ctx.spec.curve_list()
+    curves = value_order(ctx.spec.curve_list())
     fig, parts = draw(ctx, data, curve_styles(curves, data), metrics)
     notes = [
         f"{p.label}: {data.empty_text(p.panel_id)}"

@@ -453,3 +453,38 @@ def test_claims_on_diverged_and_blown_up_runs_are_not_testable(tmp_path):
     assert any("seed 0 loss blew up (finite): test_loss" in n for n in r.notes)
     index = (out / "index.html").read_text()
     assert "not testable: 4 of 8 runs diverged" in index and "loss blew up (finite)" in index
+
+
+def test_a_studys_added_curves_take_their_place_and_their_own_colours(tmp_path):
+    """Issue 52, item 6: a study that adds α=0.2 and α=0.4 to Fig. 3a (``sweep --grid``'s
+    ``add_curves``) draws them among the figure's α curves in value order, each in a colour no
+    other curve has (before: appended last, the eighth in the reference FedAvg's grey)."""
+    from dashboards.generic import curve_styles, value_order
+    from fedsweep.specs.grid_study import study_tree
+
+    tree = study_tree("bherd-fig3a", "Fig. 3a", {"bherd.alpha": [0.2, 0.4]})
+    tree["extends"] = str(SWEEPS / "bherd-fig3a.yaml")
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(tree, allow_unicode=True))
+    curves = load_spec(path).curve_list()
+    assert [c.label for c in curves][-2:] == ["alpha=0.2", "alpha=0.4"]
+    ordered = [c.label for c in value_order(curves)]
+    assert ordered == ["α=0.1", "alpha=0.2", "α=0.3", "alpha=0.4", "α=0.5", "α=0.7", "α=1.0",
+                       "FedAvg (RR)"]  # fmt: skip
+
+    class NoRuns:
+        def counts(self, label):
+            return {}
+
+        def diverged_rounds(self, label):
+            return []
+
+        def blowup_count(self, label):
+            return 0
+
+    colours = {s.key: s.color for s in curve_styles(value_order(curves), NoRuns())}
+    assert len(set(colours.values())) == len(colours)
+    assert colours["FedAvg (RR)"] == "#7f7f7f" and "#7f7f7f" not in (
+        colours["alpha=0.2"],
+        colours["alpha=0.4"],
+    )
