@@ -10,6 +10,7 @@ the latest run with its hash, falling back to the profile's ``data_fallback`` da
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 from collections import Counter
@@ -268,6 +269,8 @@ def load_selected(client, run_id: str) -> dict[int, np.ndarray]:
     names = [a.path for a in client.list_artifacts(run_id, "records")]
     if not any(pattern.search(n) for n in names):
         return out
+    # MLflow draws a progress bar on stderr per download (dozens in a report): none
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(client.download_artifacts(run_id, "records", tmp))
         for path in folder.glob("selected_client*.npz"):
