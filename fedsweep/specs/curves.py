@@ -20,6 +20,7 @@ from pydantic import ConfigDict, Discriminator, Field, Tag, field_validator
 from fedsweep.core.section import NoBoolNumbers
 from fedsweep.core.suggest import closest
 from fedsweep.specs.derivations import DERIVATIONS
+from fedsweep.specs.search import TUNED, SearchSpec, tuned_label
 
 Dash = Literal["solid", "dash", "dot", "dashdot"]
 
@@ -53,14 +54,19 @@ class DeriveSpec(Strict):
     @classmethod
     def _known(cls, value: dict[str, Any]) -> dict[str, Any]:
         for key, name in value.items():
-            if isinstance(name, str) and name not in DERIVATIONS:
-                best = closest(name, list(DERIVATIONS))
+            if isinstance(name, str) and name not in (*DERIVATIONS, TUNED):
+                best = closest(name, [*DERIVATIONS, TUNED])
                 hint = f" (did you mean {best!r}?)" if best else ""
                 raise ValueError(
                     f"derive.set.{key}: unknown derivation {name!r}{hint}; allowed: "
-                    f"{', '.join(DERIVATIONS)}, or a number/bool literal"
+                    f"{', '.join(DERIVATIONS)}, {TUNED}, or a number/bool literal"
                 )
         return value
+
+    @property
+    def tuned(self) -> bool:
+        """Values from the source curve's best search trial (``set: {key: tuned}``)."""
+        return TUNED in self.set.values()
 
 
 class CurveSpec(Strict):
@@ -72,6 +78,29 @@ class CurveSpec(Strict):
     flat: bool = False
     #: settings computed from another curve's finished runs (module docstring)
     derive: DeriveSpec | None = None
+    #: a hyperparameter search over this curve's settings (:mod:`fedsweep.specs.search`): adds
+    #: the search trials and the curve ``"<label> (tuned)"`` (:func:`tuned_curve`)
+    search: SearchSpec | None = None
+
+    @property
+    def auto_tuned(self) -> bool:
+        """The tuned curve a ``search`` adds (not one the spec lists)."""
+        d = self.derive
+        return d is not None and d.tuned and self.label == tuned_label(d.from_)
+
+
+def tuned_curve(curve: CurveSpec) -> CurveSpec:
+    """The curve a searched curve adds: its settings with the best search trial's point
+    (``derive: {from: <label>, set: {key: tuned}}``), run over the figure's seeds, dashed."""
+    assert curve.search is not None
+    return CurveSpec(
+        label=tuned_label(curve.label),
+        set=dict(curve.set),
+        color=curve.color,
+        dash="dash" if curve.dash in (None, "solid") else curve.dash,
+        flat=curve.flat,
+        derive=DeriveSpec(from_=curve.label, set={k: TUNED for k in curve.search.space}),
+    )
 
 
 #: a curve and its coordinates in the grid it comes from (``{key: value}``; None: no grid)
@@ -305,6 +334,8 @@ def curve_items(curves: list | CurveGrid | CurveProduct) -> list[CurveItem]:
     items: list[CurveItem] = []
     for entry in curves:
         items += entry.curve_items() if isinstance(entry, CurveProduct) else [(entry, None)]
+        if isinstance(entry, CurveSpec) and entry.search is not None:
+            items.append((tuned_curve(entry), None))
     return items
 
 
@@ -323,3 +354,10 @@ def in_grid(coords: dict[str, Any] | None, wanted: dict[str, list[Any]] | None) 
     if not wanted or coords is None:
         return True
     return all(value_in(coords[k], values) for k, values in wanted.items() if k in coords)
+
+
+def has_search(curves: list | CurveGrid | CurveProduct) -> bool:
+    """Whether a curve of ``curves`` declares a ``search`` (and so adds a tuned curve)."""
+    return isinstance(curves, list) and any(
+        isinstance(c, CurveSpec) and c.search is not None for c in curves
+    )

@@ -16,12 +16,13 @@ values), so the imports run one way: derivations <- spec <- derive.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from fedsweep.specs.derivations import DERIVATIONS, Resolution, SourceRun, TrialKey
 from fedsweep.specs.load import SweepSpec, Trial, expand
+from fedsweep.specs.search import TUNED, Best
 
 
 def trial_key(trial: Trial) -> TrialKey:
@@ -71,18 +72,33 @@ def resolve(
     *,
     extra: dict[str, Any] | None = None,
     substitute: dict[str, str] | None = None,
+    best: Mapping[tuple[str, str], Best] | None = None,
 ) -> Resolved:
     """Resolve the derived trials among ``trials`` (an ``expand(spec, profile, extra=...,
     substitute=...)``, possibly filtered) from their sources' runs.
 
     ``run_of(config_hash)`` is the run id of a finished or diverged run with that hash, or None
     (the runner's ``finished_runs``, or a figure's run index); ``client`` reads the histories.
-    Re-expands with the computed values (real configs, real config hashes)."""
+    Re-expands with the computed values (real configs, real config hashes).
+
+    A tuned curve's trials (``derive.set: {key: tuned}``) take ``best[(panel id, source
+    label)]``'s point (:class:`fedsweep.specs.search.Best`, the finished search's best trial);
+    a search not finished leaves them unresolved, in ``missing`` without a source trial."""
     values: Resolution = {}
     missing: list[tuple[Trial, Trial | None]] = []
     sources: dict[str, SourceRun] = {}  # one history read per source run
     for trial in trials:
         if trial.derive is None:
+            continue
+        if trial.derive.tuned:
+            found = (best or {}).get((trial.panel_id, trial.derive.from_))
+            if found is None:
+                missing.append((trial, None))
+                continue
+            overrides = {
+                k: found.point[k] if v == TUNED else v for k, v in trial.derive.set.items()
+            }
+            values[trial_key(trial)] = (overrides, [found.run_id])
             continue
         src = source_of(trial, trials)
         run_id = None

@@ -28,6 +28,7 @@ from fedsweep.specs.derive import Resolved, resolve
 from fedsweep.specs.load import expand
 from fedsweep.specs.model import PanelCell, SpecError, SweepSpec, Trial
 from fedsweep.specs.regimes import regime_problems
+from fedsweep.specs.search import Lookup, SearchState, search_state, store_lookup
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,9 @@ class FigurePlan:
         configs from their sources' runs (``run_of(config hash)``: a done run's id or None;
         ``client`` reads its history); see :func:`fedsweep.specs.derive.resolve`."""
         trials = list(self.trials if trials is None else trials)
+        best = None
+        if self.search_curves and any(t.derive is not None and t.derive.tuned for t in trials):
+            best = self.search_state(store_lookup(client)).best
         return resolve(
             self.spec,
             self.profile,
@@ -129,7 +133,33 @@ class FigurePlan:
             client,
             extra=dict(self.extra),
             substitute=dict(self.substitute) or None,
+            best=best,
         )
+
+    @property
+    def search_curves(self) -> tuple[CurveSpec, ...]:
+        """The curves with a hyperparameter search (``search:``, :mod:`fedsweep.specs.search`)."""
+        return tuple(c for c in self.curves if c.search is not None)
+
+    def search_trials(self, points: Mapping[tuple[str, str], list[dict[str, Any]]]) -> list[Trial]:
+        """The search trials of ``points`` (``(panel id, curve label) -> [point, ...]``),
+        expanded as this plan's trials are (its ``--set``, data substitutions and panels)."""
+        return expand(
+            self.spec,
+            self.profile,
+            extra=dict(self.extra),
+            substitute=dict(self.substitute) or None,
+            panels=self.panel_filter,  # type: ignore[arg-type]
+            search=dict(points),
+        )
+
+    def search_state(self, lookup: Lookup | None) -> SearchState:
+        """Where this plan's searches stand against a store (``lookup``, e.g.
+        :func:`fedsweep.specs.search.store_lookup`; None: nothing ran): the search trials asked
+        so far, those without a run, and each finished search's best trial
+        (:func:`fedsweep.specs.search.search_state`)."""
+        cells = [cell.panel_id for cell in self.panels]
+        return search_state(self.spec, self.profile, lookup, self.search_trials, cells)
 
     def _expand(self, substitute: Mapping[str, str]) -> list[Trial]:
         return expand(

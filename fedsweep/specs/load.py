@@ -152,6 +152,7 @@ from fedsweep.specs.model import (  # noqa: F401  (the spec's types, re-exported
     panel_id,
 )
 from fedsweep.specs.names import looks_like_path, name_problem, spec_paths  # noqa: F401  (re-exported)
+from fedsweep.specs.search import TUNED, search_label
 
 
 def _models_in(annotation) -> list[type[BaseModel]]:
@@ -249,12 +250,35 @@ def _checked_spec(tree: dict[str, Any], path: Path, source: str) -> SweepSpec:
     spec._path = path  # type: ignore[attr-defined]
     for profile in PROFILES:  # validates every key of every profile against the run schema
         expand(spec, profile, source=source)
+    check_search_ranges(spec, source)
     for i, reading in enumerate(spec.readings):  # and every reading's overrides (used by a trial)
         try:
             expand(spec, "smoke", source=source, extra=reading.set)
         except SpecError as err:
             raise SpecError(f"{source}: readings[{i}] ({reading.label!r}): {err}") from None
     return spec
+
+
+def check_search_ranges(spec: SweepSpec, source: str) -> None:
+    """Every end of every search range (every choice) is a valid value of its key: one search
+    trial per value, in the first panel cell of the smoke profile, built and checked."""
+    cells = spec.panel_cells("smoke")
+    for curve in spec.profile_curves("smoke"):
+        if curve.search is None:
+            continue
+        points = [
+            {key: value}
+            for key, rng in curve.search.space.items()
+            for value in rng.ends
+            if value != rng.placeholder  # the placeholder is checked by the tuned curve
+        ]
+        if points:
+            try:
+                expand(
+                    spec, "smoke", source=source, search={(cells[0].panel_id, curve.label): points}
+                )
+            except SpecError as err:
+                raise SpecError(f"{err} (curve {curve.label!r}: a value of its search)") from None
 
 
 def _spec_model(tree: dict[str, Any], source: str) -> SweepSpec:
@@ -284,8 +308,14 @@ def expand(
     substitute: dict[str, str] | None = None,
     derived: Resolution | None = None,
     panels: dict[str, list[str]] | None = None,
+    search: dict[tuple[str, str], list[dict[str, Any]]] | None = None,
 ) -> list[Trial]:
     """All trials of ``spec`` under ``profile``: panels x curves x seeds, validated.
+
+    With ``search`` (``(panel id, curve label) -> [point, ...]``,
+    :mod:`fedsweep.specs.search`), the search trials of those points instead: one per point, at
+    the curve's ``search.seed``, the point set where a derived curve's values go (so the tuned
+    curve's trial at that seed is the best search trial's run).
 
     ``panels`` (``fedsweep sweep --panel``: axis -> values, checked by
     :func:`check_panel_filter`) keeps only the panel cells with those axis values.
@@ -317,15 +347,29 @@ def expand(
         for key, value in cell.pairs:
             panel_set.update(prof.panel_set.get(f"{key}={value}", {}))
         for curve in spec.profile_curves(profile):
-            for seed in cell_seeds:
-                values, runs = _derived_layer(curve, (cell.panel_id, curve.label, seed), derived)
+            runs_of_curve: list[tuple[int, dict[str, Any] | None]] = [(s, None) for s in cell_seeds]
+            if search is not None:
+                points = search.get((cell.panel_id, curve.label)) or []
+                seed0 = curve.search.seed if curve.search is not None else 0
+                runs_of_curve = [(seed0, point) for point in points]
+            for index, (seed, point) in enumerate(runs_of_curve):
+                if point is not None:
+                    values, runs = dict(point), []
+                else:
+                    values, runs = _derived_layer(
+                        spec, curve, (cell.panel_id, curve.label, seed), derived
+                    )
                 layers = [
                     ("panels", cell.overrides),
                     (f"curve {curve.label!r}", curve.set),
                     (f"profiles.{profile}.set", prof.set),
                     (f"profiles.{profile}.panel_set", panel_set),
                     (f"profiles.{profile}.curve_set", prof.curve_set.get(curve.label, {})),
-                    (f"curve {curve.label!r}: derive.set", values),
+                    (
+                        f"curve {curve.label!r}: "
+                        + ("search point" if point is not None else "derive.set"),
+                        values,
+                    ),
                     ("--set", extra or {}),
                 ]
                 full = _build(spec, source, layers, seed, substitute or {})
@@ -335,7 +379,7 @@ def expand(
                 digest = config_hash(cfg)  # an ordinary trial: exactly as before derived curves
                 legacy = legacy_config_hash(full)
                 legacy = None if legacy == digest else legacy
-                if curve.derive is not None and not runs:
+                if curve.derive is not None and not runs and point is None:
                     digest = UNRESOLVED + digest
                     legacy = None
                 trials.append(
@@ -343,15 +387,17 @@ def expand(
                         spec.figure,
                         profile,
                         cell.pairs,
-                        curve.label,
+                        curve.label if point is None else search_label(curve.label, index),
                         seed,
                         cfg,
                         digest,
                         cell.label,
-                        derive=curve.derive,
+                        derive=curve.derive if point is None else None,
                         derived_from=tuple(runs),
                         derived_set=tuple(values.items()),
                         legacy_hash=legacy,
+                        search_point=() if point is None else tuple(point.items()),
+                        search_of=None if point is None else curve.label,
                     )
                 )
     _check_extra_used(source, extra or {}, trials)
@@ -521,7 +567,7 @@ def _check_extra_used(source: str, extra: dict[str, Any], trials: list[Trial]) -
 
 
 def _derived_layer(
-    curve: CurveSpec, key: tuple[str, str, int], derived: Resolution | None
+    spec: SweepSpec, curve: CurveSpec, key: tuple[str, str, int], derived: Resolution | None
 ) -> tuple[dict[str, Any], list[str]]:
     """A trial's derived overrides and source run ids: the resolved ones, else placeholders
     (``PLACEHOLDER`` for each derivation, literals as they are) and no run ids."""
@@ -530,8 +576,15 @@ def _derived_layer(
     if derived is not None and key in derived:
         values, runs = derived[key]
         return dict(values), list(runs)
+    space = {}
+    if curve.derive.tuned:  # a tuned value's placeholder: a value of its search range
+        source = next(c for c in spec.curve_list() if c.label == curve.derive.from_)
+        space = source.search.space if source.search is not None else {}
     placeholders = {
-        k: PLACEHOLDER if isinstance(v, str) else v for k, v in curve.derive.set.items()
+        k: (space[k].placeholder if v == TUNED and k in space else PLACEHOLDER)
+        if isinstance(v, str)
+        else v
+        for k, v in curve.derive.set.items()
     }
     return placeholders, []
 

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from fedsweep.config.schema import RunConfig
+from fedsweep.core.suggest import did_you_mean
 from fedsweep.specs.claims import ClaimEntry, claim_problems, claim_texts
 from fedsweep.specs.curves import (
     CurveGrid,
@@ -24,11 +25,13 @@ from fedsweep.specs.curves import (
     DeriveSpec,
     Strict,
     curve_items,
+    has_search,
     in_grid,
     product_blocks,
     repeated,
     value_in,
 )
+from fedsweep.specs.search import TUNED
 from fedsweep.tracking.naming import trial_run_name
 
 PROFILES = ("paper", "quick", "smoke")
@@ -144,6 +147,9 @@ class ProfileSpec(Strict):
     #: the test accuracy a rounds-to-target figure counts the rounds to (intro figures: McMahan's
     #: Table 2 form); None: the figure has no target
     target_acc: float | None = Field(None, gt=0, le=1)
+    #: search trials per panel cell of every curve's ``search`` under this profile (replaces
+    #: its ``budget``: a smaller one for smoke); None: the searches' own budgets
+    search_budget: int | None = Field(None, ge=1)
 
     def regime_of(self, pairs) -> Regime | None:
         """The regime of the panel with axis ``pairs`` ((axis, value), ...): the first
@@ -347,6 +353,8 @@ class SweepSpec(Strict):
                     f"{where}: {curve.derive.from_!r} is not a curve of this spec; curves: "
                     f"{list(curves)}"
                 )
+            if curve.derive.tuned:
+                self._check_tuned(curve, source, where)
             if source.derive is not None:
                 raise ValueError(
                     f"{where}: {source.label!r} is itself derived (from "
@@ -360,6 +368,36 @@ class SweepSpec(Strict):
                         f"profiles.{name}.{why}: runs the derived curve {curve.label!r} "
                         f"but not its source {source.label!r}; add {source.label!r}"
                     )
+
+    def _check_tuned(self, curve: CurveSpec, source: CurveSpec, where: str) -> None:
+        """A tuned curve's source has a ``search`` whose space has every ``tuned`` key (and
+        ``tuned`` is not mixed with run-derived values), and the search's metric is one of the
+        spec's ``metrics``."""
+        assert curve.derive is not None
+        if source.search is None:
+            raise ValueError(
+                f"{where}: {source.label!r} has no `search:`; `tuned` values come from a "
+                "curve's search (add one to it, or derive another value)"
+            )
+        space = list(source.search.space)
+        for key, how in curve.derive.set.items():
+            if isinstance(how, str) and how != TUNED:
+                raise ValueError(
+                    f"curves[{curve.label!r}].derive.set.{key}: {how!r} with `tuned` values; "
+                    "allowed: `tuned` and literals only (the values of one search trial)"
+                )
+            if how == TUNED and key not in space:
+                raise ValueError(
+                    f"curves[{curve.label!r}].derive.set.{key}: not a key of "
+                    f"{source.label!r}'s search space{did_you_mean(key, space)}; allowed: "
+                    f"{', '.join(space)}"
+                )
+        metric = source.search.metric
+        if metric not in self.metrics:
+            raise ValueError(
+                f"curves[{source.label!r}].search.metric: {metric!r} is not one of the spec's "
+                f"metrics{did_you_mean(metric, self.metrics)}; allowed: {', '.join(self.metrics)}"
+            )
 
     def _check_profile_grids(self) -> None:
         """Each ``profiles.<p>.grid`` names keys and values of the spec's curve grids, and
@@ -431,7 +469,8 @@ class SweepSpec(Strict):
 
     def curve_list(self) -> list[CurveSpec]:
         if isinstance(self.curves, list) and not product_blocks(self.curves):
-            return self.curves
+            if not has_search(self.curves):
+                return self.curves
         return [curve for curve, _ in self.curve_items()]
 
     def with_seeds(self, profile: str, seeds: list[int]) -> SweepSpec:
@@ -453,7 +492,13 @@ class SweepSpec(Strict):
         return [
             curve
             for curve, coords in self.curve_items()
-            if (prof.curves is None or curve.label in prof.curves) and in_grid(coords, prof.grid)
+            if (
+                prof.curves is None
+                or curve.label in prof.curves
+                # a search's tuned curve comes with its curve
+                or (curve.auto_tuned and curve.derive.from_ in prof.curves)
+            )
+            and in_grid(coords, prof.grid)
         ]
 
 
@@ -494,6 +539,10 @@ class Trial:
     #: the hash runs of this trial were tagged with before sections a curve does not use left
     #: the hash (``config.hashing.legacy_config_hash``); None where it is ``config_hash``
     legacy_hash: str | None = None
+    #: a search trial's point of its curve's search space, ((key, value), ...); () otherwise
+    search_point: tuple[tuple[str, Any], ...] = ()
+    #: a search trial's curve (the one searched); None otherwise
+    search_of: str | None = None
 
     @property
     def hashes(self) -> tuple[str, ...]:

@@ -11,6 +11,10 @@ what the sweep would do with it:
   (its config, and so its hash, is known only then);
 * ``no data``: its data set (or leash data) is missing and the profile skips such trials.
 
+A curve with a ``search:`` (:mod:`fedsweep.specs.search`) adds its search trials (noted with
+their point; an adaptive search's trials appear as it asks them) and its tuned curve (``derived``
+until the search has finished).
+
 The estimate of a trial to run is its rounds times the seconds per round of the store's finished
 runs of the same figure and profile: the same panel and curve (other seeds) if there are any,
 else the same curve, else the whole figure. Without such a run, the figure's finished runs under
@@ -36,6 +40,7 @@ from pathlib import Path
 from fedsweep.data.datasets import resolve_data_root
 from fedsweep.specs.figure import FigurePlan, figure_plan
 from fedsweep.specs.load import SweepSpec, Trial, load_spec
+from fedsweep.specs.search import store_lookup
 from fedsweep.sweep.report import duration
 from fedsweep.sweep.store_index import trial_runs
 from fedsweep.tracking.store import get_client, resolve_tracking_uri, store_missing
@@ -133,10 +138,19 @@ def plan_sweep(
     trials = list(figure.trials)
     client = None if store_missing(uri) else get_client(uri, create=False)
     runs = {}
+    searched: list[Trial] = []
+    if figure.search_curves:  # the search trials asked so far (a random search's all)
+        searched = figure.search_state(store_lookup(client) if client else None).trials
     if client is not None:
-        runs = trial_runs(client, [t for t in trials if t.derive is None])
+        runs = trial_runs(client, [t for t in trials if t.derive is None] + searched)
         trials = _resolve_derived(figure, runs, client)
         runs.update(trial_runs(client, [t for t in trials if t.derive is not None]))
+    trials = (
+        [t for t in trials if t.derive is None]
+        + searched
+        + [t for t in trials if t.derive is not None]
+    )
+    searches = {c.label: c.search for c in figure.search_curves}
     per_round, plan.measured_runs = _round_times(client, spec.figure, profile)
     scaled = _scaled_times(client, spec.figure, profile)
     seen: dict[str, str] = {}
@@ -153,6 +167,14 @@ def plan_sweep(
         run = runs.get(t.config_hash)
         if t.trial_id in skipped:
             row.status, row.note = NO_DATA, plan.data_note
+        elif t.unresolved and t.derive.tuned:
+            row.status, row.derived_from = DERIVED, t.derive.from_
+            search = searches.get(t.derive.from_)
+            how = f" ({search.text})" if search is not None else ""
+            row.note = (
+                f"tuned: the best trial of {t.derive.from_}'s search{how}; runs once the "
+                "search has finished"
+            )
         elif t.unresolved:
             row.status, row.derived_from = DERIVED, t.derive.from_
             row.note = f"derived from {t.derive.from_}: runs once its run has finished"
@@ -169,6 +191,9 @@ def plan_sweep(
                 row.estimate_s, row.note = _scaled_estimate(scaled, t)
         if t.derive is not None and t.derived_from:
             row.derived_from = t.derive.from_
+        if t.search_of:
+            point = ", ".join(f"{k}={v}" for k, v in t.search_point)
+            row.note = "; ".join(filter(None, [f"search of {t.search_of}: {point}", row.note]))
         plan.trials.append(row)
     return plan
 

@@ -28,6 +28,8 @@ RAY_DIR = "ray"
 
 #: tag of a derived trial's run: the source run id(s) its values come from, comma-separated
 DERIVED_FROM = "fedsweep.derived_from"
+#: tag of a search trial's run: the curve whose hyperparameter search it is
+SEARCH_OF = "fedsweep.search_of"
 
 
 def trial_payload(
@@ -60,7 +62,10 @@ def trial_payload(
         "state_remote": state_remote,
         "plugins": [list(p) for p in plugins or []],  # --plugin modules, imported first
         # a derived trial's readable provenance, logged once as a param at run creation
-        "params": {"derived_from": trial.derived_note} if trial.derived_from else {},
+        "params": {
+            **({"derived_from": trial.derived_note} if trial.derived_from else {}),
+            **({"search_point": json.dumps(dict(trial.search_point))} if trial.search_of else {}),
+        },
         "tags": {
             "mlflow.parentRunId": parent_run_id,
             "fedsweep.figure": trial.figure,
@@ -73,6 +78,7 @@ def trial_payload(
             "fedsweep.config_hash": trial.config_hash,
             "fedsweep.trial_id": trial.trial_id,
             **({DERIVED_FROM: ",".join(trial.derived_from)} if trial.derived_from else {}),
+            **({SEARCH_OF: trial.search_of} if trial.search_of else {}),
         },
     }
 

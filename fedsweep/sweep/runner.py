@@ -25,7 +25,12 @@ Order of work (every input is checked before Ray starts):
    without derived curves); stage 1 then computes each derived trial's values from its source
    trial's finished run and runs those trials in a Ray experiment of their own
    (``<name>-derived``, its own state file and ``--resume``). A derived trial whose source
-   failed is not run (``SweepReport.no_source``).
+   failed is not run (``SweepReport.no_source``);
+7. a spec with searches (``search:`` on a curve, ``fedsweep.specs.search``) runs the search
+   trials with stage 0 (a random search: all of them; an adaptive one: its first batch, the
+   later batches in ``<name>-search`` stages, each asked once the earlier runs are in the
+   store), then the tuned curves (the best search trial's config over the seeds) with the
+   derived stage (:func:`_run_searched`).
 
 The figure's plan (its trials, step 3's data check, the derived trials' resolution) comes from
 the spec layer (:mod:`fedsweep.specs.figure`); the parts of the run live beside this module:
@@ -327,6 +332,9 @@ def _run_locked(drive: _Drive, trials: list[Trial], report: SweepReport) -> Swee
     base = [t for t in trials if t.derive is None]
     derived = [t for t in trials if t.derive is not None]
     try:
+        if drive.figure.search_curves:
+            _run_searched(drive, trials, base, derived, report)
+            return report
         if not derived:
             _run_stage(drive, base, base, report, 0)
             return report
@@ -344,7 +352,48 @@ def _run_locked(drive: _Drive, trials: list[Trial], report: SweepReport) -> Swee
     return report
 
 
-def _resolve_stage(drive: _Drive, trials: list[Trial], report: SweepReport) -> list[Trial]:
+#: suffix of the Ray experiment (and state file) of an adaptive search's later batches
+SEARCH_STAGE = "-search"
+
+
+def _run_searched(
+    drive: _Drive, trials: list[Trial], base: list[Trial], derived: list[Trial], report
+) -> None:
+    """A figure with searches (:mod:`fedsweep.specs.search`): stage 0 runs the ordinary
+    trials with the searches' first trials (a random search's all of them), the later batches
+    of an adaptive search run in stages of their own (``-search``), each asked once the
+    earlier ones' runs are in the store; then the derived stage (the tuned curves, and any
+    other derived curve) as in :func:`_run_locked`."""
+    from fedsweep.specs.search import store_lookup
+
+    lookup = store_lookup(drive.client)
+    state = drive.figure.search_state(lookup)
+    searched = list(state.trials)
+    report.total += len(searched)
+    _run_stage(drive, base + searched, base, report, 0, follow=len(derived))
+    ran = {t.config_hash for t in state.pending}  # a trial that failed is not run again
+    while True:
+        state = drive.figure.search_state(lookup)
+        new = [t for t in state.trials if t.config_hash not in {s.config_hash for s in searched}]
+        report.total += len(new)
+        searched += new
+        pending = [t for t in state.pending if t.config_hash not in ran]
+        if not pending:  # every search finished, or a trial failed (no point asked after it)
+            break
+        ran.update(t.config_hash for t in pending)
+        _run_stage(drive, pending, base, report, 1, follow=len(derived), suffix=SEARCH_STAGE)
+    for panel, label in state.open:
+        drive.echo(
+            f"{drive.spec.figure} [{drive.profile}]: the search of {label} ({panel}) has a "
+            "trial without a finished run (it failed): not running its tuned curve"
+        )
+    resolved = _resolve_stage(drive, trials, report, quiet_tuned=True)
+    _run_stage(drive, resolved, base + searched + resolved, report, 1)
+
+
+def _resolve_stage(
+    drive: _Drive, trials: list[Trial], report: SweepReport, quiet_tuned: bool = False
+) -> list[Trial]:
     """The derived trials with their values computed from their sources' finished runs; those
     whose source has none (it failed) are counted in ``report.no_source`` and named."""
     runs = trial_runs(drive.client, [t for t in trials if t.derive is None])
@@ -360,6 +409,8 @@ def _resolve_stage(drive: _Drive, trials: list[Trial], report: SweepReport) -> l
     report.no_source += len(done.missing)
     by_source: dict[str, list[str]] = {}
     for trial, source in done.missing:
+        if quiet_tuned and trial.derive is not None and trial.derive.tuned:
+            continue  # said once per search by _run_searched
         name = source.run_name if source is not None else f"{trial.derive.from_} (not run)"
         by_source.setdefault(name, []).append(trial.curve)
     for name, curves in by_source.items():
@@ -378,6 +429,7 @@ def _run_stage(
     stage: int,
     *,
     follow: int = 0,
+    suffix: str | None = None,
 ) -> None:
     """Run one stage's ``trials`` (0: the ordinary ones, 1: the derived ones) in the stage's
     own Ray experiment and state file (``--resume`` restores each), adding its counts to
@@ -386,7 +438,9 @@ def _run_stage(
     spec, profile, client, echo = drive.spec, drive.profile, drive.client, drive.echo
     storage = drive.storage
     final = not follow
-    tune_name = drive.tune_name + (DERIVED_STAGE if stage else "")
+    if suffix is None:
+        suffix = DERIVED_STAGE if stage else ""
+    tune_name = drive.tune_name + suffix
     state_path = storage / tune_name / STATE_FILE
     done = finished_trials(client, trials)
     skipped = sum(t.config_hash in done for t in trials)
@@ -481,7 +535,7 @@ def _run_stage(
         ]
         report.scheduled += len(payloads)
         echo(
-            f"{spec.figure} [{profile}]: {len(trials)} {'derived ' if stage else ''}trials, "
+            f"{spec.figure} [{profile}]: {len(trials)} {_stage_word(stage, suffix)}trials, "
             f"{skipped} already finished, scheduling {len(payloads)} (parent MLflow run "
             f"{parent_run_id})"
             + (f"; {shared} share a run with an equal trial" if shared else "")
@@ -571,6 +625,12 @@ def _run_stage(
         remove_inside(path, storage, missing_ok=True)
         if remote is not None:
             remote.delete()
+
+
+def _stage_word(stage: int, suffix: str) -> str:
+    if suffix == SEARCH_STAGE:
+        return "search "
+    return "derived " if stage else ""
 
 
 def _close(drive: _Drive, members: list[Trial], report: SweepReport) -> None:
