@@ -49,6 +49,9 @@ Trial = Any
 TUNED = "tuned"
 TUNED_SUFFIX = " (tuned)"
 ALGORITHMS = ("random", "optuna")
+#: the default seed of a search (its sampler's and its trials'): far from the 0, 1, 2, ... of
+#: the figures' seeds
+SEARCH_SEED = 1000
 MODES = ("max", "min")
 KINDS = ("log", "linear", "int", "choice")
 
@@ -157,8 +160,10 @@ class SearchSpec(NoBoolNumbers):
     metric: str = "test_acc"
     mode: str = "max"
     algorithm: str = "random"
-    #: the searcher's seed, and the seed every search trial runs at
-    seed: int = Field(0, ge=0)
+    #: the searcher's seed, and the seed every search trial runs at; by default one outside any
+    #: figure's seeds, so that the runs the tuned curve was selected on are not among those it
+    #: reports (a seed among them makes that seed's tuned run the selection run itself)
+    seed: int = Field(SEARCH_SEED, ge=0)
     #: points asked at once by an adaptive search (optuna); random search asks them all
     parallel: int = Field(1, ge=1)
 

@@ -35,6 +35,7 @@ def search_tree(figure: str = "search-fig", **search) -> dict:
                 "budget": 4,
                 "metric": "test_acc",
                 "mode": "max",
+                "seed": 0,  # a figure seed: the tuned run at seed 0 is the selection run
                 **search,
             },
         }
@@ -90,6 +91,11 @@ def test_bad_budget_of_a_profile_and_tuned_curve_without_search(tmp_path):
     )
     with pytest.raises(SpecError, match=r"train.momentum: not a key of 'FedAvg''s search space"):
         load_spec(write_yaml(tmp_path / "bad.yaml", tree))
+
+
+def test_the_default_search_seed_is_no_figure_seed():
+    spec = SearchSpec.model_validate({"space": {"train.lr": {"log": [0.001, 0.1]}}, "budget": 2})
+    assert spec.seed == 1000  # the selection runs stay out of the seeds a figure reports
 
 
 def test_search_expands_to_seeded_trials_and_a_tuned_curve(tmp_path):
