@@ -3,8 +3,6 @@ specific to the paper: its claims themselves are declared in ``sweeps/bherd-*.ya
 
 from __future__ import annotations
 
-import math
-
 from dashboards.claims import ClaimData, same
 from dashboards.measures import guard, measure
 from dashboards.model import Panel
@@ -90,12 +88,11 @@ def fednova_is_fedavg(data: ClaimData, panel: Panel | None, labels: list[str]) -
         size = int(size) if size is not None else TRAIN_SIZES.get(dataset)
         if partition != "case1" or size is None or size % clients:
             continue
-        batch = values.get("train.batch_size", config.train.batch_size)
-        share = size // clients
-        steps = "" if not isinstance(batch, int) else f", {math.ceil(share / batch)} steps"
+        # (the spec's shares: a profile's subset of the data, dealt the same way, is not seen
+        # here, so no sample counts are named)
         return (
-            f"{label} takes the same local steps on every client here (Case 1: {share} samples "
-            f"each{steps} per epoch): FedNova's update is FedAvg's, so this part measures BHerd "
-            "on FedAvg (Fig. 2a), not on FedNova"
+            f"{label} takes the same local steps on every client here (Case 1 deals the "
+            "training set round-robin in equal shares): FedNova's update is FedAvg's, so this "
+            "part measures BHerd on FedAvg (Fig. 2a), not on FedNova"
         )
     return None
