@@ -206,6 +206,17 @@ def test_the_committed_quick_claims_hold_the_rules():
             edges = (t, -t) if p["holds_when"].startswith("|effect|") else (t,)
             assert not any(lo <= e <= hi for e in edges), (r["figure"], p["panel"])
     assert data["commit"] and data["date"] and "/root/" not in json.dumps(data)
+    # issue 51: every row says its margin, the seeds that would decide it, the paper's effect
+    # and its degenerate parts; no quick row is the paper's regime; no decided row rests on a
+    # zero-width interval of fewer than 3 seeds
+    for r in rows:
+        assert {"id", "margin", "seeds_needed", "paper_effect", "degenerate"} <= set(r), r["claim"]
+        assert isinstance(r["degenerate"], list)
+        assert r["paper_effect"] is None or r["paper_effect_source"], r["id"]
+        assert not r["regime"].startswith("paper"), (r["id"], r["regime"])
+        if r["verdict"] in ("supported", "contradicted"):
+            assert r["seeds_needed"] is None, r["id"]
+            assert not (r["ci_low"] == r["ci_high"] and r["seeds"] < 3), r["id"]
 
 
 #: the source text of each paper's claims (../shared/papers beside the checkout)
