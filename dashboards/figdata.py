@@ -147,7 +147,7 @@ def prepare(ctx: BuildContext, keys: list[str]) -> FigureData:
         panels_of(ctx.spec, ctx.profile),
         store.skipped_data_note(ctx.client, ctx.spec.figure, ctx.profile) if res.missing else "",
         blowups=store.loss_blowups(res.found),
-        base=run_base(ctx.spec, ctx.profile),
+        base=run_base(ctx.spec, ctx.profile, ctx.overrides),
         panel_filter=(
             store.panel_filter(ctx.client, ctx.spec.figure, ctx.profile) if res.missing else {}
         ),

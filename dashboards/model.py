@@ -73,12 +73,19 @@ def panels_of(spec: SweepSpec, profile: str | None = None) -> list[Panel]:
     ]
 
 
-def run_base(spec: SweepSpec, profile: str | None = None) -> dict[str, Any]:
+def run_base(
+    spec: SweepSpec, profile: str | None = None, overrides: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The config tree a curve's overrides apply to (:func:`curve_config`): the spec's
     ``base`` under the overrides of its first panel (of ``profile``'s panels), as the sweep
-    layers them (``fedsweep.specs.load.expand``: panels, then the curve)."""
+    layers them (``fedsweep.specs.load.expand``: panels, then the curve); with ``overrides``
+    (a figure drawn under ``--set``: a labelled reading such as ``bherd.scale=one_over_alpha``)
+    on top, so that a claim's guards read the method its runs ran (a curve that sets one of
+    these keys itself keeps its own value here)."""
     tree = copy.deepcopy(spec.base)
     for key, value in spec.panel_cells(profile)[0].overrides.items():
+        set_dotted(tree, key, value)
+    for key, value in (overrides or {}).items():
         set_dotted(tree, key, value)
     return tree
 

@@ -70,3 +70,19 @@ def test_fails_below_leaves_a_practical_tie_inconclusive():
     (behind,) = C.check_claims([claim], _data(1.25), R.CRITERIA)  # a rival 20% ahead
     assert behind.verdict == "contradicted"
     assert C.check_claims([claim], _data(0.8), R.CRITERIA)[0].verdict == "supported"
+
+
+def test_a_readings_overrides_reach_the_claims_guards():
+    """A figure drawn under a reading (``--set bherd.scale=one_over_alpha``) judges its claims
+    on the method its runs ran: the E/α guard that makes "larger E converges faster" hold by
+    construction is silent under the 1/α reading (issue 51, item 6)."""
+    from dashboards.model import Panel, run_base
+    from dashboards.papers.bherd.measures import e_over_alpha
+    from fedsweep.specs.load import load_spec
+
+    spec = load_spec(SWEEPS / "bherd-fig3b.yaml")
+    labels = [c.label for c in spec.curve_list()]
+    panel = Panel("data.partition=case1", "Case 1", {})
+    for overrides, fires in (({}, True), ({"bherd.scale": "one_over_alpha"}, False)):
+        data = D.runs(spec.curve_list(), {}, base=run_base(spec, "quick", overrides))
+        assert (e_over_alpha(data, panel, labels) is not None) == fires, overrides
