@@ -163,9 +163,11 @@ def open_parent_run(
     parent_run_id = state.get("parent_run_id") if state else None
     if parent_run_id is not None:  # an interrupted sweep: keep its parent run (no duplicates)
         try:
-            if client.get_run(parent_run_id).info.experiment_id != experiment_id:
+            info = client.get_run(parent_run_id).info
+            # a run deleted since (the UI's delete: still readable, no longer writable)
+            if info.experiment_id != experiment_id or info.lifecycle_stage != "active":
                 parent_run_id = None
-        except Exception:  # deleted, or never in this store
+        except Exception:  # purged, or never in this store
             parent_run_id = None
     if parent_run_id is None:
         parent_run_id = find_parent_run(client, experiment_id, spec.figure, profile)
