@@ -410,7 +410,7 @@ def _censored_row(
         row = evidence_row(name, favour, measure)
     else:
         low, high = min(lo.ci_low, hi.ci_low), max(lo.ci_high, hi.ci_high)
-        span = Evidence(against.seeds, against.effects, against.mean, low, high)
+        span = Evidence(against.seeds, against.effects, against.mean, low, high, against.level)
         row = evidence_row(name, span, measure)
     row["verdict"] = verdict
     row["censored"] = "a seed did not reach the target within T: the effect is bounded"

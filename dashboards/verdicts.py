@@ -151,20 +151,22 @@ class Evidence:
     mean: float
     ci_low: float
     ci_high: float
+    #: the interval's confidence level (``report --level``, ``sweep --until-decided``'s looks)
+    level: float = LEVEL
 
     @property
     def n(self) -> int:
         return len(self.effects)
 
     def text(self, digits: int = 3) -> str:
-        """``effect 0.012 [−0.004, 0.028] (95% CI, 3 seeds)``."""
+        """``effect 0.012 [−0.004, 0.028] (95% CI, 3 seeds)`` (at its own level: ``98.3% CI``)."""
         if self.n == 0:
             return "no seeds"
         if self.n == 1:
             return f"effect {self.mean:.{digits}g} (1 seed: no interval)"
         return (
             f"effect {self.mean:.{digits}g} [{self.ci_low:.{digits}g}, "
-            f"{self.ci_high:.{digits}g}] (95% CI, {self.n} seeds)"
+            f"{self.ci_high:.{digits}g}] ({self.level * 100:.3g}% CI, {self.n} seeds)"
         )
 
 
@@ -178,7 +180,7 @@ def widen(evidence: Evidence, floor: float) -> Evidence:
     hi = max(evidence.ci_high, evidence.mean + floor)
     if (lo, hi) == (evidence.ci_low, evidence.ci_high):
         return evidence
-    return Evidence(evidence.seeds, evidence.effects, evidence.mean, lo, hi)
+    return Evidence(evidence.seeds, evidence.effects, evidence.mean, lo, hi, evidence.level)
 
 
 def interval(
@@ -193,14 +195,15 @@ def interval(
     if len(ids) != len(values):
         raise ValueError(f"{len(ids)} seeds for {len(values)} effects")
     n = len(values)
+    level = current_level() if level is None else level
     if n == 0:
-        return Evidence(ids, values, math.nan, -math.inf, math.inf)
+        return Evidence(ids, values, math.nan, -math.inf, math.inf, level)
     mean = math.fsum(values) / n
     if n == 1 or not all(math.isfinite(v) for v in values):
-        return Evidence(ids, values, mean, -math.inf, math.inf)
+        return Evidence(ids, values, mean, -math.inf, math.inf, level)
     var = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
     half = t_quantile(n - 1, level) * math.sqrt(var / n)
-    return Evidence(ids, values, mean, mean - half, mean + half)
+    return Evidence(ids, values, mean, mean - half, mean + half, level)
 
 
 def decide(evidence: Evidence, measure: Measure) -> Verdict4:

@@ -175,7 +175,7 @@ def figures(
         return results, failed
 
     if watch:
-        _watch(draw, options, every, uri, out)
+        _watch(draw, options, every, uri, out, ids)
         return
     _, failed = draw(options)
     if failed:  # the others are drawn; the exit status says not all of them
@@ -218,23 +218,30 @@ def _print_drawn(results, out: Path, uri: str, profile: str, set_, tracking_uri)
         )
 
 
-def _watch(draw, options, every: int, uri: str, out: Path) -> None:
+def _watch(draw, options, every: int, uri: str, out: Path, ids: list[str] | None = None) -> None:
     """``--watch``: draw, then again whenever a run of the figures' experiments ends
     (:func:`store_state`, polled every ``every`` seconds), the pages reloading themselves as
-    often; Ctrl-C or SIGTERM draws once more as static pages and exits 0."""
+    often; Ctrl-C or SIGTERM draws once more as static pages and exits 0. With the figures
+    named (``ids``), the store's state is read before the first drawing, so a run that ends
+    while it draws is a change (read after it, it was missed: seen as a watcher that never
+    redrew)."""
     import dataclasses
     import time
 
     from fedsweep.cli.common import on_sigterm
 
     live = dataclasses.replace(options, reload_s=every)
+    # the store's state before the first drawing: a run that ends while it draws (or before
+    # the first poll) is a change, never the baseline (read after the drawing, it was missed)
+    last = store_state(uri, list(ids)) if ids else None
     results, _ = draw(live, png=False)  # the images once, when it stops
     names = [r.figure_id for r in results]
+    if last is None:
+        last = store_state(uri, names)
     typer.echo(
         f"watching {uri} every {every} s: the pages above redraw as runs end and reload "
         "themselves; Ctrl-C stops (and leaves them static)"
     )
-    last = store_state(uri, names)
 
     def stop(signum, frame) -> None:
         raise KeyboardInterrupt
