@@ -436,61 +436,72 @@ def judge(
     procedure over the k parts' one-sided p-values rejects it at the interval's error on that
     side (2.5%: :func:`holm`), else it is inconclusive, and the numbers say so. (Supported
     needs every part supported: an intersection-union test, at 2.5% as it is.)"""
-    verdicts, texts, decided = [], [], []
+    decided: list[_Decided] = []
+    panel_texts: list[tuple[str, str, list[_Decided]] | str] = []
     for panel in panels if panels is not None else data.cases():
         name = panel.label or panel.panel_id
         parts, text = check(panel)
         if parts is None:
-            texts.append(f"{name}: no data ({text})")
+            panel_texts.append(f"{name}: no data ({text})")
             continue
-        shown = []
+        mine = []
         for item in parts:
             part = item if isinstance(item, Part) else Part(*item)
             verdict, row, effect = decide_part(part)
             if row is not None:
                 row["panel"] = f"{name} · {part.name}" if part.name else name
                 data.evidence.append(row)
-            decided.append([verdict, part, row, len(texts), len(shown)])
-            shown.append(f"{part.name + ' ' if part.name else ''}{effect}")
-        texts.append([name, text, shown])
+            mine.append(
+                _Decided(part, verdict, row, f"{part.name + ' ' if part.name else ''}{effect}")
+            )
+        decided += mine
+        panel_texts.append((name, text, mine))
     note = _holm(decided) if family else ""
-    for d in decided[:]:
-        if len(d) > 5:  # Holm did not keep its contradiction
-            t, i = d[3], d[4]
-            texts[t][2][i] = texts[t][2][i].replace("→ contradicted", f"→ inconclusive ({d[5]})", 1)
-    verdicts = [d[0] for d in decided]
-    shown_texts = [
-        t if isinstance(t, str) else f"{t[0]}: " + "; ".join(x for x in (t[1], *t[2]) if x)
-        for t in texts
+    texts = [
+        t
+        if isinstance(t, str)
+        else f"{t[0]}: " + "; ".join(x for x in (t[1], *(d.shown for d in t[2])) if x)
+        for t in panel_texts
     ]
-    if not verdicts:
-        return "n/a", "; ".join(shown_texts) or "no panels"
-    return all_of(verdicts), "; ".join(shown_texts) + note
+    if not decided:
+        return "n/a", "; ".join(texts) or "no panels"
+    return all_of([d.verdict for d in decided]), "; ".join(texts) + note
 
 
-def _holm(decided: list[list]) -> str:
+@dataclass
+class _Decided:
+    """One decided part of a claim (:func:`judge`): its verdict, evidence row and text, which
+    Holm's correction may turn inconclusive."""
+
+    part: Part
+    verdict: str
+    row: dict[str, Any] | None
+    shown: str
+
+
+def _holm(decided: list[_Decided]) -> str:
     """Holm's correction of the contradicted parts of one claim (:func:`judge`'s ``family``):
-    each ``[verdict, part, row, text index, shown index]`` whose contradiction Holm does not
-    keep becomes inconclusive (its row and its text say why); returns the note for the
-    numbers ("" for a claim of one part or without a contradicted part)."""
-    live = [d for d in decided if not d[1].blocked]
-    against = [d for d in live if d[0] == "contradicted"]
+    a part whose contradiction Holm does not keep becomes inconclusive (its row and its text
+    say why); returns the note for the numbers ("" for a claim of one part or without a
+    contradicted part)."""
+    live = [d for d in decided if not d.part.blocked]
+    against = [d for d in live if d.verdict == "contradicted"]
     if len(live) < 2 or not against:
         return ""
-    pvalues = [_contradict_p(d[1]) for d in live]
+    pvalues = [_contradict_p(d.part) for d in live]
     keep = holm(pvalues)
     dropped = 0
     for d, p, kept in zip(live, pvalues, keep, strict=True):
-        if d[0] != "contradicted" or kept:
+        if d.verdict != "contradicted" or kept:
             continue
         dropped += 1
         why = (
             f"contradicted alone (p = {p:.2g}), not after Holm's correction over {len(live)} parts"
         )
-        d[0] = "inconclusive"
-        d.append(why)
-        if d[2] is not None:
-            d[2]["verdict"], d[2]["why"] = "inconclusive", why
+        d.verdict = "inconclusive"
+        d.shown = d.shown.replace("→ contradicted", f"→ inconclusive ({why})", 1)
+        if d.row is not None:
+            d.row["verdict"], d.row["why"] = "inconclusive", why
     stand = len(against) - dropped
     return (
         f"; Holm over {len(live)} parts: {stand} of {len(against)} contradicted part"

@@ -8,8 +8,10 @@ decision (:func:`~dashboards.verdicts.decide`, :func:`~dashboards.claims.judge`)
 function per kind (``KINDS``) gives a comparison's parts in one panel; the measures and guards
 are the registered ones (:mod:`dashboards.measures`).
 
-A comparison of two single curves whose typed run configs are identical is the same
-computation twice: reported "degenerate" (not testable, the reason in the label), not judged.
+A part whose two sides are one computation (identical typed run configs, identical runs, a
+rival that repeats another, a ``degenerate_if`` guard) is named in ``ClaimData.degenerate`` and
+not counted; a claim all of whose parts are is "degenerate" (not testable, the reason in the
+label), not judged.
 
 A tuned comparison (``tune``) reads each side's grid at its chosen point (:func:`choose`: the
 best seed mean of ``tune.by``, failed points and points without runs no candidates); a chosen
@@ -543,23 +545,6 @@ def _missing(comp: Comparison, data: ClaimData) -> str | None:
     return None
 
 
-def degenerate(comp: Comparison, data: ClaimData) -> str | None:
-    """ "degenerate: ..." when the comparison's two sides are the same computation: single
-    curves whose typed run configs are identical."""
-    if comp.kind not in ("faster", "higher", "equivalent") or comp.pair or comp.by_panel:
-        return None
-    mine, theirs = _sides(comp, data, None)
-    if len(mine) != 1 or len(theirs) != 1:
-        return None
-    curves = {c.label: c for c in data.curves}
-    if data.config(curves[mine[0]]) == data.config(curves[theirs[0]]):
-        return (
-            f"{DEGENERATE}: {mine[0]!r} and {theirs[0]!r} are the same computation (identical "
-            "typed run configs): not judged"
-        )
-    return None
-
-
 def judge_claim(claim: Claim, data: ClaimData) -> Result:
     """The verdict and numbers of a declared claim on one figure's data."""
     comps = claim.comparisons
@@ -569,10 +554,6 @@ def judge_claim(claim: Claim, data: ClaimData) -> Result:
             return "n/a", why
         if comp.measure not in MEASURES:
             return "n/a", f"no measure {comp.measure!r}"
-    for comp in comps:
-        why = degenerate(comp, data)
-        if why:
-            return "not-testable", why
     if comps[0].contrast is not None:
         verdict, numbers = _contrasts(claim, data)
     else:
