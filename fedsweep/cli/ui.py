@@ -8,8 +8,9 @@ to a log file beside the store, ``ui-<port>.log``, whose path is printed once. W
 print (``fedsweep runs``, figures' links to MLflow) use the port really served
 (:func:`fedsweep.tracking.store.served_ui`); it is removed when the UI stops.
 
-``mlflow ui`` starts a server process that starts uvicorn with several web workers and a job
-consumer; some of MLflow's job processes open sessions of their own. Sending SIGTERM to the
+``mlflow ui`` starts a server process that starts uvicorn with several web workers (and, unless
+its job execution is off, as fedsweep starts it: :func:`fedsweep.core.processes.mlflow_server_env`,
+a job runner and consumers, some of which open sessions of their own). Sending SIGTERM to the
 first process alone left the rest running and holding the port. So the server is started in
 its own session (its own process group), and on SIGINT/SIGTERM/SIGHUP, and on any exit, the
 whole tree is stopped: every descendant (found by parent pid before anything is killed) and the
@@ -34,7 +35,7 @@ from typing import Annotated
 import typer
 
 from fedsweep.cli.common import EXIT_FAILED, TrackingUriOption, UsageError, clean_errors, fail
-from fedsweep.core.processes import alive, listens
+from fedsweep.core.processes import alive, listens, mlflow_server_env
 
 GRACE_S = 5.0
 #: how long to wait for the server to answer before giving up (``--start-timeout``)
@@ -304,12 +305,13 @@ def ui(
             raise UsageError(f"cannot use the store {uri}: {err}") from None
     from fedsweep.tracking.store import connect_uri, ui_path
 
-    env = None
-    if connect_uri(uri) != uri:  # a password: through the environment, not the command line
-        env = {**os.environ, "MLFLOW_BACKEND_STORE_URI": connect_uri(uri)}
+    env = mlflow_server_env()
+    password = connect_uri(uri) != uri
+    if password:  # a password: through the environment, not the command line
+        env["MLFLOW_BACKEND_STORE_URI"] = connect_uri(uri)
     workers = workers or default_workers()
     cmd = [sys.executable, "-m", "mlflow", "ui"]
-    cmd += ["--backend-store-uri", uri] if env is None else []
+    cmd += [] if password else ["--backend-store-uri", uri]
     cmd += ["--host", host, "--port", str(port), "--workers", str(workers)]
     base = f"http://{url_host(host)}:{port}"
     log = log_path(uri, port)

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fedsweep.core import atomic
-from fedsweep.core.processes import alive, listens
+from fedsweep.core.processes import alive, listens, mlflow_server_env
 
 DEFAULT_HOME = Path("~/.fedsweep/team")
 DB_USER = "fedsweep"
@@ -301,11 +301,7 @@ def start_mlflow(team: Team, echo) -> None:
     logs = team.home / "logs"
     artifacts = team.home / "artifacts"
     artifacts.mkdir(parents=True, exist_ok=True)
-    env = {
-        **os.environ,
-        "PGPASSFILE": str(team.home / "pgpass"),
-        "MLFLOW_DISABLE_TELEMETRY": "true",
-    }
+    env = mlflow_server_env({**os.environ, "PGPASSFILE": str(team.home / "pgpass")})
     cmd = [sys.executable, "-m", "mlflow", "server",
            "--backend-store-uri", team.database_uri,
            "--artifacts-destination", str(artifacts), "--serve-artifacts",

@@ -129,6 +129,13 @@ def _servers_on(port: int) -> list[int]:
     return out
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return (Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")).decode()
+    except OSError:
+        return ""
+
+
 def _answers(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(1.0)
@@ -198,6 +205,10 @@ def test_the_address_is_printed_once_it_answers_and_the_log_stays_off_the_consol
         tree = _settled_tree(proc.pid)
         (server,) = _children_map()[proc.pid]  # mlflow, the leader of its own session
         assert len(tree) >= 2, tree  # mlflow server and its uvicorn workers
+        # MLflow's job execution is off (fedsweep runs no GenAI jobs): no job runner, whose
+        # consumers took ~22 CPU-s of a 15 s server life (core.processes.mlflow_server_env)
+        commands = [_cmdline(p) for p in tree]
+        assert not [c for c in commands if "mlflow.server.jobs" in c], commands
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     finally:
@@ -305,3 +316,22 @@ def test_ui_of_a_tracking_server_names_its_own_ui(tmp_path, monkeypatch):
     text = " ".join(res.output.split())
     assert "is a tracking server: it serves its own MLflow UI, open " in text
     assert "http://10.0.0.5:5001/#/experiments" in text
+
+
+def test_servers_fedsweep_starts_run_no_mlflow_jobs_unless_asked(monkeypatch):
+    """`fedsweep ui` and `fedsweep team up` start MLflow with its job execution off; a user's
+    own setting (e.g. ``true`` for MLflow's GenAI jobs) is kept."""
+    from fedsweep.core.processes import mlflow_server_env
+
+    monkeypatch.delenv("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", raising=False)
+    env = mlflow_server_env()
+    assert env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
+    assert env["MLFLOW_DISABLE_TELEMETRY"] == "true" and env["PATH"] == os.environ["PATH"]
+    monkeypatch.setenv("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "true")
+    assert mlflow_server_env()["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "true"
+    given = mlflow_server_env({"PGPASSFILE": "/x"})
+    assert given == {
+        "PGPASSFILE": "/x",
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+    }

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fedsweep.core.processes import free_port
+from fedsweep.core.processes import free_port, mlflow_server_env
 from tests.helpers import small_spec, write_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +38,7 @@ def test_sigterm_during_an_outage_stops_both_drivers_in_seconds(tmp_path):
          "--workers", "1", "--backend-store-uri", f"sqlite:///{tmp_path / 'srv.db'}",
          "--artifacts-destination", str(tmp_path / "artifacts")],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        env=mlflow_server_env(),  # as fedsweep starts one: no job runner beside it
     )  # fmt: skip
     spec = write_yaml(
         tmp_path / "stop.yaml",
