@@ -28,7 +28,13 @@ from fedsweep.specs.derive import Resolved, resolve
 from fedsweep.specs.load import expand
 from fedsweep.specs.model import PanelCell, SpecError, SweepSpec, Trial
 from fedsweep.specs.regimes import regime_problems
-from fedsweep.specs.search import Lookup, SearchState, search_state, store_lookup
+from fedsweep.specs.search import (
+    Lookup,
+    SearchState,
+    scheduler_problems,
+    search_state,
+    store_lookup,
+)
 
 
 @dataclass(frozen=True)
@@ -191,6 +197,7 @@ def figure_plan(
     extra = dict(extra or {})
     trials = expand(spec, profile, extra=extra, panels=panels)  # type: ignore[arg-type]
     problems = regime_problems(spec, _source(spec), [profile])
+    problems += [f"{_source(spec)}: {p}" for p in scheduler_problems(spec, profile, trials)]
     if problems:
         raise SpecError(problems[0])
     plan = FigurePlan(

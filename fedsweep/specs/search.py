@@ -24,6 +24,19 @@ The points come from Ray Tune's samplers and searchers, never our own:
   seed and the same results give the same points, so a rerun finds every finished trial by its
   config hash and asks only for what is missing.
 
+An optional **early-stopping scheduler** (``scheduler: {kind: asha, grace_period,
+reduction_factor}``, :class:`EarlyStop`) is Ray Tune's ``ASHAScheduler`` over each cell's search
+trials (one population per panel cell and curve: ``fedsweep.sweep.early_stop``): a trial reports
+the metric at its rung rounds and ASHA stops those below the top ``1/reduction_factor`` there.
+A stopped trial's run ends ``FINISHED`` with ``fedsweep.status: stopped_early`` and the round in
+``fedsweep.stopped_at_round``; it counts as done for its search (a rerun asks nothing again) and
+the optuna searcher is told its last value, as Ray Tune tells it, but only trials that ran the
+whole horizon can be the best (ASHA lets at least the first one through). A stopped run is never
+reused for anything else (its config is trained in full when a curve needs it). Which trials ASHA
+stops depends on the order their rung reports arrive: with one trial at a time (the order of the
+plan) it is the same on every run; with several at once it may differ, and a rerun of the same
+store reuses the recorded outcome.
+
 Floats are rounded to 4 significant digits (readable labels and parameters; the config hash is
 taken on the rounded value). A config never runs code: the space is data (numbers, choices).
 """
@@ -39,6 +52,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from fedsweep.core.section import NoBoolNumbers
 from fedsweep.core.suggest import did_you_mean
+from fedsweep.tracking.direct import STOPPED_STATUS
 
 #: ``fedsweep.specs.model``'s spec and trial (this module sits below it: curves.py imports it)
 SweepSpec = Any
@@ -54,6 +68,11 @@ ALGORITHMS = ("random", "optuna")
 SEARCH_SEED = 1000
 MODES = ("max", "min")
 KINDS = ("log", "linear", "int", "choice")
+SCHEDULERS = ("asha",)
+#: ``fedsweep.status`` of a search trial's run that the scheduler stopped early
+STOPPED = STOPPED_STATUS
+#: tag of such a run: the round it stopped at (its last logged round)
+STOPPED_AT = "fedsweep.stopped_at_round"
 
 
 def tuned_label(label: str) -> str:
@@ -147,6 +166,42 @@ class SearchRange(NoBoolNumbers):
         return f"{self.kind}{self.bounds(self.kind)}"
 
 
+class EarlyStop(NoBoolNumbers):
+    """A search's early-stopping scheduler: Ray Tune's ``ASHAScheduler`` (one bracket), with
+    rounds as its time: the first decision at round ``grace_period``, the next ones at
+    ``grace_period * reduction_factor**k``, each moved to the first evaluated round at or after
+    it (``eval.every``), all before the last round (:meth:`rungs`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str = "asha"
+    #: rounds every trial runs before it can be stopped
+    grace_period: int = Field(ge=1)
+    #: a rung keeps the top 1/reduction_factor of the trials that reached it
+    reduction_factor: int = Field(3, ge=2)
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, value: str) -> str:
+        return _one_of("scheduler", value, SCHEDULERS)
+
+    def rungs(self, rounds: int, every: int = 1) -> list[int]:
+        """The rounds at which a trial of ``rounds`` rounds evaluated every ``every`` reports
+        to the scheduler (empty: the scheduler could never stop it)."""
+        out: list[int] = []
+        milestone = self.grace_period
+        while milestone < rounds:
+            at = -(-milestone // every) * every  # the first evaluated round at or after it
+            if at < rounds and at not in out:
+                out.append(at)
+            milestone *= self.reduction_factor
+        return out
+
+    @property
+    def text(self) -> str:
+        return f"ASHA (grace {self.grace_period} rounds, reduction factor {self.reduction_factor})"
+
+
 class SearchSpec(NoBoolNumbers):
     """A curve's hyperparameter search (module docstring)."""
 
@@ -166,6 +221,8 @@ class SearchSpec(NoBoolNumbers):
     seed: int = Field(SEARCH_SEED, ge=0)
     #: points asked at once by an adaptive search (optuna); random search asks them all
     parallel: int = Field(1, ge=1)
+    #: an early-stopping scheduler over the search trials (None: every trial runs in full)
+    scheduler: EarlyStop | None = None
 
     @field_validator("mode")
     @classmethod
@@ -184,9 +241,10 @@ class SearchSpec(NoBoolNumbers):
     @property
     def text(self) -> str:
         space = ", ".join(f"{k}~{r.text}" for k, r in self.space.items())
+        stop = f"; {self.scheduler.text} stops trials early" if self.scheduler else ""
         return (
             f"{self.algorithm} search (seed {self.seed}) over {space}; best final "
-            f"{self.metric} ({self.mode})"
+            f"{self.metric} ({self.mode}){stop}"
         )
 
 
@@ -224,22 +282,86 @@ def optuna_searcher(search: SearchSpec):
     return OptunaSearch(space=space, metric=search.metric, mode=search.mode, seed=search.seed)
 
 
+# ------------------------------------------------------------------------------ early stop
+def early_stop_of(spec: SweepSpec, trial: Trial) -> dict[str, Any] | None:
+    """What a search trial's scheduler needs (``fedsweep.sweep.early_stop``): its population
+    (panel cell and curve), the metric and mode, ASHA's settings, the trial's horizon and its
+    rung rounds; None for a trial outside a search with a scheduler."""
+    if not trial.search_of:
+        return None
+    curve = next(
+        (c for c in spec.profile_curves(trial.profile) if c.label == trial.search_of), None
+    )
+    search = curve.search if curve is not None else None
+    if search is None or search.scheduler is None:
+        return None
+    rounds, every = trial.config.train.rounds, trial.config.eval.every
+    return {
+        "group": f"{trial.panel_id} | {trial.search_of}",
+        "metric": search.metric,
+        "mode": search.mode,
+        "grace_period": search.scheduler.grace_period,
+        "reduction_factor": search.scheduler.reduction_factor,
+        "max_t": rounds,
+        "rungs": search.scheduler.rungs(rounds, every),
+    }
+
+
+def scheduler_problems(spec: SweepSpec, profile: str, trials: Iterable[Trial]) -> list[str]:
+    """A search scheduler that could never stop a trial of ``profile`` (its first rung at or
+    after the last round): one line each, for the plan to refuse before anything runs."""
+    out = []
+    for curve in spec.profile_curves(profile):
+        stop = curve.search.scheduler if curve.search is not None else None
+        if stop is None:
+            continue
+        for t in trials:
+            if t.curve == curve.label and t.derive is None:
+                rounds, every = t.config.train.rounds, t.config.eval.every
+                if not stop.rungs(rounds, every):
+                    out.append(
+                        f"curves[{curve.label!r}].search.scheduler.grace_period: "
+                        f"{stop.grace_period} leaves no decision before the last round "
+                        f"({rounds} rounds under profile {profile!r}, evaluated every {every}); "
+                        f"allowed: 1 to {rounds - 1}"
+                    )
+                break
+    return out
+
+
 # ------------------------------------------------------------------------------ replay
-#: config hashes -> {hash: (run id, the run's final metrics)} for those with a done run
-Lookup = Callable[[Iterable[str]], dict[str, tuple[str, dict[str, float]]]]
+@dataclass(frozen=True)
+class Done:
+    """A search trial's done run: its id, its metrics' final values, and whether the
+    scheduler stopped it early (:data:`STOPPED`)."""
+
+    run_id: str
+    metrics: dict[str, float]
+    stopped: bool = False
+
+
+#: config hashes -> {hash: its done run} for those with one
+Lookup = Callable[[Iterable[str]], dict[str, Done]]
 
 
 def store_lookup(client) -> Lookup:
-    """A :data:`Lookup` on an MLflow store: each hash's verified finished or diverged run
-    (``tracking.provenance.verified_done_runs``) and its metrics' final values."""
-    from fedsweep.tracking.direct import load_runs
+    """A :data:`Lookup` on an MLflow store: each hash's verified finished, diverged or stopped
+    early run (``tracking.provenance.verified_done_runs``; a full run before a stopped one) and
+    its metrics' final values."""
+    from fedsweep.tracking.direct import DONE_STATUSES, load_runs
     from fedsweep.tracking.provenance import verified_done_runs
 
-    def lookup(hashes: Iterable[str]) -> dict[str, tuple[str, dict[str, float]]]:
-        ids = verified_done_runs(client, set(hashes))
+    def lookup(hashes: Iterable[str]) -> dict[str, Done]:
+        wanted = set(hashes)
+        full = verified_done_runs(client, wanted)
+        ids = {**verified_done_runs(client, wanted - set(full), statuses=(STOPPED,)), **full}
         runs = load_runs(client, (run_id for run_id, _ in ids.values()))
         return {
-            h: (run_id, dict(runs[run_id].data.metrics))
+            h: Done(
+                run_id,
+                dict(runs[run_id].data.metrics),
+                runs[run_id].data.tags.get("fedsweep.status") not in DONE_STATUSES,
+            )
             for h, (run_id, _) in ids.items()
             if run_id in runs
         }
@@ -313,7 +435,7 @@ def _replay_optuna(search, budget, key, lookup, expand_points):
     spent."""
     searcher = optuna_searcher(search)
     asked: list[Trial] = []
-    done: dict[str, tuple[str, dict[str, float]]] = {}
+    done: dict[str, Done] = {}
     while len(asked) < budget:
         ids = [f"t{i}" for i in range(len(asked), min(len(asked) + search.parallel, budget))]
         points = [
@@ -328,7 +450,7 @@ def _replay_optuna(search, budget, key, lookup, expand_points):
         if any(t.config_hash not in found for t in batch):
             break
         for trial_id, t in zip(ids, batch, strict=True):
-            value = found[t.config_hash][1].get(search.metric, math.nan)
+            value = found[t.config_hash].metrics.get(search.metric, math.nan)
             searcher.on_trial_complete(trial_id, {search.metric: _told(value)})
     return asked, done
 
@@ -343,13 +465,15 @@ def _renumber(trial: Trial, label: str, index: int) -> Trial:
     return replace(trial, curve=search_label(label, index))
 
 
-def _best(search: SearchSpec, asked: list[Trial], done) -> Best | None:
+def _best(search: SearchSpec, asked: list[Trial], done: dict[str, Done]) -> Best | None:
+    """The trial with the best final value among those that ran the whole horizon (a trial
+    the scheduler stopped early is never the best)."""
     best: Best | None = None
     for t in asked:
-        run_id, metrics = done[t.config_hash]
-        value = metrics.get(search.metric)
-        if value is None or not math.isfinite(value):
+        run = done[t.config_hash]
+        value = run.metrics.get(search.metric)
+        if run.stopped or value is None or not math.isfinite(value):
             continue
         if best is None or search.worse(best.value, value):
-            best = Best(run_id, dict(t.search_point), value)
+            best = Best(run.run_id, dict(t.search_point), value)
     return best

@@ -16,6 +16,7 @@ from pathlib import Path
 from fedsweep.core import atomic
 from fedsweep.core.errors import first_line
 from fedsweep.specs.load import SpecError, SweepSpec, Trial
+from fedsweep.specs.search import early_stop_of
 from fedsweep.sweep.report import SweepReport
 from fedsweep.sweep.store_index import used_by_tag
 
@@ -61,6 +62,8 @@ def trial_payload(
         "state_dir": None if state_dir is None else str(state_dir),
         "state_remote": state_remote,
         "plugins": [list(p) for p in plugins or []],  # --plugin modules, imported first
+        # a search trial under an early-stopping scheduler: its rungs and population
+        "early_stop": early_stop_of(spec, trial),
         # a derived trial's readable provenance, logged once as a param at run creation
         "params": {
             **({"derived_from": trial.derived_note} if trial.derived_from else {}),
@@ -508,9 +511,12 @@ def fit_trials(
     listener=None,
     echo=None,
     env: dict | None = None,
+    scheduler=None,
 ):
     """Run the trials with a fresh Ray Tune experiment; Ray must be up. ``env``: variables the
-    trials need besides the tracking credentials (an object storage's), handed over with them. With ``restore``
+    trials need besides the tracking credentials (an object storage's), handed over with them.
+    ``scheduler``: Tune's trial scheduler (``sweep.early_stop.EarlyStopByGroup`` for search
+    trials that declare one; None: FIFO). With ``restore``
     (``--resume``) the trials' checkpoint folders (``TRIALS_DIR``) are kept and each trial goes
     on from its newest checkpoint; without, they are removed first. Ray's own experiment folder
     (``RAY_DIR``, its pickles included) is removed before the fit and never read: Ray restores
@@ -528,13 +534,13 @@ def fit_trials(
         function = tune.with_parameters(fl_trial, secrets=secrets) if secrets else fl_trial
         return _fit(
             function, payloads, spec, storage, tune_name, state_path, state, restore,
-            max_concurrent, verbose, report, listener, echo,
+            max_concurrent, verbose, report, listener, echo, scheduler,
         )  # fmt: skip
 
 
 def _fit(
     function, payloads, spec, storage, tune_name, state_path, state, restore, max_concurrent,
-    verbose, report, listener, echo,
+    verbose, report, listener, echo, scheduler=None,
 ):  # fmt: skip
     from ray import tune
 
@@ -554,6 +560,7 @@ def _fit(
         tune_config=tune.TuneConfig(
             max_concurrent_trials=max_concurrent,
             reuse_actors=True,
+            scheduler=scheduler,
             trial_name_creator=trial_name,
             trial_dirname_creator=trial_dirname,
         ),

@@ -28,6 +28,8 @@ class SweepReport:
     no_source: int = 0
     #: trial attempts Ray restarted (a crash, a lost node): each went on from its checkpoint
     restarts: int = 0
+    #: search trials an early-stopping scheduler stopped (counted as run: their runs ended)
+    stopped: int = 0
     errors: list[str] = field(default_factory=list)
 
     def line(self, wall: float | None = None) -> str:
@@ -42,6 +44,8 @@ class SweepReport:
         if self.no_source:
             text += f", {self.no_source} not run (source run missing)"
         text += f" of {self.total} trials"
+        if self.stopped:
+            text += f" ({self.stopped} stopped early by ASHA)"
         if self.restarts:
             text += f" ({self.restarts} restart{'s' if self.restarts > 1 else ''})"
         if wall is not None:

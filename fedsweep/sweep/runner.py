@@ -558,6 +558,10 @@ def _run_stage(
             if not restore:  # a stale sweep's remote checkpoints are not used
                 remote.delete()
             remote.write_text(STATE_FILE, json.dumps(new_state))
+        from fedsweep.sweep.early_stop import EarlyStopByGroup, needs_scheduler
+
+        # search trials under ASHA: one ASHA per search population, FIFO for the others
+        scheduler = EarlyStopByGroup() if needs_scheduler(payloads) else None
         results = fit_trials(
             payloads,
             spec,
@@ -574,7 +578,15 @@ def _run_stage(
             # an object storage's and the artifact store's (endpoint, region) variables,
             # handed over with the credentials (Ray's object store, never a runtime_env)
             env={**(storage_env() if drive.remote else {}), **artifact_env()} or None,
+            scheduler=scheduler,
         )
+        stopped = 0
+        if scheduler is not None and scheduler.stopped:
+            from fedsweep.sweep.early_stop import end_stopped
+
+            # their runs were left open at the rung round by the stop: ended as stopped early
+            stopped = end_stopped(drive.uri, parent_run_id, list(scheduler.stopped.values()))
+            report.stopped += stopped
         full = []  # the trials that failed on a full file system: one line for all of them
         for res in results:
             if res.error is not None:
@@ -597,10 +609,10 @@ def _run_stage(
         # trials that found their config trained by another sweep meanwhile (the claim on it,
         # fedsweep.tracking.claims) reused that run: shared, not run
         reused = sum(bool((r.metrics or {}).get(REUSED_KEY)) for r in results)
-        report.finished += finished - reused
+        report.finished += finished - reused + stopped
         report.shared += reused
         errored = report.errored - errored_before
-        interrupted = max(0, len(planned) - finished - errored)
+        interrupted = max(0, len(planned) - finished - errored - stopped)
         report.interrupted += interrupted
         if interrupted:
             raise SweepInterrupted(

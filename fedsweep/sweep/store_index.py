@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fedsweep.specs.data_check import DataPlan
 from fedsweep.specs.load import SweepSpec, Trial
-from fedsweep.tracking.direct import load_runs
+from fedsweep.tracking.direct import STOPPED_STATUS, load_runs
 from fedsweep.tracking.provenance import verified_done_runs
 from fedsweep.tracking.store import ui_path, ui_search_path
 
@@ -45,9 +45,16 @@ def trial_runs(client, trials: list[Trial]) -> dict:
 
 def finished_trials(client, trials: list[Trial]) -> set[str]:
     """The config hashes of ``trials`` that have a finished or diverged run (under their hash
-    or their legacy hash)."""
+    or their legacy hash); a search trial's run that its scheduler stopped early counts too
+    (for that search trial only: ``fedsweep.specs.search``)."""
     done = finished_hashes(client, {h for t in trials for h in t.hashes})
-    return {t.config_hash for t in trials if done.intersection(t.hashes)}
+    searched = {h for t in trials if t.search_of for h in t.hashes} - done
+    stopped = set(verified_done_runs(client, searched, statuses=(STOPPED_STATUS,)))
+    return {
+        t.config_hash
+        for t in trials
+        if done.intersection(t.hashes) or (t.search_of and stopped.intersection(t.hashes))
+    }
 
 
 # ------------------------------------------------------------------- figure membership

@@ -226,6 +226,7 @@ def _claimed_trial(payload: dict, config: RunConfig) -> None:
         )
         reporter.config_hash = config_hash
         reporter.fail_with = payload.get("fail_with")
+        reporter.rungs = frozenset((payload.get("early_stop") or {}).get("rungs") or ())
         reporter.remote = remote
         with retries.watching(reporter.notes.append):  # to the driver with the next report
             tracked.execute(observers=[reporter])
@@ -270,6 +271,10 @@ class TuneReporter(Observer):
         self._last_report = time.monotonic()
         #: lines for the driver's console (``retries.watching``), sent with the next report
         self.notes: list[str] = []
+        #: the rounds at which a search trial reports to its early-stopping scheduler
+        #: (``sweep.early_stop``): always, after every round up to it is in the store (a stop
+        #: ends this trial inside that report)
+        self.rungs: frozenset[int] = frozenset()
 
     def on_round(self, t, metrics, result) -> None:
         from ray import tune
@@ -294,6 +299,10 @@ class TuneReporter(Observer):
             )
             if self.remote is not None:  # the object store's copy, before Tune hears of it
                 self.remote.push(self.state_dir)
+            tune.report(report)
+            self._last_report = time.monotonic()
+        elif t in self.rungs:
+            self.tracked.flush()
             tune.report(report)
             self._last_report = time.monotonic()
         elif NOTE_KEY in report or time.monotonic() - self._last_report >= REPORT_EVERY_S:

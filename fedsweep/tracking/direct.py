@@ -25,6 +25,11 @@ from collections.abc import Iterable, Sequence
 
 #: the ``fedsweep.status`` values of a run that counts as done (a result a sweep reuses)
 DONE_STATUSES = ("finished", "diverged")
+#: the ``fedsweep.status`` of a search trial's run that its early-stopping scheduler stopped
+#: (``fedsweep.specs.search``): ended, but done only for its search, never reused otherwise
+STOPPED_STATUS = "stopped_early"
+#: the statuses of a run that ended (not one a trial adopts and continues)
+ENDED_STATUSES = (*DONE_STATUSES, STOPPED_STATUS)
 HASH_TAG = "fedsweep.config_hash"
 STATUS_TAG = "fedsweep.status"
 #: hashes per ``IN (...)`` (bound parameters; SQLite allows 32,766, others fewer)
@@ -236,15 +241,22 @@ def done_runs_by_hash(client, hashes: Iterable[str]) -> dict[str, tuple[str, int
     return {h: runs[0] for h, runs in done_run_candidates(client, hashes).items()}
 
 
-def done_run_candidates(client, hashes: Iterable[str]) -> dict[str, list[tuple[str, int]]]:
-    """For each of ``hashes`` with done runs, every one as ``(run_id, start_time_ms)``, the
+def done_run_candidates(
+    client, hashes: Iterable[str], statuses: Sequence[str] = DONE_STATUSES
+) -> dict[str, list[tuple[str, int]]]:
+    """For each of ``hashes`` with done runs (``statuses``: those of :data:`STOPPED_STATUS`
+    for a search's stopped trials), every one as ``(run_id, start_time_ms)``, the
     latest started first (the larger run id first on an equal start): what
     :func:`done_runs_by_hash` picks from, and what ``tracking.provenance`` checks in turn."""
     wanted = sorted(set(hashes))
     if not wanted:
         return {}
     store = sql_store(client)
-    found = _done_sql(store, wanted) if store is not None else _done_client(client, wanted)
+    found = (
+        _done_sql(store, wanted, statuses)
+        if store is not None
+        else _done_client(client, wanted, statuses)
+    )
     return by_latest_start(found)
 
 
@@ -257,7 +269,9 @@ def by_latest_start(found: Iterable[tuple[str, str, int]]) -> dict[str, list[tup
     return out
 
 
-def _done_sql(store, wanted: list[str]) -> list[tuple[str, str, int]]:
+def _done_sql(
+    store, wanted: list[str], statuses: Sequence[str] = DONE_STATUSES
+) -> list[tuple[str, str, int]]:
     from mlflow.entities import LifecycleStage
     from mlflow.store.tracking.dbmodels.models import SqlExperiment, SqlRun, SqlTag
     from sqlalchemy import and_, select
@@ -278,7 +292,7 @@ def _done_sql(store, wanted: list[str]) -> list[tuple[str, str, int]]:
                     and_(
                         status_tag.run_uuid == SqlRun.run_uuid,
                         status_tag.key == STATUS_TAG,
-                        status_tag.value.in_(DONE_STATUSES),
+                        status_tag.value.in_(list(statuses)),
                     ),
                 )
                 .join(SqlExperiment, SqlExperiment.experiment_id == SqlRun.experiment_id)
@@ -294,7 +308,7 @@ def _done_sql(store, wanted: list[str]) -> list[tuple[str, str, int]]:
 
 def unfinished_children(client, parent_run_id: str, config_hash: str) -> list[str] | None:
     """The child runs of ``parent_run_id`` tagged with ``config_hash`` whose ``fedsweep.status``
-    is not done (or missing), active and in an active experiment, in ``search_runs``' default
+    is not an ended one (:data:`ENDED_STATUSES`; or missing), active and in an active experiment, in ``search_runs``' default
     order (the latest started first, then by run id): one query on a SQL store (a sweep trial
     asks it for the run to adopt); None on another store (the caller searches through the
     client)."""
@@ -328,7 +342,7 @@ def unfinished_children(client, parent_run_id: str, config_hash: str) -> list[st
         .outerjoin(status, and_(status.run_uuid == SqlRun.run_uuid, status.key == STATUS_TAG))
         .join(SqlExperiment, SqlExperiment.experiment_id == SqlRun.experiment_id)
         .where(
-            or_(status.value.is_(None), status.value.not_in(DONE_STATUSES)),
+            or_(status.value.is_(None), status.value.not_in(ENDED_STATUSES)),
             SqlRun.lifecycle_stage == LifecycleStage.ACTIVE,
             SqlExperiment.lifecycle_stage == LifecycleStage.ACTIVE,
         )
@@ -377,13 +391,15 @@ def tagged_done_hashes(db, hashes: Iterable[str]) -> set[str] | None:
     return found
 
 
-def _done_client(client, wanted: list[str]) -> list[tuple[str, str, int]]:
+def _done_client(
+    client, wanted: list[str], statuses: Sequence[str] = DONE_STATUSES
+) -> list[tuple[str, str, int]]:
     """The same through the client API: every done run of the store (one paged search per
     status; MLflow's search has no ``IN`` for tags)."""
     keep = set(wanted)
     experiments = [e.experiment_id for e in client.search_experiments()]
     found = []
-    for status in DONE_STATUSES:
+    for status in statuses:
         token = None
         while experiments:
             page = client.search_runs(

@@ -44,7 +44,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from fedsweep.tracking.direct import CHUNK, DONE_STATUSES, HASH_TAG, STATUS_TAG, by_latest_start
+from fedsweep.tracking.direct import (
+    CHUNK,
+    DONE_STATUSES,
+    ENDED_STATUSES,
+    HASH_TAG,
+    STATUS_TAG,
+    by_latest_start,
+)
 from fedsweep.tracking.store import file_uri_path, sqlite_path
 
 #: the MLflow whose rows :class:`LiteStore` writes, and its schema revision (alembic head)
@@ -569,7 +576,9 @@ class LiteStore:
             ).fetchall()
         return [key for (key,) in rows]
 
-    def done_run_candidates(self, hashes: Iterable[str]) -> dict[str, list[tuple[str, int]]]:
+    def done_run_candidates(
+        self, hashes: Iterable[str], statuses: Sequence[str] = DONE_STATUSES
+    ) -> dict[str, list[tuple[str, int]]]:
         """``tracking.direct.done_run_candidates`` (the same query)."""
         wanted = sorted(set(hashes))
         found = []
@@ -580,11 +589,11 @@ class LiteStore:
                     "SELECT h.value, r.run_uuid, r.start_time FROM runs r"
                     " JOIN tags h ON h.run_uuid = r.run_uuid AND h.key = ?"
                     " JOIN tags s ON s.run_uuid = r.run_uuid AND s.key = ?"
-                    f" AND s.value IN ({_marks(len(DONE_STATUSES))})"
+                    f" AND s.value IN ({_marks(len(statuses))})"
                     " JOIN experiments e ON e.experiment_id = r.experiment_id"
                     f" WHERE h.value IN ({_marks(len(chunk))})"
                     " AND r.lifecycle_stage = 'active' AND e.lifecycle_stage = 'active'",
-                    [HASH_TAG, STATUS_TAG, *DONE_STATUSES, *chunk],
+                    [HASH_TAG, STATUS_TAG, *statuses, *chunk],
                 ).fetchall()
         return by_latest_start((h, run_id, start or 0) for h, run_id, start in found)
 
@@ -597,10 +606,10 @@ class LiteStore:
                 " JOIN tags h ON h.run_uuid = r.run_uuid AND h.key = ? AND h.value = ?"
                 " LEFT OUTER JOIN tags s ON s.run_uuid = r.run_uuid AND s.key = ?"
                 " JOIN experiments e ON e.experiment_id = r.experiment_id"
-                f" WHERE (s.value IS NULL OR s.value NOT IN ({_marks(len(DONE_STATUSES))}))"
+                f" WHERE (s.value IS NULL OR s.value NOT IN ({_marks(len(ENDED_STATUSES))}))"
                 " AND r.lifecycle_stage = 'active' AND e.lifecycle_stage = 'active'"
                 " ORDER BY r.start_time DESC, r.run_uuid LIMIT 1",
-                [PARENT_TAG, parent_run_id, HASH_TAG, config_hash, STATUS_TAG, *DONE_STATUSES],
+                [PARENT_TAG, parent_run_id, HASH_TAG, config_hash, STATUS_TAG, *ENDED_STATUSES],
             ).fetchone()
         return None if row is None else row[0]
 

@@ -17,7 +17,7 @@ reads each adopted run's config once however often it looks it up.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from fedsweep.tracking.run_logger import CONFIG_FILE as CONFIG_ARTIFACT
 from fedsweep.tracking.runstore import as_store
@@ -64,16 +64,25 @@ def hash_problem(client, run_id: str, tag: str) -> str:
 
 
 def verified_done_runs(
-    client, hashes: Iterable[str], warn: Callable[[str], None] | None = None
+    client,
+    hashes: Iterable[str],
+    warn: Callable[[str], None] | None = None,
+    statuses: Sequence[str] | None = None,
 ) -> dict[str, tuple[str, int]]:
     """``done_runs_by_hash`` with every run checked (:func:`hash_problem`): for each hash, its
-    latest started done run whose logged config hashes to the tag (``client``: MLflow's
+    latest started done run (``statuses``, default ``tracking.direct.DONE_STATUSES``) whose
+    logged config hashes to the tag (``client``: MLflow's
     client or a ``tracking.runstore`` store). A run that fails is named
     in one warning (``warn``, default stderr; once per run and process) and skipped."""
     say = warn or _warn
     store = as_store(client)
     out: dict[str, tuple[str, int]] = {}
-    for h, candidates in store.done_run_candidates(hashes).items():
+    found = (
+        store.done_run_candidates(hashes)
+        if statuses is None
+        else store.done_run_candidates(hashes, statuses)
+    )
+    for h, candidates in found.items():
         for run_id, start in candidates:
             if run_id not in _CHECKED:
                 _CHECKED[run_id] = hash_problem(store, run_id, h)

@@ -117,8 +117,10 @@ class ClientStore:
         run = self.client.get_run(run_id)
         return [m.key for m in run.data._metric_objs if m.step > step]
 
-    def done_run_candidates(self, hashes: Iterable[str]) -> dict[str, list[tuple[str, int]]]:
-        return direct.done_run_candidates(self.client, hashes)
+    def done_run_candidates(
+        self, hashes: Iterable[str], statuses: Sequence[str] = direct.DONE_STATUSES
+    ) -> dict[str, list[tuple[str, int]]]:
+        return direct.done_run_candidates(self.client, hashes, statuses)
 
     def unfinished_child(self, parent_run_id: str, config_hash: str) -> str | None:
         found = direct.unfinished_children(self.client, parent_run_id, config_hash)
@@ -132,7 +134,7 @@ class ClientStore:
                 f"tags.`{direct.HASH_TAG}` = '{config_hash}'"
             ),
         )
-        done = direct.DONE_STATUSES
+        done = direct.ENDED_STATUSES
         return next(
             (r.info.run_id for r in runs if r.data.tags.get(direct.STATUS_TAG) not in done), None
         )

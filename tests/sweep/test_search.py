@@ -12,7 +12,7 @@ import pytest
 
 from fedsweep.specs.figure import figure_plan
 from fedsweep.specs.load import SpecError, load_spec
-from fedsweep.specs.search import SearchSpec, random_points
+from fedsweep.specs.search import Done, EarlyStop, SearchSpec, random_points
 from tests.helpers import small_spec, smoke_sweep, sweep_runs, write_yaml
 
 LABEL = "FedAvg"
@@ -63,7 +63,14 @@ BAD = [
     ({"budget": 0}, "key `curves.0.search.budget`: Input should be greater than or equal to 1"),
     ({"metric": "test_accc"}, "curves['FedAvg'].search.metric: 'test_accc' is not one of the "
      "spec's metrics (did you mean 'test_acc'?); allowed: test_loss, test_acc"),
-    ({"scheduler": "asha"}, "key `curves.0.search.scheduler`: unknown key"),
+    ({"scheduler": {"kind": "hyperband", "grace_period": 1}}, "key "
+     "`curves.0.search.scheduler.kind`: unknown scheduler 'hyperband'; allowed: asha"),
+    ({"scheduler": {"kind": "asha"}}, "key `curves.0.search.scheduler.grace_period`: Field "
+     "required"),
+    ({"scheduler": {"grace_period": 1, "reduction_factor": 1}}, "key "
+     "`curves.0.search.scheduler.reduction_factor`: Input should be greater than or equal to 2"),
+    ({"scheduler": {"grace_period": 1, "brackets": 2}}, "key "
+     "`curves.0.search.scheduler.brackets`: unknown key"),
     ({"space": {"train.lrr": {"log": [0.1, 1]}}}, "field `train.lrr`: unknown key (did you mean "
      "`train.lr`?)"),
     ({"space": {"train.batch_size": {"choice": [10, "x"]}}}, "(curve 'FedAvg': a value of its "
@@ -201,7 +208,7 @@ def test_optuna_search_asks_in_batches_and_is_replayed_from_the_store(tmp_path):
     results: dict[str, float] = {}  # config hash -> final test_acc: a store's finished runs
 
     def lookup(hashes):
-        return {h: (f"run-{h[:8]}", {"test_acc": results[h]}) for h in hashes if h in results}
+        return {h: Done(f"run-{h[:8]}", {"test_acc": results[h]}) for h in hashes if h in results}
 
     first = plan.search_state(lookup)  # nothing ran: OptunaSearch's first batch of 2
     assert [t.curve for t in first.trials] == ["FedAvg · search 1", "FedAvg · search 2"]
@@ -237,3 +244,127 @@ def test_plan_lists_the_search_trials_and_the_tuned_curve(tmp_path, store):
         "tuned: the best trial of FedAvg's search (random search (seed 0) over "
         "train.batch_size~choice[10, 50], train.lr~log[0.001, 0.1]; best final test_acc (max))"
     )
+
+
+# ------------------------------------------------------------------ early stopping (ASHA)
+def test_rungs_are_grace_times_powers_on_evaluated_rounds_before_the_last():
+    asha = EarlyStop(grace_period=1, reduction_factor=3)
+    assert asha.rungs(10) == [1, 3, 9]
+    assert asha.rungs(9) == [1, 3]  # never the last round: the run ends there anyway
+    assert asha.rungs(10, every=2) == [2, 4]  # the first evaluated round at or after each
+    assert asha.rungs(30, every=5) == [5, 10]  # 1 and 3 both land on 5: one rung
+    assert EarlyStop(grace_period=4, reduction_factor=2).rungs(4) == []
+
+
+def test_a_scheduler_that_could_never_stop_a_trial_is_refused_before_anything_runs(tmp_path):
+    tree = search_tree(scheduler={"grace_period": 2})  # smoke: 2 rounds
+    spec = load_spec(write_yaml(tmp_path / "s.yaml", tree))
+    with pytest.raises(SpecError) as err:
+        figure_plan(spec, "smoke")
+    assert str(err.value) == (
+        "s.yaml: curves['FedAvg'].search.scheduler.grace_period: 2 leaves no decision before "
+        "the last round (2 rounds under profile 'smoke', evaluated every 1); allowed: 1 to 1"
+    )
+    tree["curves"][0]["search"]["scheduler"] = {"grace_period": 1}
+    plan = figure_plan(load_spec(write_yaml(tmp_path / "s.yaml", tree)), "smoke")
+    assert "; ASHA (grace 1 rounds, reduction factor 3) stops trials early" in (
+        plan.curves[0].search.text
+    )
+
+
+class _Trial:
+    """What the scheduler reads of Ray Tune's ``Trial``: its id and config (a payload)."""
+
+    def __init__(self, trial_id: str, group: str, rungs=(1, 3), config_hash: str = ""):
+        self.trial_id = trial_id
+        early = {"group": group, "metric": "test_loss", "mode": "min", "grace_period": 1,
+                 "reduction_factor": 3, "max_t": 9, "rungs": list(rungs)}  # fmt: skip
+        tags = {"fedsweep.config_hash": config_hash or f"h-{trial_id}"}
+        self.config = {"trial": {"early_stop": early if group else None, "tags": tags}}
+
+
+def test_the_scheduler_runs_one_asha_per_population_on_rung_reports_only():
+    from ray.tune.schedulers import TrialScheduler
+
+    from fedsweep.sweep.early_stop import EarlyStopByGroup, Stopped
+
+    go, stop = TrialScheduler.CONTINUE, TrialScheduler.STOP
+    sched = EarlyStopByGroup()
+    a1, a2, a3 = (_Trial(f"a{i}", "cell | FedAvg") for i in (1, 2, 3))
+    b1 = _Trial("b1", "cell | FedProx")
+    plain = _Trial("plain", "")
+    for t in (a1, a2, a3, b1, plain):
+        sched.on_trial_add(None, t)
+
+    def result(t, at, loss):
+        return sched.on_trial_result(None, t, {"round": at, "test_loss": loss})
+
+    assert result(a1, 1, 0.5) == go  # the first at a rung always goes on
+    assert result(a2, 2, 9.0) == go  # not a rung: ASHA never sees it
+    assert result(a2, 1, 0.9) == stop  # worse than the rung's top third
+    assert result(b1, 1, 5.0) == go  # another population: not compared with FedAvg's
+    assert result(plain, 1, 99.0) == go  # outside any search
+    assert result(a3, 1, 0.1) == go
+    assert result(a1, 9, 7.0) == go  # the last round: never stopped
+    assert sched.stopped == {"a2": Stopped("h-a2", 1)}
+    for t in (a1, a2, a3, b1, plain):
+        sched.on_trial_complete(None, t, {})
+    assert not sched._of
+
+
+def _stopping_tree(seed: int) -> dict:
+    """4 search trials of 9 rounds over a wide learning-rate range, ranked by test loss, ASHA
+    from round 1 (rungs 1 and 3); one seed of the figure (the search runs at another)."""
+    tree = search_tree(
+        seed=seed, metric="test_loss", mode="min", space={"train.lr": {"log": [1e-7, 0.01]}},
+        scheduler={"grace_period": 1, "reduction_factor": 3},
+    )  # fmt: skip
+    tree["base"]["train"]["rounds"] = 9
+    tree["seeds"] = [0]
+    tree["checkpoint_every"] = 9
+    tree["profiles"]["smoke"] = {"search_budget": 4}
+    return tree
+
+
+@pytest.mark.slow
+def test_asha_stops_search_trials_at_their_rungs_and_the_best_ran_in_full(
+    ray_session, tmp_path, store
+):
+    """A real Ray Tune fit with ASHA over a random search (one trial at a time, so the
+    decisions are the plan's order): the trials it stops end FINISHED as stopped early at a
+    rung with exactly that many rounds logged, the others run all 9 rounds, the tuned curve
+    comes from the best full run, and a rerun runs nothing."""
+    from fedsweep.specs.search import STOPPED, STOPPED_AT
+
+    spec = write_yaml(tmp_path / "search-fig.yaml", _stopping_tree(seed=10))
+    lines: list[str] = []
+    report = smoke_sweep(spec, store, tmp_path, echo=lines.append)
+    assert report.errored == 0 and report.interrupted == 0, (report, lines)
+    client, _, parents, children = sweep_runs(store, "search-fig")
+    assert all(r.info.status == "FINISHED" for r in [*parents, *children])
+    search = [r for r in children if r.data.tags.get("fedsweep.search_of") == LABEL]
+    assert len(search) == 4
+    stopped = [r for r in search if r.data.tags["fedsweep.status"] == STOPPED]
+    full = [r for r in search if r.data.tags["fedsweep.status"] == "finished"]
+    assert len(stopped) + len(full) == 4 and stopped and full, [r.data.tags for r in search]
+    assert report.stopped == len(stopped)
+    assert report.line().endswith(f"of 6 trials ({len(stopped)} stopped early by ASHA)")
+    for run in stopped:
+        at = int(run.data.tags[STOPPED_AT])
+        assert at in (1, 3)
+        history = client.get_metric_history(run.info.run_id, "test_loss")
+        assert sorted(m.step for m in history) == list(range(1, at + 1))
+    for run in full:
+        assert len(client.get_metric_history(run.info.run_id, "test_loss")) == 9
+    # the first trial at each rung goes on: the plan's first search trial ran in full
+    first = min(search, key=lambda r: int(r.data.tags["fedsweep.curve"].rsplit(" ", 1)[1]))
+    assert first.data.tags["fedsweep.status"] == "finished"
+    best = min(full, key=lambda r: r.data.metrics["test_loss"])
+    (tuned,) = [r for r in children if r.data.tags["fedsweep.curve"] == TUNED]
+    assert tuned.data.tags["fedsweep.derived_from"] == best.info.run_id
+    assert tuned.data.tags["fedsweep.status"] == "finished"
+
+    lines.clear()
+    again = smoke_sweep(spec, store, tmp_path, echo=lines.append)
+    assert again.scheduled == 0 and again.errored == 0, lines
+    assert len(sweep_runs(store, "search-fig")[3]) == len(children)

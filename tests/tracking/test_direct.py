@@ -199,6 +199,7 @@ def _done_store(client, experiment: str) -> dict[str, str]:
         "g-no-status": (experiment, "G", None, 1000),
         "h-tie-1": (experiment, "H", "finished", 3000),
         "h-tie-2": (experiment, "H", "diverged", 3000),
+        "s-stopped": (experiment, "S", "stopped_early", 1000),  # a search trial ASHA stopped
     }
     ids = {}
     for name, (exp, h, status, start) in plan.items():
@@ -212,9 +213,13 @@ def _done_store(client, experiment: str) -> dict[str, str]:
 def test_done_runs_sql_equals_the_client_scan(store):
     client, experiment, _ = store
     ids = _done_store(client, experiment)
-    wanted = sorted("ABCDEFGHZ")
+    wanted = sorted("ABCDEFGHSZ")
     sql, scan = _done_sql(sql_store(client), wanted), _done_client(client, wanted)
     assert sorted(sql) == sorted(scan)
+    # a stopped search trial's run: done only when asked for by its status
+    stopped = _done_sql(sql_store(client), wanted, ("stopped_early",))
+    assert stopped == _done_client(client, wanted, ("stopped_early",))
+    assert [(h, run_id) for h, run_id, _ in stopped] == [("S", ids["s-stopped"])]
     found = done_runs_by_hash(client, wanted)
     tie = max(ids["h-tie-1"], ids["h-tie-2"])
     assert {h: run_id for h, (run_id, _) in found.items()} == {
