@@ -31,6 +31,24 @@ def same_computation(data, panel: str, a: str, b: str, metrics=METRICS) -> str |
     :class:`dashboards.claims.ClaimData` with its per-run histories."""
     if a == b:
         return f"{a!r} is compared with itself"
+    found = largest_difference(data, panel, a, b, TOLERANCE, metrics)
+    if found is None:
+        return None
+    worst, seeds, rounds, compared = found
+    return (
+        f"{a!r} and {b!r} computed the same {' and '.join(compared)} on every seed and round "
+        f"(largest relative difference {worst:.1g} over {seeds} seeds, {rounds} values): the "
+        "comparison cannot differ"
+    )
+
+
+def largest_difference(
+    data, panel: str, a: str, b: str, tolerance: float, metrics=METRICS
+) -> tuple[float, int, int, list[str]] | None:
+    """``(largest relative difference, seeds, values, metrics compared)`` of curves ``a`` and
+    ``b`` of ``panel`` when every value of ``metrics`` on every seed both have, at every round,
+    is within ``tolerance`` of the other's (relative); None when one is not, or they share no
+    seed with a history."""
     worst, rounds, seeds, compared = 0.0, 0, 0, []
     for metric in metrics:
         runs_a = data.seed_series(panel, a, metric, mark=False)
@@ -47,15 +65,11 @@ def same_computation(data, panel: str, a: str, b: str, metrics=METRICS) -> str |
             for u, v in zip(x.to_numpy(dtype=float), y.to_numpy(dtype=float), strict=True):
                 scale = max(abs(u), abs(v), math.ulp(1.0))
                 worst = max(worst, abs(u - v) / scale)
-                if worst > TOLERANCE:
+                if worst > tolerance:
                     return None
             rounds += len(x)
         seeds = max(seeds, len(common))
         compared.append(metric)
     if not compared:
         return None
-    return (
-        f"{a!r} and {b!r} computed the same {' and '.join(compared)} on every seed and round "
-        f"(largest relative difference {worst:.1g} over {seeds} seeds, {rounds} values): the "
-        "comparison cannot differ"
-    )
+    return worst, seeds, rounds, compared

@@ -213,13 +213,22 @@ def test_bherd_beats_fedavg_and_grab_gain_criteria():
     }
     verdict, numbers = judge("bherd-fedavg-faster-higher", seed_runs(FIG2A, runs))
     assert verdict == "supported", numbers
-    assert judge("grab-little-gain", seed_runs(FIG2A, runs))[0] == "supported"
-    # GraB's test losses exactly FedAvg's (issue 51, item 5: GraB ≈ FedAvg through the same 1/α
-    # factor): the same computation, which says nothing about GraB: degenerate, not judged
+    # GraB within 1% of FedAvg on every seed and round (issue 51, item 5: GraB ≈ FedAvg through
+    # its 1/α_t factor, bherd.grab_rescales_fedavg): what the construction predicts, which says
+    # nothing about GraB: degenerate, not judged
+    verdict, numbers = judge("grab-little-gain", seed_runs(FIG2A, runs))
+    assert verdict == "not-testable" and numbers.startswith("degenerate: every part: "), numbers
+    assert "little or no gain follows by construction" in numbers, numbers
+    assert "stayed within 0.003 (relative) of FedAvg's" in numbers, numbers
+    # GraB's test losses exactly FedAvg's: degenerate too
     same = {**runs, "GraB-FedAvg": FEDAVG_RUN}
     verdict, numbers = judge("grab-little-gain", seed_runs(FIG2A, same))
     assert verdict == "not-testable" and numbers.startswith("degenerate: every part: "), numbers
-    assert "'GraB-FedAvg' and 'FedAvg' computed the same test_loss and test_acc" in numbers
+    # GraB departs from FedAvg (3% in the last round's loss) yet within the claim's margins:
+    # evidence about GraB, judged: little gain, supported
+    near = {**runs, "GraB-FedAvg": ([0.5, 0.4, 0.36], [0.70, 0.78, 0.805])}
+    verdict, numbers = judge("grab-little-gain", seed_runs(FIG2A, near))
+    assert verdict == "supported" and "degenerate" not in numbers, numbers
     # faster but not more accurate: the accuracy part is contradicted, so is the claim
     same_acc = {**runs, "BHerd-FedAvg": (runs["BHerd-FedAvg"][0], FEDAVG_RUN[1])}
     assert judge("bherd-fedavg-faster-higher", seed_runs(FIG2A, same_acc))[0] == "contradicted"

@@ -4,6 +4,7 @@ specific to the paper: its claims themselves are declared in ``sweeps/bherd-*.ya
 from __future__ import annotations
 
 from dashboards.claims import ClaimData, same
+from dashboards.degenerate import largest_difference
 from dashboards.measures import guard, measure
 from dashboards.model import Panel
 from fedsweep.data.catalog import TRAIN_SIZES
@@ -61,7 +62,13 @@ def e_over_alpha(data: ClaimData, panel: Panel | None, labels: list[str]) -> str
     return None
 
 
-__all__ = ["client_distance_gap", "never_updated", "e_over_alpha", "fednova_is_fedavg"]
+__all__ = [
+    "client_distance_gap",
+    "never_updated",
+    "e_over_alpha",
+    "fednova_is_fedavg",
+    "grab_rescales_fedavg",
+]
 
 
 @guard("bherd.fednova_is_fedavg")
@@ -95,4 +102,43 @@ def fednova_is_fedavg(data: ClaimData, panel: Panel | None, labels: list[str]) -
             "training set round-robin in equal shares): FedNova's update is FedAvg's, so this "
             "part measures BHerd on FedAvg (Fig. 2a), not on FedNova"
         )
+    return None
+
+
+#: GraB's test loss and accuracy within this relative difference of FedAvg's on every seed and
+#: round: the construction's "little gain" (:func:`grab_rescales_fedavg`); a gain or loss beyond
+#: it is evidence and is judged
+GRAB_NEAR = 0.01
+
+
+@guard("bherd.grab_rescales_fedavg")
+def grab_rescales_fedavg(data: ClaimData, panel: Panel | None, labels: list[str]) -> str | None:
+    """A part comparing GraB-FedAvg with the FedAvg it is built on, where GraB's test loss and
+    accuracy stayed within :data:`GRAB_NEAR` of FedAvg's on every seed and round. GraB's
+    clients train exactly as FedAvg's (the same steps, the same order), sign balancing uploads a
+    subset of their gradients whose sum is about ``α_t`` of the whole (the balancing's
+    purpose), and the server divides by ``α_t`` (Alg. 4; GraB has no reading without it): its
+    update is FedAvg's up to the balancing's error (docs/algorithms.md §4). So a GraB that
+    tracks FedAvg shows what the construction predicts, nothing about GraB's ordering (issue 51,
+    item 5); one that departs from FedAvg is evidence, and its part is judged."""
+    if panel is None:
+        return None
+    curves = [c for c in data.curves if c.label in labels]
+    grab = [c for c in curves if data.config(c).selector == "grab"]
+    plain = [c for c in curves if data.config(c).selector == "none"]
+    for g in grab:
+        for p in plain:
+            if data.config(g).algorithm != data.config(p).algorithm:
+                continue
+            found = largest_difference(data, panel.panel_id, g.label, p.label, GRAB_NEAR)
+            if found is None:
+                continue
+            worst, seeds, values, _ = found
+            return (
+                f"{g.label} trains as {p.label} does and its server divides the balanced subset "
+                f"of the gradients by α_t: its update is {p.label}'s up to the balancing's error, "
+                f"and its test loss and accuracy stayed within {worst:.1g} (relative) of "
+                f"{p.label}'s on {seeds} seeds, {values} values: little or no gain follows by "
+                "construction"
+            )
     return None
