@@ -368,3 +368,21 @@ def test_asha_stops_search_trials_at_their_rungs_and_the_best_ran_in_full(
     again = smoke_sweep(spec, store, tmp_path, echo=lines.append)
     assert again.scheduled == 0 and again.errored == 0, lines
     assert len(sweep_runs(store, "search-fig")[3]) == len(children)
+
+
+def test_the_how_to_search_example_plans_at_every_profile(tmp_path):
+    """docs/how-to/own-studies.md's search example (ASHA included), as written: it loads, and
+    its scheduler has a rung before the last round at every profile."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs/how-to/own-studies.md").read_text()
+    block = doc.split("## A tuned η per method: search", 1)[1].split("```yaml\n", 1)[1]
+    path = tmp_path / "my-fig3a-tuned.yaml"
+    path.write_text(block.split("```", 1)[0])
+    spec = load_spec(path)
+    (curve,) = [c for c in spec.curve_list() if c.search is not None]
+    assert curve.search.scheduler == EarlyStop(grace_period=2, reduction_factor=3)
+    for profile in ("smoke", "quick", "paper"):
+        plan = figure_plan(spec, profile)
+        rounds = {t.config.train.rounds for t in plan.trials if t.curve == curve.label}
+        assert all(curve.search.scheduler.rungs(r) for r in rounds), (profile, rounds)
