@@ -40,9 +40,9 @@ from pathlib import Path
 from fedsweep.data.datasets import resolve_data_root
 from fedsweep.specs.figure import FigurePlan, figure_plan
 from fedsweep.specs.load import SweepSpec, Trial, load_spec
-from fedsweep.specs.search import store_lookup
+from fedsweep.specs.search import STOPPED_AT, store_lookup
 from fedsweep.sweep.report import duration
-from fedsweep.sweep.store_index import trial_runs
+from fedsweep.sweep.store_index import stopped_search_runs, trial_runs
 from fedsweep.tracking.store import get_client, resolve_tracking_uri, store_missing
 
 RUN, REUSE, SHARED, DERIVED, NO_DATA = "run", "reuse", "shared", "derived", "no data"
@@ -143,6 +143,8 @@ def plan_sweep(
         searched = figure.search_state(store_lookup(client) if client else None).trials
     if client is not None:
         runs = trial_runs(client, [t for t in trials if t.derive is None] + searched)
+        # a search trial its scheduler stopped early: done for its search (not run again)
+        runs.update(stopped_search_runs(client, [t for t in searched if t.config_hash not in runs]))
         trials = _resolve_derived(figure, runs, client)
         runs.update(trial_runs(client, [t for t in trials if t.derive is not None]))
     trials = (
@@ -182,6 +184,8 @@ def plan_sweep(
             tag = run.data.tags.get("fedsweep.config_hash")
             row.status, row.run_id = REUSE, run.info.run_id
             row.matched_by = "hash" if tag == t.config_hash else "legacy hash"
+            at = run.data.tags.get(STOPPED_AT)
+            row.note = f"stopped early by ASHA at round {at}" if at else row.note
         elif t.config_hash in seen:
             row.status, row.note = SHARED, f"the same config as {seen[t.config_hash]}"
         else:

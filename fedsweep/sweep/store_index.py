@@ -43,6 +43,15 @@ def trial_runs(client, trials: list[Trial]) -> dict:
     return out
 
 
+def stopped_search_runs(client, trials: list[Trial]) -> dict:
+    """For each search trial of ``trials`` whose run its early-stopping scheduler stopped (and
+    that has no full run), that run: done for its search (``fedsweep.specs.search``)."""
+    hashes = {t.config_hash for t in trials if t.search_of}
+    ids = verified_done_runs(client, hashes, statuses=(STOPPED_STATUS,)) if hashes else {}
+    runs = load_runs(client, (run_id for run_id, _ in ids.values()))
+    return {h: runs[run_id] for h, (run_id, _) in ids.items() if run_id in runs}
+
+
 def finished_trials(client, trials: list[Trial]) -> set[str]:
     """The config hashes of ``trials`` that have a finished or diverged run (under their hash
     or their legacy hash); a search trial's run that its scheduler stopped early counts too

@@ -368,6 +368,19 @@ def test_asha_stops_search_trials_at_their_rungs_and_the_best_ran_in_full(
     again = smoke_sweep(spec, store, tmp_path, echo=lines.append)
     assert again.scheduled == 0 and again.errored == 0, lines
     assert len(sweep_runs(store, "search-fig")[3]) == len(children)
+    # --plan agrees: the stopped trials are reused (done for the search), with their round
+    from fedsweep.sweep.plan import REUSE, plan_sweep
+
+    plan = plan_sweep(spec, "smoke", tracking_uri=store, check_data=False)
+    notes = {r.run_id: r.note for r in plan.trials if r.status == REUSE}
+    assert all(r.status == REUSE for r in plan.trials), [
+        (r.trial_id, r.status) for r in plan.trials
+    ]
+    for run in stopped:
+        note = notes[run.info.run_id]
+        assert note.startswith("search of FedAvg: train.lr=") and note.endswith(
+            f"; stopped early by ASHA at round {run.data.tags[STOPPED_AT]}"
+        ), note
 
 
 def test_the_how_to_search_example_plans_at_every_profile(tmp_path):
