@@ -319,11 +319,13 @@ def scheduler_problems(spec: SweepSpec, profile: str, trials: Iterable[Trial]) -
             if t.curve == curve.label and t.derive is None:
                 rounds, every = t.config.train.rounds, t.config.eval.every
                 if not stop.rungs(rounds, every):
+                    last = (rounds - 1) // every * every  # the last evaluated round before the end
+                    allowed = f"1 to {last}" if last else "none: no evaluated round before the last"
                     out.append(
                         f"curves[{curve.label!r}].search.scheduler.grace_period: "
                         f"{stop.grace_period} leaves no decision before the last round "
                         f"({rounds} rounds under profile {profile!r}, evaluated every {every}); "
-                        f"allowed: 1 to {rounds - 1}"
+                        f"allowed: {allowed}"
                     )
                 break
     return out

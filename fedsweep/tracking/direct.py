@@ -308,10 +308,10 @@ def _done_sql(
 
 def unfinished_children(client, parent_run_id: str, config_hash: str) -> list[str] | None:
     """The child runs of ``parent_run_id`` tagged with ``config_hash`` whose ``fedsweep.status``
-    is not an ended one (:data:`ENDED_STATUSES`; or missing), active and in an active experiment, in ``search_runs``' default
-    order (the latest started first, then by run id): one query on a SQL store (a sweep trial
-    asks it for the run to adopt); None on another store (the caller searches through the
-    client)."""
+    is not an ended one (:data:`ENDED_STATUSES`; or missing), active and in an active
+    experiment, in ``search_runs``' default order (the latest started first, then by run id):
+    one query on a SQL store (a sweep trial asks it for the run to adopt); None on another store
+    (the caller searches through the client)."""
     store = sql_store(client)
     if store is None:
         return None
