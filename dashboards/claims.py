@@ -114,6 +114,12 @@ class ClaimData:
     #: the config tree the curves' overrides apply to (:func:`dashboards.model.run_base`: the
     #: spec's ``base`` under its first panel's overrides); {}: the config defaults
     base: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    #: ``long`` grouped by cell (:meth:`_indexed`) and :meth:`per_seed`'s results, each for the
+    #: ``long`` they were made from
+    _index_of: Any = field(default=None, init=False, repr=False, compare=False)
+    _index: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _memo_of: Any = field(default=None, init=False, repr=False, compare=False)
+    _memos: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def config(self, curve: CurveSpec) -> RunConfig:
         """The typed run config of ``curve`` (:func:`dashboards.model.curve_config`)."""
@@ -158,17 +164,27 @@ class ClaimData:
         "first" (the first finite round), "rises" (round-to-round increases, :func:`rises`), or
         a function of the run's history (:meth:`seed_series`). ``mark``: count the cell as
         read (a diverged seed then makes the claim not testable)."""
+        key = (panel, curve, metric, how) if isinstance(how, str) else None
+        memo = self._memo()
+        if key is not None and key in memo:  # the same cell read again (another part, pair)
+            if mark:
+                self.used.add((panel, curve))
+            return dict(memo[key])
         sel = self._cell(panel, curve, metric, mark)
         if sel.empty:
-            return {}
-        if how == "mean":
-            return {int(s): float(v) for s, v in sel.groupby("seed")["value"].mean().items()}
-        if callable(how) or how in ("first", "rises"):
+            out: dict[int, float] = {}
+        elif how == "mean":
+            out = {int(s): float(v) for s, v in sel.groupby("seed")["value"].mean().items()}
+        elif callable(how) or how in ("first", "rises"):
             fn = {"first": lambda s: float(s.iloc[0]), "rises": rises}.get(how, how)
             runs = self.seed_series(panel, curve, metric, mark=False)
-            return {seed: float(fn(s)) for seed, s in runs.items()}
-        rows = per_run(sel, metric, how)
-        return {int(s): float(v) for s, v in zip(rows["seed"], rows["value"], strict=True)}
+            out = {seed: float(fn(s)) for seed, s in runs.items()}
+        else:
+            rows = per_run(sel, metric, how)
+            out = {int(s): float(v) for s, v in zip(rows["seed"], rows["value"], strict=True)}
+        if key is not None:
+            memo[key] = dict(out)
+        return out
 
     def seed_series(
         self, panel: str, curve: str, metric: str, *, mark: bool = True
@@ -188,11 +204,30 @@ class ClaimData:
             self.used.add((panel, curve))
         if self.long is None or self.long.empty:
             return pd.DataFrame(columns=["seed", "round", "value"])
+        cells = self._indexed()
+        if (panel, curve, metric) not in cells:
+            return self.long.iloc[0:0]
+        return cells[(panel, curve, metric)]
+
+    def _indexed(self) -> dict[tuple[str, str, str], pd.DataFrame]:
+        """``long``'s finite rows per (panel_id, curve, metric), in ``long``'s order: grouped
+        once per ``long`` (a test or caller that sets another ``long`` gets a new index), so a
+        cell is a lookup, not three masks over the whole table."""
         long = self.long
-        sel = long[
-            (long["panel_id"] == panel) & (long["curve"] == curve) & (long["metric"] == metric)
-        ]
-        return sel[np.isfinite(sel["value"].to_numpy(dtype=float))]
+        if self._index_of is not long:
+            finite = long[np.isfinite(long["value"].to_numpy(dtype=float))]
+            self._index = {
+                key: group
+                for key, group in finite.groupby(["panel_id", "curve", "metric"], sort=False)
+            }
+            self._index_of, self._memo_of, self._memos = long, long, {}
+        return self._index
+
+    def _memo(self) -> dict:
+        """:meth:`per_seed`'s results by (panel, curve, metric, reducer) for this ``long``."""
+        if self._memo_of is not self.long:
+            self._memo_of, self._memos = self.long, {}
+        return self._memos
 
     def series(self, panel: str, curve: str, metric: str) -> pd.Series:
         self.used.add((panel, curve))
