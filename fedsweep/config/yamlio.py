@@ -18,8 +18,8 @@ class YamlFileError(ValueError):
     """A file that cannot be read as YAML: the message names the file, line and column."""
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that raises on a key repeated in one mapping (with its line)."""
+class _UniqueKeys:
+    """Raises on a key repeated in one mapping (with its line)."""
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
@@ -41,6 +41,20 @@ class UniqueKeyLoader(yaml.SafeLoader):
                     )
                 seen[key] = line
         return super().construct_mapping(node, deep=deep)
+
+
+class UniqueKeyLoader(_UniqueKeys, yaml.SafeLoader):
+    """``yaml.SafeLoader`` that raises on a key repeated in one mapping (with its line)."""
+
+
+#: the same loader on libyaml's parser where PyYAML has it (parsing in C: the shipped specs
+#: load several times faster); the constructor and resolver are PyYAML's Python ones, so the
+#: data are the same. An error is reported by :class:`UniqueKeyLoader` (its messages).
+FastUniqueKeyLoader = (
+    type("FastUniqueKeyLoader", (_UniqueKeys, yaml.CSafeLoader), {})
+    if getattr(yaml, "__with_libyaml__", False)
+    else None
+)
 
 
 def _position(err: yaml.YAMLError) -> str:
@@ -65,7 +79,13 @@ def _reason(err: yaml.YAMLError) -> str:
 
 
 def loads(text: str, source: str = "<string>") -> Any:
-    """Parse YAML text with :class:`UniqueKeyLoader`; errors name ``source``, line and column."""
+    """Parse YAML text with :class:`UniqueKeyLoader` (on libyaml's parser where there is one,
+    :data:`FastUniqueKeyLoader`); errors name ``source``, line and column."""
+    if FastUniqueKeyLoader is not None:
+        try:
+            return yaml.load(text, Loader=FastUniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+        except yaml.YAMLError:
+            pass  # reported below, in PyYAML's own words
     try:
         return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as err:
