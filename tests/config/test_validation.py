@@ -642,3 +642,30 @@ def test_issue_48_labels_are_one_printable_line(tmp_path, label, no_ray_no_mlflo
     reading = [{"label": label, "set": {"bherd.alpha": 0.3}}]
     spec = write_yaml(tmp_path / "r.yaml", small_spec("lab", readings=reading))
     assert_clean(invoke("sweep", spec, "--plan", "--profile", "smoke"), "readings: label")
+
+
+def test_libyaml_and_python_loaders_read_every_shipped_file_alike():
+    """The fast loader (libyaml's parser, PyYAML's constructor) gives the Python loader's data
+    for every shipped spec and config, and a bad file is reported in the Python loader's words
+    (line and column)."""
+    import yaml
+
+    from fedsweep.config import yamlio
+
+    if yamlio.FastUniqueKeyLoader is None:
+        pytest.skip("PyYAML without libyaml")
+    root = Path(__file__).resolve().parents[2]
+    files = sorted((root / "sweeps").glob("*.yaml")) + sorted((root / "configs").rglob("*.yaml"))
+    assert len(files) > 20
+    for path in files:
+        text = path.read_text()
+        slow = yaml.load(text, Loader=yamlio.UniqueKeyLoader)  # noqa: S506
+        fast = yaml.load(text, Loader=yamlio.FastUniqueKeyLoader)  # noqa: S506
+        assert repr(fast) == repr(slow), path
+    with pytest.raises(yamlio.YamlFileError) as err:
+        yamlio.loads("a: 1\nb:\n\t- 2\n", "x.yaml")
+    assert str(err.value) == (
+        "x.yaml, line 3, column 1: not valid YAML: while scanning for the next token found "
+        "character '\\t' that cannot start any token (YAML does not allow tab characters for "
+        "indentation; use spaces)"
+    )
