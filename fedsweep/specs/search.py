@@ -308,26 +308,32 @@ def early_stop_of(spec: SweepSpec, trial: Trial) -> dict[str, Any] | None:
 
 
 def scheduler_problems(spec: SweepSpec, profile: str, trials: Iterable[Trial]) -> list[str]:
-    """A search scheduler that could never stop a trial of ``profile`` (its first rung at or
-    after the last round): one line each, for the plan to refuse before anything runs."""
+    """A search scheduler that could never stop some trial of its curve under ``profile`` (in
+    a panel whose horizon has no rung before the last round; panels may set their own rounds):
+    one line per curve, for the plan to refuse before anything runs."""
+    trials = list(trials)
     out = []
     for curve in spec.profile_curves(profile):
         stop = curve.search.scheduler if curve.search is not None else None
         if stop is None:
             continue
-        for t in trials:
-            if t.curve == curve.label and t.derive is None:
-                rounds, every = t.config.train.rounds, t.config.eval.every
-                if not stop.rungs(rounds, every):
-                    last = (rounds - 1) // every * every  # the last evaluated round before the end
-                    allowed = f"1 to {last}" if last else "none: no evaluated round before the last"
-                    out.append(
-                        f"curves[{curve.label!r}].search.scheduler.grace_period: "
-                        f"{stop.grace_period} leaves no decision before the last round "
-                        f"({rounds} rounds under profile {profile!r}, evaluated every {every}); "
-                        f"allowed: {allowed}"
-                    )
-                break
+        horizons = dict.fromkeys(
+            (t.config.train.rounds, t.config.eval.every)
+            for t in trials
+            if t.curve == curve.label and t.derive is None
+        )
+        for rounds, every in horizons:
+            if stop.rungs(rounds, every):
+                continue
+            last = (rounds - 1) // every * every  # the last evaluated round before the end
+            allowed = f"1 to {last}" if last else "none: no evaluated round before the last"
+            out.append(
+                f"curves[{curve.label!r}].search.scheduler.grace_period: "
+                f"{stop.grace_period} leaves no decision before the last round "
+                f"({rounds} rounds under profile {profile!r}, evaluated every {every}); "
+                f"allowed: {allowed}"
+            )
+            break
     return out
 
 

@@ -270,6 +270,12 @@ def test_a_scheduler_that_could_never_stop_a_trial_is_refused_before_anything_ru
     assert "; ASHA (grace 1 rounds, reduction factor 3) stops trials early" in (
         plan.curves[0].search.text
     )
+    # every panel's horizon counts, not only the first panel's: 9 rounds fit grace 2, 2 do not
+    tree["curves"][0]["search"]["scheduler"] = {"grace_period": 2}
+    tree["panels"] = {"train.rounds": [9, 2]}
+    with pytest.raises(SpecError) as err:
+        figure_plan(load_spec(write_yaml(tmp_path / "s.yaml", tree)), "smoke")
+    assert "grace_period: 2 leaves no decision before the last round (2 rounds" in str(err.value)
 
 
 class _Trial:
