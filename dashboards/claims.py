@@ -114,11 +114,10 @@ class ClaimData:
     #: the config tree the curves' overrides apply to (:func:`dashboards.model.run_base`: the
     #: spec's ``base`` under its first panel's overrides); {}: the config defaults
     base: Mapping[str, Any] = field(default_factory=dict, repr=False)
-    #: ``long`` grouped by cell (:meth:`_indexed`) and :meth:`per_seed`'s results, each for the
-    #: ``long`` they were made from
-    _index_of: Any = field(default=None, init=False, repr=False, compare=False)
-    _index: dict = field(default_factory=dict, init=False, repr=False, compare=False)
-    _memo_of: Any = field(default=None, init=False, repr=False, compare=False)
+    #: the ``long`` the caches below were made from (:meth:`_memo`), ``long`` grouped by cell
+    #: (:meth:`_indexed`; None: not grouped yet) and :meth:`per_seed`'s results
+    _cached_of: Any = field(default=None, init=False, repr=False, compare=False)
+    _index: dict | None = field(default=None, init=False, repr=False, compare=False)
     _memos: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def config(self, curve: CurveSpec) -> RunConfig:
@@ -213,20 +212,21 @@ class ClaimData:
         """``long``'s finite rows per (panel_id, curve, metric), in ``long``'s order: grouped
         once per ``long`` (a test or caller that sets another ``long`` gets a new index), so a
         cell is a lookup, not three masks over the whole table."""
-        long = self.long
-        if self._index_of is not long:
+        self._memo()  # (a new ``long``: both caches start empty)
+        if self._index is None:
+            long = self.long
             finite = long[np.isfinite(long["value"].to_numpy(dtype=float))]
             self._index = {
                 key: group
                 for key, group in finite.groupby(["panel_id", "curve", "metric"], sort=False)
             }
-            self._index_of, self._memo_of, self._memos = long, long, {}
         return self._index
 
     def _memo(self) -> dict:
-        """:meth:`per_seed`'s results by (panel, curve, metric, reducer) for this ``long``."""
-        if self._memo_of is not self.long:
-            self._memo_of, self._memos = self.long, {}
+        """:meth:`per_seed`'s results by (panel, curve, metric, reducer) for this ``long``;
+        a ``long`` set since empties this and :meth:`_indexed`'s cache."""
+        if self._cached_of is not self.long:
+            self._cached_of, self._index, self._memos = self.long, None, {}
         return self._memos
 
     def series(self, panel: str, curve: str, metric: str) -> pd.Series:
