@@ -43,11 +43,17 @@ def trial_runs(client, trials: list[Trial]) -> dict:
     return out
 
 
+def _stopped_ids(client, trials: list[Trial], done: set[str]) -> dict[str, tuple[str, int]]:
+    """For the hashes of ``trials``' search trials outside ``done``, the verified run their
+    early-stopping scheduler stopped (``fedsweep.specs.search``): done for that search only."""
+    hashes = {h for t in trials if t.search_of for h in t.hashes} - done
+    return verified_done_runs(client, hashes, statuses=(STOPPED_STATUS,)) if hashes else {}
+
+
 def stopped_search_runs(client, trials: list[Trial]) -> dict:
     """For each search trial of ``trials`` whose run its early-stopping scheduler stopped (and
     that has no full run), that run: done for its search (``fedsweep.specs.search``)."""
-    hashes = {t.config_hash for t in trials if t.search_of}
-    ids = verified_done_runs(client, hashes, statuses=(STOPPED_STATUS,)) if hashes else {}
+    ids = _stopped_ids(client, trials, set())
     runs = load_runs(client, (run_id for run_id, _ in ids.values()))
     return {h: runs[run_id] for h, (run_id, _) in ids.items() if run_id in runs}
 
@@ -57,8 +63,7 @@ def finished_trials(client, trials: list[Trial]) -> set[str]:
     or their legacy hash); a search trial's run that its scheduler stopped early counts too
     (for that search trial only: ``fedsweep.specs.search``)."""
     done = finished_hashes(client, {h for t in trials for h in t.hashes})
-    searched = {h for t in trials if t.search_of for h in t.hashes} - done
-    stopped = set(verified_done_runs(client, searched, statuses=(STOPPED_STATUS,)))
+    stopped = set(_stopped_ids(client, trials, done))
     return {
         t.config_hash
         for t in trials
