@@ -27,26 +27,40 @@ _COST = {"team": 35.0, "slow": 12.0}
 _COST_OTHER = 0.2
 
 
+#: the test files with a test that uses ``ray_session`` (pytest_collection_modifyitems)
+_RAY_FILES: set[str] = set()
+
+
+def _file(item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
 def pytest_collection_modifyitems(config, items):
     """The test files in order of their expected time, longest first (a file's own tests keep
     their order): ``make test`` runs files side by side on every core (pytest-xdist,
     ``--dist loadfile --no-loadscope-reorder``), and a long file started last would end the
-    suite alone on one core."""
+    suite alone on one core. The files whose tests use ``ray_session`` come before all the
+    others (longest first among them too), so that each worker can stop its Ray once its next
+    file needs none (:func:`pytest_runtest_teardown`)."""
     import json
 
     measured = json.loads(_MEASURED.read_text()) if _MEASURED.is_file() else {}
     estimate: dict[str, float] = {}
     for item in items:
-        path = item.nodeid.split("::", 1)[0]
+        path = _file(item)
         marks = {mark.name for mark in item.iter_markers()}
         seconds = max((_COST[m] for m in marks & _COST.keys()), default=_COST_OTHER)
         estimate[path] = estimate.get(path, 0.0) + seconds
+        if "ray_session" in item.fixturenames:
+            _RAY_FILES.add(path)
     cost = {path: measured.get(path, guess) for path, guess in estimate.items()}
-    order = {path: rank for rank, path in enumerate(sorted(cost, key=lambda p: (-cost[p], p)))}
-    items.sort(key=lambda item: order[item.nodeid.split("::", 1)[0]])  # stable within a file
+    ranked = sorted(cost, key=lambda p: (p not in _RAY_FILES, -cost[p], p))
+    order = {path: rank for rank, path in enumerate(ranked)}
+    items.sort(key=lambda item: order[_file(item)])  # stable within a file
 
 
 def pytest_sessionfinish(session, exitstatus):
+    _stop_ray()
     if _SCHEMA_CACHE is not None:
         import shutil
 
@@ -67,22 +81,48 @@ def real_data_dir() -> Path:
     return root
 
 
-@pytest.fixture(scope="session")
-def ray_session():
-    """One local Ray instance for every test that runs a real Ray Tune sweep in this process,
-    with one CPU: a test sweep's trials are a few rounds
-    long, so they run one after the other on one trial actor (Tune reuses it) instead of
-    starting a second actor (its Python, Ray, torch and MLflow: about 5 s of CPU) for each fit.
-    Measured on 2 cores (tests/sweep/test_derived.py's two sweeps, 7 fits): 88.5 s of CPU with 2
-    CPUs, 68.7 s with 1, and no longer."""
-    import ray
+#: whether this process runs the local Ray of ``ray_session``
+_RAY_UP = False
 
-    ray.init(
-        address="local",  # never a cluster this machine runs (`ray start`, a team head)
-        num_cpus=1,
-        include_dashboard=False,
-        logging_level="WARNING",
-        configure_logging=True,
-    )
+
+@pytest.fixture
+def ray_session():
+    """One local Ray in this process for the tests that run a real Ray Tune sweep in it, with
+    one CPU: a test sweep's trials are a few rounds long, so they run one after the other on
+    one trial actor (Tune reuses it) instead of starting a second actor (its Python, Ray, torch
+    and MLflow: about 5 s of CPU) for each fit. Measured on 2 cores (tests/sweep/test_derived.py's
+    two sweeps, 7 fits): 88.5 s of CPU with 2 CPUs, 68.7 s with 1, and no longer.
+
+    Started by the first test that asks for it and kept for the next ones; stopped when this
+    worker's next test file uses none (those files run first), as an idle Ray still costs CPU
+    (its GCS, raylet and agents: about 0.03 of a core, measured 2026-11-29: 4.8 CPU-s for a
+    start and 3 s up, 6.8 for 63 s up), i.e. about 25 CPU-s per worker over the rest of the
+    suite. A later test that asks for it again starts it again."""
+    global _RAY_UP
+    if not _RAY_UP:
+        import ray
+
+        ray.init(
+            address="local",  # never a cluster this machine runs (`ray start`, a team head)
+            num_cpus=1,
+            include_dashboard=False,
+            logging_level="WARNING",
+            configure_logging=True,
+        )
+        _RAY_UP = True
     yield
-    ray.shutdown()
+
+
+def _stop_ray() -> None:
+    global _RAY_UP
+    if _RAY_UP:
+        import ray
+
+        ray.shutdown()
+        _RAY_UP = False
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    if nextitem is not None and _file(nextitem) not in _RAY_FILES:
+        _stop_ray()

@@ -34,10 +34,12 @@ def test_the_quick_start_block_is_the_documented_path():
     assert "--profile smoke" in sweep and "--profile" not in figures  # the newcomer's path
 
 
-@pytest.mark.slow
-def test_readme_quick_start_runs_as_written_on_a_fresh_store(tmp_path, monkeypatch):
-    work = tmp_path / "clone"
-    work.mkdir()
+@pytest.fixture(scope="module")
+def quick_start(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """The README's quick start, every command but ``fedsweep ui``, as written, in a fresh
+    folder: the folder and each command's output. Its store (``./mlruns``) is the one the
+    tests of this module read, as a newcomer's next commands would."""
+    work = tmp_path_factory.mktemp("clone")
     for folder in ("configs", "sweeps"):
         (work / folder).symlink_to(ROOT / folder)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80"}
@@ -54,6 +56,12 @@ def test_readme_quick_start_runs_as_written_on_a_fresh_store(tmp_path, monkeypat
         assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
         assert "Traceback" not in done.stderr, done.stderr
         outputs[command] = done.stdout
+    return work, outputs
+
+
+@pytest.mark.slow
+def test_readme_quick_start_runs_as_written_on_a_fresh_store(quick_start, monkeypatch):
+    work, outputs = quick_start
     figures = next(out for cmd, out in outputs.items() if cmd.startswith("fedsweep figures"))
     assert "profile: smoke" in figures, figures
     assert "bherd-fig4e: 6 runs" in figures, figures
@@ -77,6 +85,52 @@ def test_readme_quick_start_runs_as_written_on_a_fresh_store(tmp_path, monkeypat
     texts = run_notebook(ROOT / "docs" / "notebooks" / "analyse-a-figure.ipynb", work, monkeypatch)
     joined = "\n".join(texts)
     assert "Case 2, no RR" in joined and "rr-differs-little" in joined, joined[-3000:]
+
+
+@pytest.mark.slow
+def test_own_claims_example_reuses_the_quick_starts_runs_and_reports(quick_start, tmp_path):
+    """docs/how-to/own-claims.md's study, written to an empty folder: ``fedsweep sweep FILE
+    --profile smoke`` then ``fedsweep report --figure FILE --profile smoke --json --out DIR``
+    give a row per claim id with its verdict and numbers (issue 50). On the quick start's store,
+    as the how-to says, the sweep reuses Fig. 4e's finished runs: it trains nothing and starts
+    no Ray."""
+    import json
+    import sys
+
+    from fedsweep.specs.load import load_spec
+    from tests.figures.test_declared_claims import own_example
+
+    work, _ = quick_start
+    folder = tmp_path / "study"
+    folder.mkdir()
+    path = folder / "my-study.yaml"
+    path.write_text(own_example())
+    ids = [c.id for c in load_spec(path).claims]
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{work / 'mlruns' / 'mlflow.db'}",
+           "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(ROOT)}  # fmt: skip
+
+    def fedsweep(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "fedsweep", *args], cwd=folder, capture_output=True,
+            text=True, env=env, timeout=1800,
+        )  # fmt: skip
+
+    swept = fedsweep("sweep", str(path), "--profile", "smoke")
+    assert swept.returncode == 0, swept.stderr[-3000:]
+    flat = " ".join((swept.stdout + swept.stderr).split())
+    assert "my-rr-study [smoke]: all 6 runnable trials already have a finished run" in flat, flat
+    out = tmp_path / "report"
+    done = fedsweep(
+        "report", "--figure", str(path), "--profile", "smoke", "--json", "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {r["id"]: r for r in json.loads(done.stdout)}
+    for claim_id in ids:
+        row = rows[claim_id]
+        for key in ("id", "verdict", "effect", "ci_low", "ci_high", "margin", "seeds"):
+            assert key in row
+        assert row["verdict"] in ("supported", "contradicted", "inconclusive", "not-testable")
+    assert set(ids) <= set(rows)
 
 
 def run_notebook(path: Path, cwd: Path, monkeypatch) -> list[str]:

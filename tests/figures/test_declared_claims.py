@@ -463,46 +463,6 @@ def test_own_claims_example_errors(tmp_path, old, new, message):
         load_spec(path)
 
 
-@pytest.mark.slow
-def test_own_claims_example_sweeps_and_reports(tmp_path, monkeypatch):
-    """The how-to's study, written to an empty folder: ``fedsweep sweep FILE --profile smoke``
-    then ``fedsweep report --figure FILE --profile smoke --json --out DIR`` give a row per claim
-    id with its verdict and numbers."""
-    import json
-    import subprocess
-    import sys
-
-    folder = tmp_path / "study"
-    folder.mkdir()
-    path = folder / "my-study.yaml"
-    path.write_text(own_example())
-    ids = [c.id for c in load_spec(path).claims]
-    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
-    env = {"MLFLOW_TRACKING_URI": store, "RAY_USAGE_STATS_ENABLED": "0"}
-    monkeypatch.chdir(folder)
-
-    def fedsweep(*args: str) -> subprocess.CompletedProcess:
-        import os
-
-        return subprocess.run(
-            [sys.executable, "-m", "fedsweep", *args],
-            capture_output=True,
-            text=True,
-            env={**os.environ, **env},
-            timeout=1800,
-        )
-
-    swept = fedsweep("sweep", str(path), "--profile", "smoke")
-    assert swept.returncode == 0, swept.stderr[-3000:]
-    out = tmp_path / "report"
-    done = fedsweep(
-        "report", "--figure", str(path), "--profile", "smoke", "--json", "--out", str(out)
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = {r["id"]: r for r in json.loads(done.stdout)}
-    for claim_id in ids:
-        row = rows[claim_id]
-        for key in ("id", "verdict", "effect", "ci_low", "ci_high", "margin", "seeds"):
-            assert key in row
-        assert row["verdict"] in ("supported", "contradicted", "inconclusive", "not-testable")
-    assert set(ids) <= set(rows)
+# The how-to's study swept and reported as the how-to says, on the quick start's store (so that
+# it reuses Fig. 4e's runs): tests/test_quickstart.py,
+# test_own_claims_example_reuses_the_quick_starts_runs_and_reports
