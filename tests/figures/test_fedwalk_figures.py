@@ -1089,3 +1089,38 @@ def test_missing_curves_and_panels_give_na_not_errors(tmp_path):
             png=False,
         )
     assert all(r.status == "no runs" and r.error is None and not r.files for r in empty)
+
+
+def test_a_fednova_that_trains_as_fedprox_repeats_the_fedprox_part():
+    """Issue 51, item 5: with FedWalk's fixed local steps FedNova is FedAvg with data weights,
+    and FedProx (μ = 0.01) stays near it (on the quick store: within 0.8% on every seed and
+    round). A FedNova part whose curves track their FedProx twins within 1% (the guard
+    ``fedwalk.fednova_tracks_fedprox``) repeats the FedProx part: named degenerate, not
+    counted. A FedNova 2.5% away from FedProx is its own evidence, judged."""
+    # FedNova 0.3 points above FedProx (0.4% relative) on every seed and round
+    near = BASES | LEASHED | {"FedNova": 0.793, "FedNova+FedWalk": 0.833}
+    data = table_data(near)
+    verdict, numbers = judge("fedwalk-beats-baselines", data)
+    assert verdict == "supported", numbers  # the other three parts decide
+    (named,) = data.degenerate
+    assert named.startswith("CIFAR-10, Dir(0.1) · FedWalk η=1e-2 − FedNova η=1e-2: ")
+    assert "FedNova η=1e-2 stayed within 0.004 (relative) of FedProx η=1e-2's" in named
+    assert "this part repeats the FedProx part" in named and "μ = 0.01" in named
+    assert "FedNova η=1e-2 degenerate (not counted)" in numbers, numbers
+    assert len(data.evidence) == 3  # FedAvg, SCAFFOLD, FedProx
+    data = table_data(near)
+    verdict, numbers = judge("fedwalk-helps-each-base", data)
+    assert verdict == "supported", numbers
+    assert [d.split(":")[0] for d in data.degenerate] == [
+        f"{p} · FedNova+FedWalk η=1e-2 − FedNova η=1e-2"
+        for p in ("CIFAR-10, Dir(0.1)", "CIFAR-10, IID (Dir(10))")
+    ]
+    assert len(data.evidence) == 6  # 3 pairs × 2 panels
+    # only one side near its twin: the pair is evidence about FedNova, judged
+    one = BASES | LEASHED | {"FedNova": 0.793}
+    data = table_data(one)
+    assert judge("fedwalk-helps-each-base", data)[0] == "supported"
+    assert data.degenerate == [] and len(data.evidence) == 8
+    # FedNova 2.5% from FedProx (the scenarios above): judged, nothing named
+    data = table_data(BASES | LEASHED)
+    assert judge("fedwalk-beats-baselines", data)[0] == "supported" and data.degenerate == []

@@ -6,7 +6,10 @@ the paper: its claims themselves are declared in ``sweeps/fedwalk-*.yaml``.
   ``fedwalk.early_train_loss`` / ``fedwalk.late_train_loss`` are a run's mean training loss
   over them (lower is better, compared relatively: ``(X − X+FedWalk) / X``);
 * Fig. 3's HH trend: ``fedwalk.tau_slope``, per seed the least-squares slope of the best test
-  accuracy against τ over the τ curves with runs (at least ``MIN_TAUS``).
+  accuracy against τ over the τ curves with runs (at least ``MIN_TAUS``);
+* the guard ``fedwalk.fednova_tracks_fedprox`` (issue 51, item 5): a part with FedNova whose
+  FedNova curves stayed within ``NOVA_NEAR`` of the FedProx curves with the same settings
+  repeats the FedProx part of the same claim (:func:`fednova_tracks_fedprox`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from collections.abc import Callable
 import pandas as pd
 
 from dashboards.claims import ClaimData, rounds_of
-from dashboards.measures import measure
+from dashboards.degenerate import largest_difference
+from dashboards.measures import guard, measure
+from dashboards.model import Panel
 from dashboards.papers.fedwalk.methods import MIN_TAUS
 
 #: the share of the rounds that makes the early and the late window
@@ -98,4 +103,68 @@ def tau_slope(data: ClaimData, panel: str, after: int = 0) -> dict[int, float]:
     return {s: slope(taus, [v[s] for v in values]) for s in seeds}
 
 
-__all__ = ["WINDOW_SHARE", "slope", "tau_slope", "window_mean", "windows"]
+#: largest relative difference of a FedNova curve's test loss and accuracy from its FedProx
+#: twin's, on every seed and round, at which the two count as one computation for a claim's
+#: parts (:func:`fednova_tracks_fedprox`); as BHerd's GraB guard, 1%
+NOVA_NEAR = 0.01
+
+
+def _twin_key(data: ClaimData, curve) -> str:
+    """A curve's typed run config without its base method and the methods' own sections: two
+    curves with the same key differ only in being FedNova or FedProx."""
+    dump = data.config(curve).model_dump(
+        mode="json", exclude={"name", "seed", "algorithm", "fedprox", "fednova"}
+    )
+    return repr(sorted(dump.items()))
+
+
+@guard("fedwalk.fednova_tracks_fedprox")
+def fednova_tracks_fedprox(data: ClaimData, panel: Panel | None, labels: list[str]) -> str | None:
+    """A part with FedNova curves each of which stayed within :data:`NOVA_NEAR` of the FedProx
+    curve with the same settings (test loss and accuracy, every seed and round) repeats the
+    claim's FedProx part (issue 51, item 5). FedWalk's methods take a fixed number of local
+    steps (``step_policy: fixed``), so FedNova's normalised average is FedAvg with data weights
+    (docs/algorithms.md §2.4), and FedProx's proximal term (μ = 0.01) keeps it near the same
+    update: "FedWalk beats FedNova" and "FedWalk helps FedNova" then say what the FedProx part
+    says, and counting both would count one comparison twice. A FedNova that departs from FedProx
+    is its own evidence, and its part is judged."""
+    if panel is None:
+        return None
+    curves = [c for c in data.curves if c.label in labels]
+    nova = [c for c in curves if data.config(c).algorithm == "fednova"]
+    if not nova:
+        return None
+    prox = {_twin_key(data, c): c for c in data.curves if data.config(c).algorithm == "fedprox"}
+    found = []
+    for n in nova:
+        twin = prox.get(_twin_key(data, n))
+        if twin is None:
+            return None
+        near = largest_difference(data, panel.panel_id, n.label, twin.label, NOVA_NEAR)
+        if near is None:
+            return None
+        found.append((n.label, twin, *near))
+    fixed = all(data.config(c).step_policy == "fixed" for c in nova)
+    why = (
+        "with a fixed number of local steps FedNova is FedAvg with data weights, and μ = "
+        f"{data.config(found[0][1]).fedprox.mu:g} keeps FedProx near it"
+        if fixed
+        else "the two trained alike here"
+    )
+    shown = "; ".join(
+        f"{n} stayed within {worst:.1g} (relative) of {t.label}'s test loss and accuracy on {seeds} "
+        f"seeds, {values} values"
+        for n, t, worst, seeds, values, _ in found
+    )
+    return f"{shown}: this part repeats the FedProx part ({why})"
+
+
+__all__ = [
+    "NOVA_NEAR",
+    "WINDOW_SHARE",
+    "fednova_tracks_fedprox",
+    "slope",
+    "tau_slope",
+    "window_mean",
+    "windows",
+]
