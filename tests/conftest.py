@@ -95,9 +95,9 @@ def ray_session():
 
     Started by the first test that asks for it and kept for the next ones; stopped when this
     worker's next test file uses none (those files run first), as an idle Ray still costs CPU
-    (its GCS, raylet and agents: about 0.03 of a core, measured 2026-11-29: 4.8 CPU-s for a
-    start and 3 s up, 6.8 for 63 s up), i.e. about 25 CPU-s per worker over the rest of the
-    suite. A later test that asks for it again starts it again."""
+    (its GCS, raylet and agents: about 0.03 of a core; CHANGELOG, 2026-11-29), about 12 CPU-s
+    per worker over the rest of the suite. A later test that asks for it again starts it
+    again."""
     global _RAY_UP
     if not _RAY_UP:
         import ray
