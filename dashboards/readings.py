@@ -5,7 +5,8 @@ plausible readings of the paper that our faithful default does not take (BHerd's
 its ``1/α``, a damped FedVeca τ rule). Their runs are made with ``fedsweep sweep --set KEY=VALUE``
 and sit in the store beside the figure's own (each config has its own hash). The reproduction
 report sets each reading's verdicts beside the configured ones, claim by claim
-(:func:`reading_table`), and says how to make the runs of a reading that has none.
+(:func:`reading_table`), and says how to make the runs of a reading that has none; the claims JSON carries the same per
+claim row (``readings``: :func:`reading_rows`).
 """
 
 from __future__ import annotations
@@ -80,6 +81,38 @@ def reading_table(
     return "\n".join(lines)
 
 
+#: what a reading's entry in a claim's JSON row copies from the claim's row under that reading
+READING_FIELDS = ("verdict", "effect", "ci_low", "ci_high", "margin", "seeds", "seeds_needed",
+                  "degenerate")  # fmt: skip
+
+
+def reading_rows(
+    base: FigureResult, readings: list[tuple[Any, FigureResult | None]]
+) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Per (claim, regime) of ``base``: one entry per reading, in the spec's order, with the
+    reading's ``label`` and ``set``, its runs, and the claim's verdict and numbers under it
+    (:data:`READING_FIELDS`; None each where the reading has no runs). The JSON counterpart of
+    :func:`reading_table`."""
+    rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    keys = [(row["claim"], row["regime"]) for row in claim_rows([base])]
+    for reading, res in readings:
+        ran = {(row["claim"], row["regime"]): row for row in claim_rows([res])} if (
+            res is not None and res.runs
+        ) else {}  # fmt: skip
+        for key in keys:
+            row = ran.get(key, {})
+            rows.setdefault(key, []).append(
+                {
+                    "reading": reading.label,
+                    "set": dict(reading.set),
+                    "runs": res.runs if res is not None else 0,
+                    "expected_runs": res.expected_runs if res is not None else None,
+                    **{f: row.get(f) for f in READING_FIELDS},
+                }
+            )
+    return rows
+
+
 def reproduces(base: FigureResult, readings, rows_of: list[dict], labels: list[str]) -> str:
     """One sentence: which reading (if any) has every claim of the figure supported, and how
     many each supports."""
@@ -151,6 +184,7 @@ def add_reading_tables(
                     )
             alternatives.append((reading, alt))
         rel = f"sweeps/{Path(path).name}"
+        result.readings = reading_rows(result, alternatives)
         result.report_tables.append(
             reading_table(result, alternatives, profile=profile, spec_file=rel)
         )

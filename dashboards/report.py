@@ -117,6 +117,8 @@ def claim_rows(results: Iterable[FigureResult]) -> list[dict[str, Any]]:
                     "expected_runs": r.expected_runs,
                     # parts whose two sides are one computation: named, not counted
                     "degenerate": list(c.degenerate),
+                    # the claim under each labelled reading of the paper (dashboards.readings)
+                    "readings": r.readings.get((c.claim, c.regime or "not declared"), []),
                     **paper_effect_fields(c.paper, head.get("effect")),
                 }
             )

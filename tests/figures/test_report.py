@@ -217,6 +217,15 @@ def test_the_committed_quick_claims_hold_the_rules():
         if r["verdict"] in ("supported", "contradicted"):
             assert r["seeds_needed"] is None, r["id"]
             assert not (r["ci_low"] == r["ci_high"] and r["seeds"] < 3), r["id"]
+    # every claim of a spec with labelled readings carries its verdict under each of them
+    readings = {s.figure: [r.label for r in s.readings] for s in specs if s.readings}
+    assert readings  # bherd-fig3a, bherd-fig3b
+    for r in rows:
+        assert [u["reading"] for u in r["readings"]] == readings.get(r["figure"], []), r["id"]
+        for u in r["readings"]:
+            assert u["verdict"] is None or u["verdict"] in (
+                "supported", "contradicted", "inconclusive", "not-testable"
+            )  # fmt: skip
 
 
 #: the source text of each paper's claims (../shared/papers beside the checkout)
@@ -304,6 +313,26 @@ def test_reading_table_sets_each_reading_beside_the_figure_as_configured():
         "No reading that ran has every claim of bherd-fig3a supported. (as configured: 0 of 2 "
         "supported; no 1/α: 1 of 2 supported; never run: no runs.)" in text
     )
+    # the claims JSON carries the same: per claim row, one entry per reading
+    from dashboards.readings import READING_FIELDS, reading_rows
+    from dashboards.report import claim_rows
+
+    base.readings = reading_rows(base, [(none, alt), (empty, None)])
+    rows = {r["claim"]: r for r in claim_rows([base])}
+    assert rows["B beats A"]["verdict"] == "inconclusive"
+    under_none, under_empty = rows["B beats A"]["readings"]
+    assert (under_none["reading"], under_none["set"]) == ("no 1/α", {"bherd.server_scale": "none"})
+    assert (under_none["verdict"], under_none["seeds"], under_none["runs"]) == ("supported", 3, 6)
+    assert under_none["effect"] == pytest.approx(0.025) and under_none["ci_low"] > 0
+    assert under_empty == {
+        "reading": "never run",
+        "set": {"bherd.round": "ceil"},
+        "runs": 0,
+        "expected_runs": None,
+        **dict.fromkeys(READING_FIELDS),
+    }
+    assert [u["verdict"] for u in rows["other"]["readings"]] == [rows["other"]["verdict"], None]
+    assert claim_rows([alt])[0]["readings"] == []  # a figure without readings
 
 
 def test_a_reading_must_set_keys_the_figures_runs_read(tmp_path):
