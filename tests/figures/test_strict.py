@@ -109,10 +109,10 @@ def test_a_part_of_one_computation_is_named_and_not_counted():
     assert all("SCAFFOLD" in r["panel"] for r in check.evidence)
     result = SimpleNamespace(
         figure_id="bherd-fig2b", claims=[check], seeds=[0], profile="paper", profile_note="",
-        runs=1, expected_runs=1,
+        runs=1, expected_runs=1, readings={},
     )  # fmt: skip
     (row,) = claim_rows([result])
-    assert row["degenerate"] == list(check.degenerate)
+    assert row["degenerate"] == list(check.degenerate) and row["readings"] == []
     lines = _claim_lines([row], result)
     assert "  - Degenerate, not counted: Case 1 · FedNova · FedNova − FedAvg: " in "\n".join(lines)
 
