@@ -5,8 +5,8 @@ plausible readings of the paper that our faithful default does not take (BHerd's
 its ``1/α``, a damped FedVeca τ rule). Their runs are made with ``fedsweep sweep --set KEY=VALUE``
 and sit in the store beside the figure's own (each config has its own hash). The reproduction
 report sets each reading's verdicts beside the configured ones, claim by claim
-(:func:`reading_table`), and says how to make the runs of a reading that has none; the claims JSON carries the same per
-claim row (``readings``: :func:`reading_rows`).
+(:func:`reading_table`), and says how to make the runs of a reading that has none; the claims
+JSON carries the same in each claim's row (``readings``: :func:`reading_rows`).
 """
 
 from __future__ import annotations
