@@ -86,6 +86,7 @@ def claim_rows(results: Iterable[FigureResult]) -> list[dict[str, Any]]:
             verdict, why = verdict4(c)
             panels = [dict(e) for e in c.evidence]
             head = headline(panels)
+            regime = c.regime or "not declared"
             rows.append(
                 {
                     "id": c.id or None,
@@ -108,7 +109,7 @@ def claim_rows(results: Iterable[FigureResult]) -> list[dict[str, Any]]:
                     "seeds_needed": (
                         claim_seeds_needed(panels) if verdict == "inconclusive" else None
                     ),
-                    "regime": c.regime or "not declared",
+                    "regime": regime,
                     "profile": r.profile,
                     "profile_note": _clean(r.profile_note),
                     "numbers": _clean(c.numbers),
@@ -118,7 +119,7 @@ def claim_rows(results: Iterable[FigureResult]) -> list[dict[str, Any]]:
                     # parts whose two sides are one computation: named, not counted
                     "degenerate": list(c.degenerate),
                     # the claim under each labelled reading of the paper (dashboards.readings)
-                    "readings": r.readings.get((c.claim, c.regime or "not declared"), []),
+                    "readings": r.readings.get((c.claim, regime), []),
                     **paper_effect_fields(c.paper, head.get("effect")),
                 }
             )

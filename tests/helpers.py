@@ -242,3 +242,14 @@ def stand_in_for_paper(tree: dict, profile: str = "smoke") -> dict:
             stand_in[key] = paper[key]
     tree["profiles"]["paper"] = stand_in
     return tree
+
+
+def own_example() -> str:
+    """The complete study spec of docs/how-to/own-claims.md: its yaml block right after the
+    line ``<!-- own-claims-example -->``."""
+    import re
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "how-to" / "own-claims.md"
+    found = re.search(r"<!-- own-claims-example -->\s*```yaml\n(.*?)```", doc.read_text(), re.S)
+    assert found, f"{doc}: no yaml block after <!-- own-claims-example -->"
+    return found.group(1)

@@ -98,7 +98,7 @@ def test_own_claims_example_reuses_the_quick_starts_runs_and_reports(quick_start
     import sys
 
     from fedsweep.specs.load import load_spec
-    from tests.figures.test_declared_claims import own_example
+    from tests.helpers import own_example
 
     work, _ = quick_start
     folder = tmp_path / "study"

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -28,11 +27,10 @@ from fedsweep.specs.model import Regime
 from tests.figures import test_bherd_fig2 as F2
 from tests.figures import test_dashboards as D
 from tests.figures.test_declared_claims_fedwalk import judged
-from tests.helpers import migrated_claim
+from tests.helpers import migrated_claim, own_example
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = ROOT / "sweeps"
-DOC = ROOT / "docs" / "how-to" / "own-claims.md"
 GOLDEN = Path(__file__).parent / "golden" / "claims-bherd.json"
 
 
@@ -429,13 +427,6 @@ def test_report_rows_carry_id_verdict_effect_interval_margin_seeds():
 
 
 # ------------------------------------------------------------------------ the how-to's study
-def own_example() -> str:
-    text = DOC.read_text()
-    m = re.search(r"<!-- own-claims-example -->\s*```yaml\n(.*?)```", text, flags=re.S)
-    assert m, "docs/how-to/own-claims.md: no yaml block after <!-- own-claims-example -->"
-    return m.group(1)
-
-
 def test_own_claims_example_parses_and_validates(tmp_path):
     path = tmp_path / "my-study.yaml"
     path.write_text(own_example())
