@@ -10,6 +10,13 @@ passed to kaleido explicitly; MathJax is disabled (it would come from a CDN) and
 the copy shipped with plotly. Without a browser, or when the export fails, the HTML files stay,
 ONE warning is emitted per call, and the build goes on.
 
+What kaleido and choreographer log during an export (:data:`BROWSER_LOGGERS`) is kept from the
+terminal (:func:`browser_logs`): choreographer logs, with a traceback, messages it could not
+decode and then ignores, e.g. its own ``{bye}`` written to unblock the pipe while the browser
+closes (choreographer 1.4). Every image is checked once the export returns (a non-empty file);
+when one is missing, the warning names what was logged, one line per record, without the
+traceback.
+
 The HTML page fits the browser window (:func:`responsive`: no fixed width, Plotly's
 ``responsive`` config; the figure's height is kept), while images keep the figure's fixed,
 paper-like size. :func:`curve_table` is every curve a figure draws as a table (written beside
@@ -18,11 +25,14 @@ the figure as ``<stem>.csv`` by ``dashboards.build``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import html
+import logging
 import os
 import shutil
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +44,7 @@ from fedsweep.core import atomic
 
 PNG_SCALE = 2
 FALLBACK_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
+BROWSER_LOGGERS = ("kaleido", "choreographer", "logistro")
 
 
 class PngExportWarning(UserWarning):
@@ -215,6 +226,39 @@ def find_browser() -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def browser_logs() -> Iterator[list[logging.LogRecord]]:
+    """The records (WARNING and above) :data:`BROWSER_LOGGERS` log inside the block, kept in
+    the list yielded instead of reaching the root logger's handlers (the terminal)."""
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    keep = Keep(logging.WARNING)
+    loggers = [logging.getLogger(name) for name in BROWSER_LOGGERS]
+    propagate = [log.propagate for log in loggers]
+    for log in loggers:
+        log.addHandler(keep)
+        log.propagate = False
+    try:
+        yield records
+    finally:
+        for log, was in zip(loggers, propagate, strict=True):
+            log.removeHandler(keep)
+            log.propagate = was
+
+
+def _record_line(record: logging.LogRecord) -> str:
+    line = f"{record.name}: {record.getMessage()}"
+    if record.exc_info and record.exc_info[1] is not None:
+        err = record.exc_info[1]
+        cause = err.__cause__ or err.__context__
+        line += f" ({type(err).__name__}{f': {cause}' if cause else ''})"
+    return line
+
+
 def write_pngs(jobs: list[PngJob]) -> dict[Path, bool]:
     """Render all ``jobs`` (PNG, PDF or SVG, by the path's suffix) with one browser start;
     returns path -> written. Warns once. Each image is rendered to a temporary file beside its
@@ -235,6 +279,7 @@ def write_pngs(jobs: list[PngJob]) -> dict[Path, bool]:
         )
         return done
     parts: dict[Path, Path] = {}  # final path -> its temporary file
+    logged: list[logging.LogRecord] = []
     try:
         try:
             import kaleido
@@ -254,11 +299,16 @@ def write_pngs(jobs: list[PngJob]) -> dict[Path, bool]:
                 }
                 part = parts[job.path] = atomic.part_path(job.path)
                 specs.append({"fig": job.figure, "path": part, "opts": opts})
-            errors = kaleido.write_fig_from_object_sync(
-                specs, kopts={"path": browser, "mathjax": False}, cancel_on_error=False
-            )
+            with browser_logs() as logged:
+                errors = kaleido.write_fig_from_object_sync(
+                    specs, kopts={"path": browser, "mathjax": False}, cancel_on_error=False
+                )
         except Exception as err:  # noqa: BLE001 - PNG must never break the build
-            _warn(f"PNG export failed with {browser}: {type(err).__name__}: {err}; HTML written.")
+            said = "".join(f"; {_record_line(r)}" for r in logged[:2])
+            _warn(
+                f"PNG export failed with {browser}: {type(err).__name__}: {err}{said}; "
+                "HTML written."
+            )
             return done
         write_errors = []
         for path, part in parts.items():
@@ -273,7 +323,9 @@ def write_pngs(jobs: list[PngJob]) -> dict[Path, bool]:
             part.unlink(missing_ok=True)
     failed = [p.name for p, ok in done.items() if not ok]
     if failed:
-        detail = "; ".join(str(e) for e in [*(errors or ())[:2], *write_errors[:2]])
+        detail = "; ".join(
+            str(e) for e in [*(errors or ())[:2], *write_errors[:2], *map(_record_line, logged[:2])]
+        )
         _warn(f"PNG export failed for {', '.join(failed)} ({detail}); HTML written.")
     return done
 

@@ -8,6 +8,7 @@ store holds hand-logged runs of fig4e's quick profile under the fallback data se
 from __future__ import annotations
 
 import dataclasses
+import sys
 import warnings
 from pathlib import Path
 
@@ -125,6 +126,61 @@ def test_png_without_browser_warns_once_and_keeps_html(store, tmp_path, monkeypa
     assert len([w for w in caught if issubclass(w.category, PngExportWarning)]) == 1
     assert all(r.html.is_file() and r.png is None for r in results)
     assert not list(tmp_path.glob("*.png"))
+
+
+@pytest.mark.parametrize("writes", [True, False])
+def test_what_the_browser_libraries_log_stays_off_the_terminal(
+    writes, tmp_path, monkeypatch, caplog
+):
+    """choreographer 1.4 logs, with a traceback, a message it cannot decode and then ignores
+    (its own ``{bye}`` while the browser closes): the images are written, so nothing reaches
+    the root logger's handlers (the terminal, or a test's "no Traceback in stderr") and nothing
+    is warned. When an image is missing, the warning names the record, without a traceback."""
+    import json
+    import logging
+
+    import kaleido
+    import plotly.graph_objects as go
+
+    from dashboards.export import PngJob, write_pngs
+
+    def fake(specs, **kw):
+        try:
+            try:
+                json.loads("{bye}")
+            except json.JSONDecodeError as err:
+                raise RuntimeError("cannot decode") from err
+        except RuntimeError:
+            logging.getLogger("choreographer.channels.pipe").exception(
+                "JSONError decoding message. Ignoring"
+            )
+        logging.getLogger("kaleido.kaleido").warning("a kaleido warning")
+        for spec in specs if writes else ():
+            Path(spec["path"]).write_bytes(b"\x89PNG image")
+        return []
+
+    monkeypatch.setenv("BROWSER_PATH", sys.executable)
+    monkeypatch.setattr(kaleido, "write_fig_from_object_sync", fake)
+    caplog.set_level(logging.DEBUG)
+    path = tmp_path / "f.png"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        done = write_pngs([PngJob(go.Figure(), path)])
+    assert done == {path: writes} and path.is_file() == writes
+    assert not [r for r in caplog.records if r.name.startswith(("choreographer", "kaleido"))]
+    said = [str(w.message) for w in caught if issubclass(w.category, PngExportWarning)]
+    if writes:
+        assert said == []
+    else:
+        (message,) = said
+        assert "f.png" in message and "Traceback" not in message, message
+        assert "choreographer.channels.pipe: JSONError decoding message. Ignoring" in message
+        assert "RuntimeError: Expecting property name" in message, message
+        assert "kaleido.kaleido: a kaleido warning" in message
+    assert (
+        logging.getLogger("choreographer").propagate
+        and not logging.getLogger("choreographer").handlers
+    )
 
 
 # ----------------------------------------------------------------------------- fig 3
