@@ -728,13 +728,20 @@ def check_claims(
         if fn is None:
             out.append(
                 ClaimCheck(
-                    claim, "n/a", "no criterion defined for this claim", id=ident, words=words
+                    claim,
+                    "n/a",
+                    "no criterion defined for this claim",
+                    id=ident,
+                    words=words,
+                    paper=paper,
                 )
             )
             continue
         criterion = f"{criterion_text(fn)} {TESTABLE_RULE}"
         if data is None or data.agg.empty:
-            out.append(ClaimCheck(claim, "n/a", "no runs", criterion, id=ident, words=words))
+            out.append(
+                ClaimCheck(claim, "n/a", "no runs", criterion, id=ident, words=words, paper=paper)
+            )
             continue
         testable = getattr(fn, "regimes", ("paper", "reconstructed"))
         mine = groups
