@@ -720,28 +720,17 @@ def check_claims(
         declared = isinstance(entry, Claim)
         claim = entry.title if declared else entry
         fn = criteria.get(entry if declared else normalize(entry))
-        ident = entry.id if declared else ""
-        paper = entry.paper_effect if declared else None
-        words = (
-            (f"“{entry.text}” ({entry.where})" if entry.where else entry.text) if declared else ""
-        )
+        # what every check of the claim says of it, judged or not
+        about = {"id": "", "words": "", "paper": None}
+        if declared:
+            words = f"“{entry.text}” ({entry.where})" if entry.where else entry.text
+            about = {"id": entry.id, "words": words, "paper": entry.paper_effect}
         if fn is None:
-            out.append(
-                ClaimCheck(
-                    claim,
-                    "n/a",
-                    "no criterion defined for this claim",
-                    id=ident,
-                    words=words,
-                    paper=paper,
-                )
-            )
+            out.append(ClaimCheck(claim, "n/a", "no criterion defined for this claim", **about))
             continue
         criterion = f"{criterion_text(fn)} {TESTABLE_RULE}"
         if data is None or data.agg.empty:
-            out.append(
-                ClaimCheck(claim, "n/a", "no runs", criterion, id=ident, words=words, paper=paper)
-            )
+            out.append(ClaimCheck(claim, "n/a", "no runs", criterion, **about))
             continue
         testable = getattr(fn, "regimes", ("paper", "reconstructed"))
         mine = groups
@@ -751,8 +740,7 @@ def check_claims(
             mine = [(max((k for k, _ in groups), key=_REGIME_ORDER.index), data.panels)]
         for kind, panels in mine:
             part = data if len(mine) == 1 else dataclasses.replace(data, panels=panels)
-            check = _check_one(claim, fn, part, criterion)
-            check.id, check.words, check.paper = ident, words, paper
+            check = _check_one(claim, fn, part, criterion, about)
             if kind:
                 check.regime = _regime_text(panels)
                 if len(mine) > 1:
@@ -766,7 +754,9 @@ def check_claims(
     return out
 
 
-def _check_one(claim: str, fn: Criterion, data: ClaimData, criterion: str) -> ClaimCheck:
+def _check_one(
+    claim: str, fn: Criterion, data: ClaimData, criterion: str, about: dict[str, Any]
+) -> ClaimCheck:
     data.used.clear()
     data.evidence = []
     data.degenerate = []
@@ -784,6 +774,6 @@ def _check_one(claim: str, fn: Criterion, data: ClaimData, criterion: str) -> Cl
             label += f"; T={t} < {MIN_ROUNDS} rounds"
     elif verdict != "n/a" and t < MIN_ROUNDS:
         verdict, label = "not-testable", NOT_TESTABLE.format(t=t)
-    check = ClaimCheck(claim, verdict, numbers, criterion, label, tuple(data.evidence))
+    check = ClaimCheck(claim, verdict, numbers, criterion, label, tuple(data.evidence), **about)
     check.degenerate = tuple(data.degenerate)
     return check
