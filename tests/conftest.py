@@ -95,7 +95,7 @@ def ray_session():
 
     Started by the first test that asks for it and kept for the next ones; stopped when this
     worker's next test file uses none (those files run first), as an idle Ray still costs CPU
-    (its GCS, raylet and agents: about 0.03 of a core; CHANGELOG, 2026-11-29), about 12 CPU-s
+    (its GCS, raylet and agents: about 0.03 of a core; docs/development/notes/lab-notebook.md, 2026-11-29), about 12 CPU-s
     per worker over the rest of the suite. A later test that asks for it again starts it
     again."""
     global _RAY_UP
