@@ -243,6 +243,16 @@ def composition_errors(config) -> list[str]:
     return out
 
 
+def data_errors(config, files: bool = True) -> list[str]:
+    """Each chosen component's own checks of ``config`` against its data (``data_errors``:
+    FedVeca's τ_max against the training set, the leash folder of FedWalk's hooks), one message
+    per problem; a rule two hooks share is reported once."""
+    out: list[str] = []
+    for _slot, cls in _chosen(config):
+        out += [p for p in cls.data_errors(config, files=files) if p not in out]
+    return out
+
+
 def _simple_mean_samplers() -> dict[str, tuple[str, tuple[str, ...]] | None]:
     """sampler -> the field and values that make its weights ``1/m`` (None: always); samplers
     that always weight by ``p_i`` are absent."""

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, create_model, field_validator, model_validator
 
 from fedsweep.components.compose import DEFAULTS, SLOTS, composition_errors
+from fedsweep.components.compose import data_errors as component_data_errors
 from fedsweep.core import registry
 from fedsweep.core.section import Section, numeric_bounds  # noqa: F401  (re-exported)
 from fedsweep.data.catalog import (  # noqa: F401  (re-exported)
@@ -28,7 +29,6 @@ from fedsweep.data.catalog import (  # noqa: F401  (re-exported)
     TRAIN_SIZES,
 )
 from fedsweep.data.config import DataConfig
-from fedsweep.data.leash import leash_problems
 
 
 class ModelConfig(Section):
@@ -327,8 +327,9 @@ def max_clients(data: DataConfig) -> tuple[int, str]:
 
 def feasibility_errors(config: RunConfig, files: bool = True) -> list[str]:
     """Checks across fields that need no data: the partition gives every client a sample, the
-    model takes the data set's channels, the leash data exists (``files``: its folder is
-    looked at). One message line per problem (empty: fine)."""
+    model takes the data set's channels, and each chosen component's ``data_errors`` (FedVeca's
+    τ_max, the leash data of FedWalk's hooks; ``files``: a folder may be looked at). One message
+    line per problem (empty: fine)."""
     out = []
     data = config.data
     total = TRAIN_SIZES[data.dataset]
@@ -344,11 +345,8 @@ def feasibility_errors(config: RunConfig, files: bool = True) -> list[str]:
             f"  field `data.num_clients`: got {data.num_clients}: {why} "
             f"(allowed: 1..{limit} for data.partition {data.partition})"
         )
-    if config.step_policy == "fedveca":
-        out += tau_max_problems(config)
-    if any(name in ("fedwalk", "leash_pretrain") for name in config.hooks):
-        # the leash data's task, holdout and (``files``) folder and classes
-        out += leash_problems(config.leash, data, files=files)
+    # each component's own checks against the data (FedVeca's τ_max, the leash folder)
+    out += component_data_errors(config, files=files)
     if config.model.name not in ANY_CHANNELS and data.dataset in GRAYSCALE:
         out.append(
             f"  field `model.name`: got {config.model.name!r}: ResNet-18 needs 3-channel images, "
@@ -356,40 +354,3 @@ def feasibility_errors(config: RunConfig, files: bool = True) -> list[str]:
             f"{', '.join(ANY_CHANNELS)}; or data.dataset cifar10, cifar100)"
         )
     return out
-
-
-#: FedVeca's ``τ_max`` (§5.4) may let one client's round cover at most this many passes over the
-#: whole training set: beyond, a round never ends in any useful time (``tau_max: 1e9`` with a
-#: tiny ``phi`` ran one round for ever) and no paper setting comes near (τ_max = 100 of 600 batches)
-MAX_ROUND_PASSES = 100
-
-
-def tau_max_limit(config: RunConfig) -> tuple[int, str]:
-    """The largest ``fedveca.tau_max`` the data allows, and why: ``MAX_ROUND_PASSES`` passes
-    over the training set's ``|D|`` samples (all clients') at batch size ``B`` (``full``: a
-    step is one pass over the client's data, ``|D| / N`` samples on average)."""
-    data, batch = config.data, config.train.batch_size
-    total = TRAIN_SIZES[data.dataset] - data.holdout
-    if data.train_subset is not None:
-        total = min(total, data.train_subset)
-    if batch == "full":
-        limit = MAX_ROUND_PASSES * data.num_clients
-        how = f"batch_size full: a step is a pass over a client's data; {data.num_clients} clients"
-    else:
-        limit = MAX_ROUND_PASSES * max(1, -(-total // batch))
-        how = f"{total} training samples of {data.dataset} at batch size {batch}"
-    return limit, (
-        f"one client's round may take at most {MAX_ROUND_PASSES} passes over the whole training "
-        f"set ({how})"
-    )
-
-
-def tau_max_problems(config: RunConfig) -> list[str]:
-    limit, why = tau_max_limit(config)
-    tau_max = config.fedveca.tau_max
-    if tau_max <= limit:
-        return []
-    return [
-        f"  field `fedveca.tau_max`: got {tau_max}: {why} (allowed: 1..{limit}; "
-        f"fedveca.tau_init <= tau_max)"
-    ]

@@ -187,7 +187,8 @@ def component_view(config: Any, cls: type) -> ComponentView:
 class Component:
     """What every component class carries besides its slot's interface: its name and sections
     (set by :func:`register`), the other slots' values it is defined with (``requires``), the
-    checks of its own settings against the run (``config_errors``) and the display name it
+    checks of its own settings against the run (``config_errors``) and its data
+    (``data_errors``) and the display name it
     gives a composition (``method_label``)."""
 
     name: ClassVar[str] = ""
@@ -200,6 +201,13 @@ class Component:
     def config_errors(cls, config: Any) -> list[str]:
         """What makes the (whole, validated) run config unrunnable with this component, one
         message per problem; checked before anything starts."""
+        return []
+
+    @classmethod
+    def data_errors(cls, config: Any, files: bool = True) -> list[str]:
+        """What makes the run unrunnable on its data with this component (sizes, a folder this
+        component reads; ``files``: it may look at the disk), one message per problem; checked
+        before anything starts, after ``config_errors``."""
         return []
 
     @classmethod

@@ -37,7 +37,7 @@ from fedsweep.components.hooks.base import PostAggregationHook
 from fedsweep.components.hooks.leash import LeashTask
 from fedsweep.core.registry import register
 from fedsweep.core.section import Section
-from fedsweep.data.leash import LeashConfig
+from fedsweep.data.leash import LeashConfig, leash_problems
 from fedsweep.engine.local import StepObserver
 from fedsweep.models.registry import FEATURE_MODEL_NAMES
 
@@ -165,6 +165,11 @@ class FedWalk(PostAggregationHook):
     def config_errors(cls, config) -> list[str]:
         return head_errors(config)
 
+    @classmethod
+    def data_errors(cls, config, files: bool = True) -> list[str]:
+        """The leash data's task, holdout and (``files``) folder and classes."""
+        return leash_problems(config.leash, config.data, files=files)
+
     def __init__(self, config) -> None:
         super().__init__(config)
         self.cfg = config.fedwalk
@@ -238,6 +243,11 @@ class LeashPretrain(PostAggregationHook):
     @classmethod
     def config_errors(cls, config) -> list[str]:
         return head_errors(config)
+
+    @classmethod
+    def data_errors(cls, config, files: bool = True) -> list[str]:
+        """The leash data's task, holdout and (``files``) folder and classes."""
+        return leash_problems(config.leash, config.data, files=files)
 
     def setup(self, w):
         cfg = self.config.leash_pretrain

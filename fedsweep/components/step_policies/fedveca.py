@@ -84,6 +84,7 @@ from fedsweep.components.algorithms.fednova import plain_sgd_errors
 from fedsweep.components.step_policies.base import StepPolicy
 from fedsweep.core.registry import register
 from fedsweep.core.section import Section
+from fedsweep.data.catalog import TRAIN_SIZES
 from fedsweep.engine.fast.estimates import step_sums
 from fedsweep.engine.local import StepObserver
 
@@ -411,6 +412,43 @@ class FedVecaEstimates(StepObserver):
 
 
 # ------------------------------------------------------------------------------ the server
+#: FedVeca's ``τ_max`` (§5.4) may let one client's round cover at most this many passes over the
+#: whole training set: beyond, a round never ends in any useful time (``tau_max: 1e9`` with a
+#: tiny ``phi`` ran one round for ever) and no paper setting comes near (τ_max = 100 of 600 batches)
+MAX_ROUND_PASSES = 100
+
+
+def tau_max_limit(config) -> tuple[int, str]:
+    """The largest ``fedveca.tau_max`` the data allows, and why: ``MAX_ROUND_PASSES`` passes
+    over the training set's ``|D|`` samples (all clients') at batch size ``B`` (``full``: a
+    step is one pass over the client's data, ``|D| / N`` samples on average)."""
+    data, batch = config.data, config.train.batch_size
+    total = TRAIN_SIZES[data.dataset] - data.holdout
+    if data.train_subset is not None:
+        total = min(total, data.train_subset)
+    if batch == "full":
+        limit = MAX_ROUND_PASSES * data.num_clients
+        how = f"batch_size full: a step is a pass over a client's data; {data.num_clients} clients"
+    else:
+        limit = MAX_ROUND_PASSES * max(1, -(-total // batch))
+        how = f"{total} training samples of {data.dataset} at batch size {batch}"
+    return limit, (
+        f"one client's round may take at most {MAX_ROUND_PASSES} passes over the whole training "
+        f"set ({how})"
+    )
+
+
+def tau_max_problems(config) -> list[str]:
+    limit, why = tau_max_limit(config)
+    tau_max = config.fedveca.tau_max
+    if tau_max <= limit:
+        return []
+    return [
+        f"  field `fedveca.tau_max`: got {tau_max}: {why} (allowed: 1..{limit}; "
+        f"fedveca.tau_init <= tau_max)"
+    ]
+
+
 @register("step_policy", "fedveca", sections={"fedveca": FedVecaConfig})
 class FedVecaSteps(StepPolicy):
     """Server side of §5.4: the τ vector, ``β̂``, the premise, and the τ rule."""
@@ -430,6 +468,10 @@ class FedVecaSteps(StepPolicy):
     @classmethod
     def config_errors(cls, config) -> list[str]:
         return plain_sgd_errors(config, "step_policy 'fedveca'", "§5.1")
+
+    @classmethod
+    def data_errors(cls, config, files: bool = True) -> list[str]:
+        return tau_max_problems(config)
 
     def __init__(self, config, sizes: list[int]) -> None:
         super().__init__(config, sizes)
