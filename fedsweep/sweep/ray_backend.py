@@ -264,9 +264,39 @@ def _init_ray_now(address: str | None) -> bool:
     if ray.is_initialized():
         return False
     kwargs = {"include_dashboard": False, "configure_logging": True, "logging_level": "WARNING"}
-    with keep_sigterm_handler():
+    with keep_sigterm_handler(), masked_entrypoint():
         _connect(ray, address, kwargs)
     return True
+
+
+@contextlib.contextmanager
+def masked_entrypoint():
+    """For ``ray.init``: the driver's command line that Ray records as its job's
+    ``entrypoint`` in the cluster's job table (``ray list jobs``, ``ray._private.state.jobs()``:
+    ``Entrypoint``), readable by anyone holding the cluster's token while the head runs, with
+    every password in it masked (:func:`fedsweep.tracking.credentials.redact`): a
+    ``--tracking-uri postgresql://alice:SECRET@db/mlflow`` no longer leaves its password there.
+    Ray 2.60 takes that line from ``ray._private.utils.get_entrypoint_name`` (``psutil``'s
+    ``cmdline`` of the driver), which is wrapped for the call."""
+    from fedsweep.tracking.credentials import redact
+
+    try:
+        from ray._private import utils
+    except ImportError:
+        utils = None
+    original = getattr(utils, "get_entrypoint_name", None)
+    if original is None:
+        yield
+        return
+
+    def masked() -> str:
+        return redact(original())
+
+    utils.get_entrypoint_name = masked
+    try:
+        yield
+    finally:
+        utils.get_entrypoint_name = original
 
 
 class _BackgroundStart:
