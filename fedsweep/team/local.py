@@ -373,11 +373,7 @@ def start_ray(team: Team, echo) -> None:
     if team.ray_cpus is not None:
         cmd += ["--num-cpus", str(team.ray_cpus)]
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
-    token = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
-    if not os.environ.get("RAY_AUTH_TOKEN") and not token.is_file():
-        # Ray's own generator; it prints the token, which stays in this pipe
-        _run([ray, "get-auth-token", "--generate"], "ray get-auth-token --generate", env=env)
-        echo(f"Ray: generated the cluster's authentication token in {token}")
+    token = ensure_ray_token(echo)
     logs = team.home / "logs"
     with open(logs / "ray-head.log", "ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env, start_new_session=True)
@@ -387,7 +383,64 @@ def start_ray(team: Team, echo) -> None:
         lambda: listens(team.host, team.ray_port),
         proc, "the Ray head (ray start)", "listen", logs / "ray-head.log", 120.0, 0.5,
     )  # fmt: skip
-    echo(f"Ray head:    {team.ray_address}  (token authentication: ~/.ray/auth_token)")
+    where = f"token authentication: {token}" if token else "token authentication: $RAY_AUTH_TOKEN"
+    echo(f"Ray head:    {team.ray_address}  ({where})")
+
+
+def ray_token_path() -> Path:
+    """Where Ray 2.60 reads the cluster's token: ``$RAY_AUTH_TOKEN_PATH``, else
+    ``~/.ray/auth_token``."""
+    return Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+
+
+def ensure_ray_token(echo) -> Path | None:
+    """The token file of the team's Ray cluster, readable by its owner only; None when the
+    token is given in ``$RAY_AUTH_TOKEN``. Whoever reads the token runs code on the cluster,
+    and whoever may replace it in its folder chooses it, so:
+
+    - a missing token is generated here (256 random bits, hex: Ray's own format,
+      ``ray._private.authentication``) and written with mode 600 from the start, its folder
+      created with mode 700 (``ray get-auth-token --generate`` wrote it with mode 644, and
+      always to ``~/.ray``, whatever ``$RAY_AUTH_TOKEN_PATH`` said);
+    - an existing token file that others may read is made mode 600, and a folder of this
+      user's that others may write loses their write permission (``up`` says so);
+    - a folder of another user's that others may write (not sticky) is refused."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return None
+    import stat
+
+    path = ray_token_path()
+    folder = path.parent
+    if not folder.exists():
+        folder.mkdir(mode=0o700, parents=True)
+    st = folder.stat()
+    open_write = st.st_mode & 0o022
+    if open_write and st.st_uid == os.geteuid():
+        folder.chmod(stat.S_IMODE(st.st_mode) & ~0o022)
+        echo(f"Ray: {folder} was writable by others (mode {stat.S_IMODE(st.st_mode):o}); "
+             f"now {stat.S_IMODE(st.st_mode) & ~0o022:o}")  # fmt: skip
+    elif open_write and not st.st_mode & stat.S_ISVTX:
+        raise TeamError(
+            f"{folder}: another user's folder that others may write (mode "
+            f"{stat.S_IMODE(st.st_mode):o}) cannot hold the Ray cluster's token; choose "
+            "another with $RAY_AUTH_TOKEN_PATH"
+        )
+    if not path.is_file():
+        _private_write(path, secrets.token_hex(32))
+        echo(f"Ray: generated the cluster's authentication token in {path} (mode 600)")
+        return path
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        try:
+            path.chmod(0o600)
+        except OSError as err:
+            raise TeamError(
+                f"{path}: the Ray cluster's token is readable by others (mode {mode:o}) and "
+                f"cannot be made mode 600 ({err.strerror}); fix it, or choose another with "
+                "$RAY_AUTH_TOKEN_PATH"
+            ) from None
+        echo(f"Ray: {path} was readable by others (mode {mode:o}); now 600")
+    return path
 
 
 # ------------------------------------------------------------------------------ checks
