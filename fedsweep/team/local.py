@@ -450,7 +450,8 @@ PORTS = "allowed: 1-65535"
 
 def check(team: Team) -> None:
     """Refuse, in one line naming the option, what ``up`` could not use, before anything is
-    created: a port out of range or given twice, a ``--host`` that is not an IPv4 address of
+    created: a port out of range or given twice, a negative ``--ray-cpus`` (``ray start``
+    failed on it after the database and the MLflow server had started), a ``--host`` that is not an IPv4 address of
     this machine, a port in use (unless by the team's own service, which ``up`` leaves
     running), a ``--home`` that cannot be written (or, as root, that the ``postgres`` user
     cannot enter), PostgreSQL's programs missing. These used to surface as a vague ``pg_ctl``
@@ -460,6 +461,12 @@ def check(team: Team) -> None:
     for option, port in ports.items():
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
             raise TeamError(f"{option} {port}: not a port ({PORTS})")
+    cpus = team.ray_cpus
+    if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 0):
+        raise TeamError(
+            f"--ray-cpus {cpus}: not a number of CPUs (allowed: 0 or more, 0: the head runs "
+            "no trials; default: all of them)"
+        )
     given = list(ports.items())
     for index, (option, port) in enumerate(given):
         earlier = [o for o, p in given[:index] if p == port]

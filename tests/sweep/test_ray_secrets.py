@@ -97,8 +97,8 @@ def test_the_clusters_job_table_holds_no_password_of_the_command_line(tmp_path):
     its command line leaves the password nowhere in that table (entrypoint, runtime_env,
     metadata); the rest of the command line stays."""
     import json
-    import subprocess
     import shutil
+    import subprocess
     import sys
     import tempfile
     import time
