@@ -69,8 +69,8 @@ def up(
     for key, value in team.env.items():
         typer.echo(f"  export {key}={value}")
     typer.echo(
-        f"then: fedsweep sweep SPEC --address {team.ray_address}   "
-        f"(runs and UI: {team.tracking_uri})"
+        f"then: fedsweep sweep SPEC   (trains on the Ray head {team.ray_address}: "
+        f"$FEDSWEEP_RAY_ADDRESS; runs and UI: {team.tracking_uri})"
     )
 
 

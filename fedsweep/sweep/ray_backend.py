@@ -166,6 +166,26 @@ def cluster_warnings(tracking_uri: str, storage: Path | None) -> list[str]:
     return lines
 
 
+def where_it_trains(address: str | None) -> str:
+    """One line for the sweep's start: the Ray it trains on, a cluster (``--address``) or a
+    private local one. A member whose environment named the team's cluster only in
+    ``$RAY_ADDRESS`` trained on a local Ray without a word (issue 62, item 2)."""
+    import ray
+
+    cpus = ray.cluster_resources().get("CPU", 0)
+    if address:
+        nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+        return f"Ray: the cluster at {address} ({nodes} node(s), {cpus:g} CPUs)"
+    line = f"Ray: a private local Ray on this machine ({cpus:g} CPUs)"
+    named = os.environ.get("RAY_ADDRESS")
+    if named:
+        return (
+            f"{line}; $RAY_ADDRESS={named} is not used: pass --address {named} (or set "
+            "$FEDSWEEP_RAY_ADDRESS) to train on that cluster"
+        )
+    return f"{line}; --address HOST:PORT trains on a cluster"
+
+
 class UnsafeRemovalError(RuntimeError):
     """A folder to remove that is not strictly inside the store's ray_results folder."""
 

@@ -84,6 +84,8 @@ class Team:
         return {
             "MLFLOW_TRACKING_URI": self.tracking_uri,
             "RAY_AUTH_MODE": "token",
+            # fedsweep sweep's --address: a member's sweep trains on the team's cluster
+            "FEDSWEEP_RAY_ADDRESS": self.ray_address,
             "PGPASSFILE": str(self.home / "pgpass"),
         }
 
