@@ -46,6 +46,17 @@ DB_NAME = "mlflow"
 SERVER_START_S = 240.0
 #: seconds ``status`` gives the MLflow server to answer its one /health request
 STATUS_TIMEOUT_S = 15.0
+#: ``up --auth``: MLflow's basic-auth app. Its admin user, and the files in the team's folder,
+#: each mode 600: the app's configuration (no secret in it), its user database (password
+#: hashes), the admin's generated password, the server's CSRF key (one for all its workers)
+AUTH_ADMIN = "admin"
+AUTH_CONFIG = "mlflow-auth.ini"
+AUTH_DB = "mlflow-auth.db"
+ADMIN_FILE = "mlflow-admin"
+SECRET_KEY_FILE = "mlflow-secret-key"
+#: who may do what without a permission of their own: log runs in every experiment, delete
+#: none but their own experiments' (MLflow gives an experiment's creator MANAGE)
+AUTH_DEFAULT_PERMISSION = "EDIT"
 
 
 class TeamError(RuntimeError):
@@ -62,6 +73,9 @@ class Team:
     mlflow_port: int = 5001
     ray_port: int = 6380
     ray_cpus: int | None = None
+    #: the MLflow server asks every request for a user name and password (MLflow's basic-auth
+    #: app, ``up --auth``); kept once set
+    auth: bool = False
     pids: dict[str, int] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ addresses
@@ -80,14 +94,22 @@ class Team:
 
     @property
     def env(self) -> dict[str, str]:
-        """What a user of the team's services exports (also written to ``team.env``)."""
-        return {
+        """What a user of the team's services exports (also written to ``team.env``). With
+        ``auth``, MLflow's own credential variables as the admin, the password read from its
+        file when the line is run (``"$(cat FILE)"``: never printed, never in the file)."""
+        env = {
             "MLFLOW_TRACKING_URI": self.tracking_uri,
             "RAY_AUTH_MODE": "token",
             # fedsweep sweep's --address: a member's sweep trains on the team's cluster
             "FEDSWEEP_RAY_ADDRESS": self.ray_address,
             "PGPASSFILE": str(self.home / "pgpass"),
         }
+        if self.auth:
+            import shlex
+
+            env["MLFLOW_TRACKING_USERNAME"] = AUTH_ADMIN
+            env["MLFLOW_TRACKING_PASSWORD"] = f'"$(cat {shlex.quote(str(self.home / ADMIN_FILE))})"'
+        return env
 
     # ------------------------------------------------------------------ state
     @classmethod
@@ -297,6 +319,11 @@ def start_mlflow(team: Team, echo) -> None:
     client uploads to the server, which writes to ``artifacts/``), detached; waits until it
     answers."""
     if answers(f"{team.tracking_uri}/health"):
+        if team.auth and _open_to_anyone(team):
+            raise TeamError(
+                f"--auth: the MLflow server at {team.tracking_uri} runs already, without "
+                "authentication; stop it (fedsweep team down) and run fedsweep team up --auth"
+            )
         echo(f"MLflow:      {team.tracking_uri}  (already running)")
         return
     _free(team.host, team.mlflow_port, "--mlflow-port")
@@ -308,6 +335,9 @@ def start_mlflow(team: Team, echo) -> None:
            "--backend-store-uri", team.database_uri,
            "--artifacts-destination", str(artifacts), "--serve-artifacts",
            "--host", team.host, "--port", str(team.mlflow_port), "--workers", "2"]  # fmt: skip
+    if team.auth:
+        cmd += ["--app-name", "basic-auth"]
+        env.update(_auth_env(team, echo))
     with open(logs / "mlflow.log", "ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env, start_new_session=True)
     team.pids["mlflow"] = proc.pid
@@ -317,6 +347,54 @@ def start_mlflow(team: Team, echo) -> None:
         proc, "the MLflow server", "answer", logs / "mlflow.log", SERVER_START_S, 1.0,
     )  # fmt: skip
     echo(f"MLflow:      {team.tracking_uri}  (UI and tracking; artifacts in {artifacts})")
+    if team.auth:
+        echo(
+            f"MLflow:      every request needs a user and password; the admin's ({AUTH_ADMIN}) "
+            f"password is in {team.home / ADMIN_FILE}"
+        )
+
+
+def _auth_env(team: Team, echo) -> dict[str, str]:
+    """The files of MLflow's basic-auth app (created once, mode 600) and the variables the
+    server reads them through: no secret on its command line (``ps``) or in its output."""
+    home = team.home
+    config = (
+        "[mlflow]\n"
+        f"default_permission = {AUTH_DEFAULT_PERMISSION}\n"
+        f"database_uri = sqlite:///{home / AUTH_DB}\n"
+        f"admin_username = {AUTH_ADMIN}\n"
+        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+    )
+    _private_write(home / AUTH_CONFIG, config)
+    for name in (ADMIN_FILE, SECRET_KEY_FILE):
+        if not (home / name).is_file():
+            _private_write(home / name, secrets.token_urlsafe(24) + "\n")
+            if name == ADMIN_FILE:
+                echo(f"MLflow:      generated the password of its admin ({AUTH_ADMIN}) in "
+                     f"{home / name} (mode 600)")  # fmt: skip
+    db = home / AUTH_DB
+    if not db.exists():  # the app creates it: mode 600 from the start
+        os.close(os.open(db, os.O_WRONLY | os.O_CREAT, 0o600))
+    return {
+        "MLFLOW_AUTH_CONFIG_PATH": str(home / AUTH_CONFIG),
+        # read by the app only while the admin does not exist yet (its first start)
+        "MLFLOW_AUTH_ADMIN_PASSWORD": (home / ADMIN_FILE).read_text().strip(),
+        "MLFLOW_FLASK_SERVER_SECRET_KEY": (home / SECRET_KEY_FILE).read_text().strip(),
+    }
+
+
+def _open_to_anyone(team: Team) -> bool:
+    """The running MLflow server answers a request without credentials (no ``--auth``)."""
+    import urllib.error
+
+    url = f"{team.tracking_uri}/api/2.0/mlflow/experiments/get-by-name?experiment_name=Default"
+    try:
+        with urllib.request.urlopen(url, timeout=STATUS_TIMEOUT_S):
+            return True
+    except urllib.error.HTTPError as err:
+        return err.code not in (401, 403)
+    except OSError:
+        return False
 
 
 def _free(host: str, port: int, option: str) -> None:
@@ -474,6 +552,14 @@ def check(team: Team) -> None:
         earlier = [o for o, p in given[:index] if p == port]
         if earlier:
             raise TeamError(f"{option} {port}: already {earlier[0]}'s (each service needs its own)")
+    if team.auth:
+        try:
+            import flask_wtf  # noqa: F401 - MLflow's basic-auth app needs it (CSRF)
+        except ImportError:
+            raise TeamError(
+                "--auth: MLflow's basic-auth app needs the package Flask-WTF, which is not "
+                "installed (pip install 'fedsweep[team]')"
+            ) from None
     _check_host(team.host)
     _check_home(team.home)
     old = Team.load(team.home) if (team.home / "team.json").is_file() else None
@@ -585,7 +671,8 @@ class _Undo:
     """What ``up`` found before it started, to undo a failed ``up``: stop the services it
     started, remove the files and folders it created, put back the files it rewrote."""
 
-    NAMES = ("logs", "pg", "artifacts", "team.json", "team.env", "pgpass")
+    NAMES = ("logs", "pg", "artifacts", "team.json", "team.env", "pgpass", AUTH_CONFIG,
+             AUTH_DB, ADMIN_FILE, SECRET_KEY_FILE)  # fmt: skip
     #: rewritten by ``up`` (pgpass: by a new cluster's initdb), put back as they were
     KEPT = ("team.json", "team.env", "pgpass")
 
@@ -650,6 +737,7 @@ def up(team: Team, echo=print) -> Team:
         old = Team.load(team.home)
         if old is not None:
             team.pids = old.pids
+            team.auth = team.auth or old.auth  # a server once protected stays so
         team.save()
         start_postgres(team, echo)
         start_mlflow(team, echo)

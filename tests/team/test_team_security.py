@@ -3,7 +3,16 @@ the cluster) is readable by its owner only, in a folder no one else may write.""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import json
+import os
+import shutil
 import stat
+import sys
+import tempfile
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -78,3 +87,81 @@ def test_the_token_goes_where_ray_reads_it(home, tmp_path, monkeypatch):
     path.unlink()
     monkeypatch.setenv("RAY_AUTH_TOKEN", "cd" * 32)
     assert local.ensure_ray_token(lines.append) is None and not path.exists()
+
+
+def _auth_missing() -> str | None:
+    if not (shutil.which("initdb") or list(Path("/usr/lib/postgresql").glob("*/bin/initdb"))):
+        return "PostgreSQL's server programs (initdb, pg_ctl) are not installed"
+    for module, package in (("psycopg", "psycopg"), ("flask_wtf", "Flask-WTF")):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            return f"{package} is not installed (pip install 'fedsweep[team]')"
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.team
+def test_with_auth_the_server_refuses_anonymous_requests_and_takes_the_admins(home, monkeypatch):
+    """`team up --auth`: MLflow's basic-auth app. A request without credentials to delete a
+    run is refused (401); with MLflow's own variables (the admin's password read from its
+    file) a run is logged; the secrets are files of mode 600, on no command line and not in
+    team.env."""
+    why = _auth_missing()
+    if why:
+        pytest.skip(why)
+    folder = Path(tempfile.mkdtemp(prefix="fedsweep-test-"))
+    folder.chmod(0o711)  # as root the postgres user enters it
+    team = local.Team(folder / "team", pg_port=free_port(), mlflow_port=free_port(), auth=True)
+    (team.home / "logs").mkdir(parents=True)
+    lines = []
+    try:
+        local.start_postgres(team, lines.append)
+        local.start_mlflow(team, lines.append)
+        password = (team.home / local.ADMIN_FILE).read_text().strip()
+        for name in (local.ADMIN_FILE, local.SECRET_KEY_FILE, local.AUTH_CONFIG, local.AUTH_DB):
+            assert _mode(team.home / name) == 0o600, name
+        pgid = os.getpgid(team.pids["mlflow"])
+        for proc in Path("/proc").iterdir():
+            with contextlib.suppress(OSError, ValueError):
+                if proc.name.isdigit() and os.getpgid(int(proc.name)) == pgid:
+                    assert password.encode() not in (proc / "cmdline").read_bytes()
+        assert password not in "\n".join(lines)
+        assert password not in (team.home / "team.env").read_text()
+
+        monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", local.AUTH_ADMIN)
+        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", password)
+        from mlflow import MlflowClient
+
+        client = MlflowClient(tracking_uri=team.tracking_uri)
+        run = client.create_run(client.create_experiment("auth-check"))
+        client.log_metric(run.info.run_id, "acc", 0.5)
+        assert client.get_run(run.info.run_id).data.metrics == {"acc": 0.5}
+
+        request = urllib.request.Request(
+            f"{team.tracking_uri}/api/2.0/mlflow/runs/delete",
+            data=json.dumps({"run_id": run.info.run_id}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 401
+        assert client.get_run(run.info.run_id).info.lifecycle_stage == "active"
+    finally:
+        if team.pids.get("mlflow"):
+            local.stop_group(team.pids["mlflow"])
+        local.stop_postgres(team, lambda _line: None)
+        shutil.rmtree(local.db_folder(team), ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_auth_without_flask_wtf_is_refused_before_anything(tmp_path, monkeypatch):
+    """MLflow's basic-auth app needs Flask-WTF: without it `up --auth` is one line naming the
+    option and the package, before anything is created (the server would exit on start)."""
+    monkeypatch.setitem(sys.modules, "flask_wtf", None)  # as if not installed
+    team = local.Team(tmp_path / "team", pg_port=free_port(), mlflow_port=free_port(),
+                      ray_port=free_port(), auth=True)  # fmt: skip
+    with pytest.raises(local.TeamError, match=r"^--auth: MLflow's basic-auth app needs the "):
+        local.check(team)
+    assert not team.home.exists()
