@@ -183,7 +183,7 @@ def where_it_trains(address: str | None) -> str:
             f"{line}; $RAY_ADDRESS={named} is not used: pass --address {named} (or set "
             "$FEDSWEEP_RAY_ADDRESS) to train on that cluster"
         )
-    return f"{line}; --address HOST:PORT trains on a cluster"
+    return f"{line}; --address HOST:PORT joins a cluster"
 
 
 class UnsafeRemovalError(RuntimeError):
