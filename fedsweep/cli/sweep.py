@@ -64,8 +64,10 @@ def sweep(
         str | None,
         typer.Option(
             metavar="ADDRESS",
-            help="Attach to an existing Ray cluster (e.g. 'auto' or 'ray://HOST:10001'); "
-            "default: start a local Ray.",
+            envvar="FEDSWEEP_RAY_ADDRESS",
+            help="Attach to an existing Ray cluster (e.g. HOST:6380, 'auto' or "
+            "'ray://HOST:10001'; fedsweep team up's team.env sets it); default: start a "
+            "private local Ray ($RAY_ADDRESS is not used).",
         ),
     ] = None,
     resume: Annotated[

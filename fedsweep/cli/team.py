@@ -48,6 +48,15 @@ def up(
         int | None,
         typer.Option(metavar="N", help="CPUs the Ray head offers (default: all of them)."),
     ] = None,
+    auth: Annotated[
+        bool,
+        typer.Option(
+            "--auth",
+            help="The MLflow server asks every request for a user and password (MLflow's "
+            "basic-auth app; the admin's generated password in DIR/mlflow-admin; members "
+            "export MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD). Kept once set.",
+        ),
+    ] = False,
 ) -> None:
     """Start PostgreSQL, an MLflow server on it and a Ray head; print the addresses and what
     to export. Idempotent: a service that runs already is left as it is.
@@ -61,7 +70,8 @@ def up(
     with clean_errors():
         try:
             team = start(
-                Team(home, host, pg_port, mlflow_port, ray_port, ray_cpus), echo=typer.echo
+                Team(home, host, pg_port, mlflow_port, ray_port, ray_cpus, auth),
+                echo=typer.echo,
             )
         except TeamError as err:
             raise UsageError(str(err)) from None
@@ -69,8 +79,8 @@ def up(
     for key, value in team.env.items():
         typer.echo(f"  export {key}={value}")
     typer.echo(
-        f"then: fedsweep sweep SPEC --address {team.ray_address}   "
-        f"(runs and UI: {team.tracking_uri})"
+        f"then: fedsweep sweep SPEC   (trains on the Ray head {team.ray_address}: "
+        f"$FEDSWEEP_RAY_ADDRESS; runs and UI: {team.tracking_uri})"
     )
 
 

@@ -166,6 +166,26 @@ def cluster_warnings(tracking_uri: str, storage: Path | None) -> list[str]:
     return lines
 
 
+def where_it_trains(address: str | None) -> str:
+    """One line for the sweep's start: the Ray it trains on, a cluster (``--address``) or a
+    private local one. A member whose environment named the team's cluster only in
+    ``$RAY_ADDRESS`` trained on a local Ray without a word (issue 62, item 2)."""
+    import ray
+
+    cpus = ray.cluster_resources().get("CPU", 0)
+    if address:
+        nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+        return f"Ray: the cluster at {address} ({nodes} node(s), {cpus:g} CPUs)"
+    line = f"Ray: a private local Ray on this machine ({cpus:g} CPUs)"
+    named = os.environ.get("RAY_ADDRESS")
+    if named:
+        return (
+            f"{line}; $RAY_ADDRESS={named} is not used: pass --address {named} (or set "
+            "$FEDSWEEP_RAY_ADDRESS) to train on that cluster"
+        )
+    return f"{line}; --address HOST:PORT joins a cluster"
+
+
 class UnsafeRemovalError(RuntimeError):
     """A folder to remove that is not strictly inside the store's ray_results folder."""
 
@@ -264,9 +284,39 @@ def _init_ray_now(address: str | None) -> bool:
     if ray.is_initialized():
         return False
     kwargs = {"include_dashboard": False, "configure_logging": True, "logging_level": "WARNING"}
-    with keep_sigterm_handler():
+    with keep_sigterm_handler(), masked_entrypoint():
         _connect(ray, address, kwargs)
     return True
+
+
+@contextlib.contextmanager
+def masked_entrypoint():
+    """For ``ray.init``: the driver's command line that Ray records as its job's
+    ``entrypoint`` in the cluster's job table (``ray list jobs``, ``ray._private.state.jobs()``:
+    ``Entrypoint``), readable by anyone holding the cluster's token while the head runs, with
+    every password in it masked (:func:`fedsweep.tracking.credentials.redact`): a
+    ``--tracking-uri postgresql://alice:SECRET@db/mlflow`` no longer leaves its password there.
+    Ray 2.60 takes that line from ``ray._private.utils.get_entrypoint_name`` (``psutil``'s
+    ``cmdline`` of the driver), which is wrapped for the call."""
+    from fedsweep.tracking.credentials import redact
+
+    try:
+        from ray._private import utils
+    except ImportError:
+        utils = None
+    original = getattr(utils, "get_entrypoint_name", None)
+    if original is None:
+        yield
+        return
+
+    def masked() -> str:
+        return redact(original())
+
+    utils.get_entrypoint_name = masked
+    try:
+        yield
+    finally:
+        utils.get_entrypoint_name = original
 
 
 class _BackgroundStart:

@@ -81,6 +81,7 @@ from fedsweep.sweep.ray_backend import (  # noqa: F401  (shutdown_ray: re-export
     shutdown_ray,  # fedsweep.bench.floor_trial imports it and init_ray from here
     start_ray,
     trial_payload,
+    where_it_trains,
 )
 from fedsweep.sweep.remote_state import RemoteFolder, is_remote, join_uri, storage_env
 from fedsweep.sweep.report import SweepReport
@@ -506,6 +507,7 @@ def _run_stage(
 
     # Ray first: the parent run is opened only once Ray is up and can run the trials
     init_ray(drive.address)
+    echo(where_it_trains(drive.address))
     check_resources(spec, drive.spec_path)
     for line in cluster_warnings(drive.uri, None if drive.remote else storage):
         echo(line)

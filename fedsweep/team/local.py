@@ -46,6 +46,17 @@ DB_NAME = "mlflow"
 SERVER_START_S = 240.0
 #: seconds ``status`` gives the MLflow server to answer its one /health request
 STATUS_TIMEOUT_S = 15.0
+#: ``up --auth``: MLflow's basic-auth app. Its admin user, and the files in the team's folder,
+#: each mode 600: the app's configuration (no secret in it), its user database (password
+#: hashes), the admin's generated password, the server's CSRF key (one for all its workers)
+AUTH_ADMIN = "admin"
+AUTH_CONFIG = "mlflow-auth.ini"
+AUTH_DB = "mlflow-auth.db"
+ADMIN_FILE = "mlflow-admin"
+SECRET_KEY_FILE = "mlflow-secret-key"
+#: who may do what without a permission of their own: log runs in every experiment, delete
+#: none but their own experiments' (MLflow gives an experiment's creator MANAGE)
+AUTH_DEFAULT_PERMISSION = "EDIT"
 
 
 class TeamError(RuntimeError):
@@ -62,6 +73,9 @@ class Team:
     mlflow_port: int = 5001
     ray_port: int = 6380
     ray_cpus: int | None = None
+    #: the MLflow server asks every request for a user name and password (MLflow's basic-auth
+    #: app, ``up --auth``); kept once set
+    auth: bool = False
     pids: dict[str, int] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ addresses
@@ -80,12 +94,22 @@ class Team:
 
     @property
     def env(self) -> dict[str, str]:
-        """What a user of the team's services exports (also written to ``team.env``)."""
-        return {
+        """What a user of the team's services exports (also written to ``team.env``). With
+        ``auth``, MLflow's own credential variables as the admin, the password read from its
+        file when the line is run (``"$(cat FILE)"``: never printed, never in the file)."""
+        env = {
             "MLFLOW_TRACKING_URI": self.tracking_uri,
             "RAY_AUTH_MODE": "token",
+            # fedsweep sweep's --address: a member's sweep trains on the team's cluster
+            "FEDSWEEP_RAY_ADDRESS": self.ray_address,
             "PGPASSFILE": str(self.home / "pgpass"),
         }
+        if self.auth:
+            import shlex
+
+            env["MLFLOW_TRACKING_USERNAME"] = AUTH_ADMIN
+            env["MLFLOW_TRACKING_PASSWORD"] = f'"$(cat {shlex.quote(str(self.home / ADMIN_FILE))})"'
+        return env
 
     # ------------------------------------------------------------------ state
     @classmethod
@@ -295,6 +319,11 @@ def start_mlflow(team: Team, echo) -> None:
     client uploads to the server, which writes to ``artifacts/``), detached; waits until it
     answers."""
     if answers(f"{team.tracking_uri}/health"):
+        if team.auth and _open_to_anyone(team):
+            raise TeamError(
+                f"--auth: the MLflow server at {team.tracking_uri} runs already, without "
+                "authentication; stop it (fedsweep team down) and run fedsweep team up --auth"
+            )
         echo(f"MLflow:      {team.tracking_uri}  (already running)")
         return
     _free(team.host, team.mlflow_port, "--mlflow-port")
@@ -306,6 +335,9 @@ def start_mlflow(team: Team, echo) -> None:
            "--backend-store-uri", team.database_uri,
            "--artifacts-destination", str(artifacts), "--serve-artifacts",
            "--host", team.host, "--port", str(team.mlflow_port), "--workers", "2"]  # fmt: skip
+    if team.auth:
+        cmd += ["--app-name", "basic-auth"]
+        env.update(_auth_env(team, echo))
     with open(logs / "mlflow.log", "ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env, start_new_session=True)
     team.pids["mlflow"] = proc.pid
@@ -315,6 +347,54 @@ def start_mlflow(team: Team, echo) -> None:
         proc, "the MLflow server", "answer", logs / "mlflow.log", SERVER_START_S, 1.0,
     )  # fmt: skip
     echo(f"MLflow:      {team.tracking_uri}  (UI and tracking; artifacts in {artifacts})")
+    if team.auth:
+        echo(
+            f"MLflow:      every request needs a user and password; the admin's ({AUTH_ADMIN}) "
+            f"password is in {team.home / ADMIN_FILE}"
+        )
+
+
+def _auth_env(team: Team, echo) -> dict[str, str]:
+    """The files of MLflow's basic-auth app (created once, mode 600) and the variables the
+    server reads them through: no secret on its command line (``ps``) or in its output."""
+    home = team.home
+    config = (
+        "[mlflow]\n"
+        f"default_permission = {AUTH_DEFAULT_PERMISSION}\n"
+        f"database_uri = sqlite:///{home / AUTH_DB}\n"
+        f"admin_username = {AUTH_ADMIN}\n"
+        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+    )
+    _private_write(home / AUTH_CONFIG, config)
+    for name in (ADMIN_FILE, SECRET_KEY_FILE):
+        if not (home / name).is_file():
+            _private_write(home / name, secrets.token_urlsafe(24) + "\n")
+            if name == ADMIN_FILE:
+                echo(f"MLflow:      generated the password of its admin ({AUTH_ADMIN}) in "
+                     f"{home / name} (mode 600)")  # fmt: skip
+    db = home / AUTH_DB
+    if not db.exists():  # the app creates it: mode 600 from the start
+        os.close(os.open(db, os.O_WRONLY | os.O_CREAT, 0o600))
+    return {
+        "MLFLOW_AUTH_CONFIG_PATH": str(home / AUTH_CONFIG),
+        # read by the app only while the admin does not exist yet (its first start)
+        "MLFLOW_AUTH_ADMIN_PASSWORD": (home / ADMIN_FILE).read_text().strip(),
+        "MLFLOW_FLASK_SERVER_SECRET_KEY": (home / SECRET_KEY_FILE).read_text().strip(),
+    }
+
+
+def _open_to_anyone(team: Team) -> bool:
+    """The running MLflow server answers a request without credentials (no ``--auth``)."""
+    import urllib.error
+
+    url = f"{team.tracking_uri}/api/2.0/mlflow/experiments/get-by-name?experiment_name=Default"
+    try:
+        with urllib.request.urlopen(url, timeout=STATUS_TIMEOUT_S):
+            return True
+    except urllib.error.HTTPError as err:
+        return err.code not in (401, 403)
+    except OSError:
+        return False
 
 
 def _free(host: str, port: int, option: str) -> None:
@@ -373,11 +453,7 @@ def start_ray(team: Team, echo) -> None:
     if team.ray_cpus is not None:
         cmd += ["--num-cpus", str(team.ray_cpus)]
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
-    token = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
-    if not os.environ.get("RAY_AUTH_TOKEN") and not token.is_file():
-        # Ray's own generator; it prints the token, which stays in this pipe
-        _run([ray, "get-auth-token", "--generate"], "ray get-auth-token --generate", env=env)
-        echo(f"Ray: generated the cluster's authentication token in {token}")
+    token = ensure_ray_token(echo)
     logs = team.home / "logs"
     with open(logs / "ray-head.log", "ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env, start_new_session=True)
@@ -387,7 +463,64 @@ def start_ray(team: Team, echo) -> None:
         lambda: listens(team.host, team.ray_port),
         proc, "the Ray head (ray start)", "listen", logs / "ray-head.log", 120.0, 0.5,
     )  # fmt: skip
-    echo(f"Ray head:    {team.ray_address}  (token authentication: ~/.ray/auth_token)")
+    where = f"token authentication: {token}" if token else "token authentication: $RAY_AUTH_TOKEN"
+    echo(f"Ray head:    {team.ray_address}  ({where})")
+
+
+def ray_token_path() -> Path:
+    """Where Ray 2.60 reads the cluster's token: ``$RAY_AUTH_TOKEN_PATH``, else
+    ``~/.ray/auth_token``."""
+    return Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+
+
+def ensure_ray_token(echo) -> Path | None:
+    """The token file of the team's Ray cluster, readable by its owner only; None when the
+    token is given in ``$RAY_AUTH_TOKEN``. Whoever reads the token runs code on the cluster,
+    and whoever may replace it in its folder chooses it, so:
+
+    - a missing token is generated here (256 random bits, hex: Ray's own format,
+      ``ray._private.authentication``) and written with mode 600 from the start, its folder
+      created with mode 700 (``ray get-auth-token --generate`` wrote it with mode 644, and
+      always to ``~/.ray``, whatever ``$RAY_AUTH_TOKEN_PATH`` said);
+    - an existing token file that others may read is made mode 600, and a folder of this
+      user's that others may write loses their write permission (``up`` says so);
+    - a folder of another user's that others may write (not sticky) is refused."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return None
+    import stat
+
+    path = ray_token_path()
+    folder = path.parent
+    if not folder.exists():
+        folder.mkdir(mode=0o700, parents=True)
+    st = folder.stat()
+    open_write = st.st_mode & 0o022
+    if open_write and st.st_uid == os.geteuid():
+        folder.chmod(stat.S_IMODE(st.st_mode) & ~0o022)
+        echo(f"Ray: {folder} was writable by others (mode {stat.S_IMODE(st.st_mode):o}); "
+             f"now {stat.S_IMODE(st.st_mode) & ~0o022:o}")  # fmt: skip
+    elif open_write and not st.st_mode & stat.S_ISVTX:
+        raise TeamError(
+            f"{folder}: another user's folder that others may write (mode "
+            f"{stat.S_IMODE(st.st_mode):o}) cannot hold the Ray cluster's token; choose "
+            "another with $RAY_AUTH_TOKEN_PATH"
+        )
+    if not path.is_file():
+        _private_write(path, secrets.token_hex(32))
+        echo(f"Ray: generated the cluster's authentication token in {path} (mode 600)")
+        return path
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        try:
+            path.chmod(0o600)
+        except OSError as err:
+            raise TeamError(
+                f"{path}: the Ray cluster's token is readable by others (mode {mode:o}) and "
+                f"cannot be made mode 600 ({err.strerror}); fix it, or choose another with "
+                "$RAY_AUTH_TOKEN_PATH"
+            ) from None
+        echo(f"Ray: {path} was readable by others (mode {mode:o}); now 600")
+    return path
 
 
 # ------------------------------------------------------------------------------ checks
@@ -397,7 +530,8 @@ PORTS = "allowed: 1-65535"
 
 def check(team: Team) -> None:
     """Refuse, in one line naming the option, what ``up`` could not use, before anything is
-    created: a port out of range or given twice, a ``--host`` that is not an IPv4 address of
+    created: a port out of range or given twice, a negative ``--ray-cpus`` (``ray start``
+    failed on it after the database and the MLflow server had started), a ``--host`` that is not an IPv4 address of
     this machine, a port in use (unless by the team's own service, which ``up`` leaves
     running), a ``--home`` that cannot be written (or, as root, that the ``postgres`` user
     cannot enter), PostgreSQL's programs missing. These used to surface as a vague ``pg_ctl``
@@ -407,11 +541,25 @@ def check(team: Team) -> None:
     for option, port in ports.items():
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
             raise TeamError(f"{option} {port}: not a port ({PORTS})")
+    cpus = team.ray_cpus
+    if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 0):
+        raise TeamError(
+            f"--ray-cpus {cpus}: not a number of CPUs (allowed: 0 or more, 0: the head runs "
+            "no trials; default: all of them)"
+        )
     given = list(ports.items())
     for index, (option, port) in enumerate(given):
         earlier = [o for o, p in given[:index] if p == port]
         if earlier:
             raise TeamError(f"{option} {port}: already {earlier[0]}'s (each service needs its own)")
+    if team.auth:
+        try:
+            import flask_wtf  # noqa: F401 - MLflow's basic-auth app needs it (CSRF)
+        except ImportError:
+            raise TeamError(
+                "--auth: MLflow's basic-auth app needs the package Flask-WTF, which is not "
+                "installed (pip install 'fedsweep[team]')"
+            ) from None
     _check_host(team.host)
     _check_home(team.home)
     old = Team.load(team.home) if (team.home / "team.json").is_file() else None
@@ -523,7 +671,8 @@ class _Undo:
     """What ``up`` found before it started, to undo a failed ``up``: stop the services it
     started, remove the files and folders it created, put back the files it rewrote."""
 
-    NAMES = ("logs", "pg", "artifacts", "team.json", "team.env", "pgpass")
+    NAMES = ("logs", "pg", "artifacts", "team.json", "team.env", "pgpass", AUTH_CONFIG,
+             AUTH_DB, ADMIN_FILE, SECRET_KEY_FILE)  # fmt: skip
     #: rewritten by ``up`` (pgpass: by a new cluster's initdb), put back as they were
     KEPT = ("team.json", "team.env", "pgpass")
 
@@ -588,6 +737,7 @@ def up(team: Team, echo=print) -> Team:
         old = Team.load(team.home)
         if old is not None:
             team.pids = old.pids
+            team.auth = team.auth or old.auth  # a server once protected stays so
         team.save()
         start_postgres(team, echo)
         start_mlflow(team, echo)

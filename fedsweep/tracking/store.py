@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import math
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -189,6 +190,25 @@ SERVER_TIMEOUT_S = 10.0
 _REACHABLE: set[str] = set()
 
 
+def server_timeout() -> float:
+    """``$FEDSWEEP_TRACKING_TIMEOUT`` in seconds (default :data:`SERVER_TIMEOUT_S`). Raises
+    :class:`TrackingUriError` (one line: the variable, its value, what is allowed) for a value
+    that is not a number of seconds > 0 (a word, 0 or less, nan, inf: a traceback before)."""
+    text = os.environ.get(SERVER_TIMEOUT_ENV)
+    if text is None or not text.strip():
+        return SERVER_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise TrackingUriError(
+            f"${SERVER_TIMEOUT_ENV}={text!r}: not a number of seconds (allowed: a number > 0, "
+            f"e.g. 30; unset: {SERVER_TIMEOUT_S:g})"
+        )
+    return value
+
+
 def probe_server(tracking_uri: str) -> None:
     """Fail in seconds, not minutes, when an http(s) tracking server does not answer: one
     ``GET <uri>/health`` (MLflow's server answers ``OK``) with a timeout of
@@ -200,7 +220,7 @@ def probe_server(tracking_uri: str) -> None:
     import urllib.error
     import urllib.request
 
-    timeout = float(os.environ.get(SERVER_TIMEOUT_ENV) or SERVER_TIMEOUT_S)
+    timeout = server_timeout()
     url = tracking_uri.rstrip("/") + "/health"
     try:
         with urllib.request.urlopen(url, timeout=timeout):

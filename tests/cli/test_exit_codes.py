@@ -617,3 +617,37 @@ def test_team_up_as_root_refuses_a_home_postgres_cannot_enter(tmp_path, monkeypa
     blocked = Path(line.split("cannot enter ", 1)[1].split(" (mode 700)")[0])
     assert blocked == closed or blocked in closed.parents, line  # pytest's own may be 700 too
     assert _entries(closed) == []
+
+
+# ------------------------------------------------ issue 62, item 10: team up, the server's wait
+def test_team_up_refuses_a_negative_ray_cpus_before_anything(
+    tmp_path, monkeypatch, enterable_folder
+):
+    """`team up --ray-cpus -1` started the database and the MLflow server, then `ray start`
+    failed on it behind a 0 exit: now one line naming the option, the value and what is
+    allowed, exit 2, and nothing created (the check comes first, as the ports')."""
+    from fedsweep.team.local import Team, TeamError, check
+
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    home = enterable_folder() / "team"
+    ports = dict(pg_port=free_port(), mlflow_port=free_port(), ray_port=free_port())
+    line = "--ray-cpus -1: not a number of CPUs (allowed: 0 or more"
+    with pytest.raises(TeamError, match=line.replace("(", r"\(")):
+        check(Team(home, ray_cpus=-1, **ports))  # before: passed, and up went on
+    flat = [x for k, v in ports.items() for x in (f"--{k.replace('_', '-')}", v)]
+    res = invoke("team", "up", "--home", home, *flat, "--ray-cpus", "-1")
+    assert _one_stderr_line(res).startswith(line), res.stderr
+    assert res.stdout == "" and not home.exists()
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "0", "nan", "inf"])
+def test_a_bad_tracking_timeout_is_one_line_naming_the_variable(monkeypatch, value):
+    """$FEDSWEEP_TRACKING_TIMEOUT not a number of seconds > 0: a traceback (a word: float's
+    ValueError; nan, inf, -1: the socket's) or an immediate "does not answer" (0), before.
+    Now one line with the variable, its value and what is allowed, exit 2."""
+    monkeypatch.setenv("FEDSWEEP_TRACKING_TIMEOUT", value)
+    res = invoke("runs", "--tracking-uri", f"http://127.0.0.1:{free_port()}")
+    assert _one_stderr_line(res) == (
+        f"$FEDSWEEP_TRACKING_TIMEOUT={value!r}: not a number of seconds (allowed: a number > 0, "
+        "e.g. 30; unset: 10)"
+    )
