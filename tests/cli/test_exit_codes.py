@@ -148,6 +148,21 @@ def test_a_figure_that_fails_exits_1_after_drawing_the_others(tmp_path, monkeypa
     assert (tmp_path / "figs" / "index.html").is_file()
 
 
+def test_issue_62_figures_that_drew_nothing_exits_1(tmp_path):
+    """A store without runs of the figure at the profile (a wrong --profile or store, a sweep
+    not run): "nothing drawn" and exit 1, as docs/concepts/exit-codes.md says (it exited 0, so
+    a script went on with empty figures)."""
+    from fedsweep.tracking.store import prepare_store
+
+    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    prepare_store(uri)
+    res = invoke("figures", "--tracking-uri", uri, "--out", tmp_path / "figs", "--figure",
+                 "bherd-fig4e", "--sweeps-dir", ROOT / "sweeps", "--profile", "smoke",
+                 "--format", "svg")  # fmt: skip
+    assert res.exit_code == common.EXIT_FAILED, res.output
+    assert "nothing drawn: the store" in res.output and "Traceback" not in res.output
+
+
 def test_ui_that_cannot_listen_exits_2_before_starting_a_server(tmp_path):
     from fedsweep.tracking.store import prepare_store
 
