@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from fedsweep.specs.model import SpecError
+from fedsweep.specs.names import STUDIES
 
 #: where a study of a shipped figure is written (a spec file's study goes beside that file)
-STUDIES_DIR = Path("studies")
+STUDIES_DIR = STUDIES
 
 
 def parse_grids(items: list[str]) -> dict[str, list[Any]]:
