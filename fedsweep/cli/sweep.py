@@ -228,9 +228,7 @@ def sweep(
         if grid:
             if len(specs) != 1:
                 raise UsageError("--grid: name the one figure (or spec file) it adds curves to")
-            specs = [
-                _grid_study(names[0], specs[0], grid, sweeps_dir, unwritten if plan else None)
-            ]
+            specs = [_grid_study(names[0], specs[0], grid, sweeps_dir, unwritten if plan else None)]
             names = [str(specs[0])]
         if profile is None:
             if not specs and not plan:  # every spec for hours, by accident: ask for it by name
