@@ -19,6 +19,7 @@ from typing import Any
 
 from fedsweep.specs.model import SpecError
 from fedsweep.specs.names import STUDIES
+from fedsweep.specs.search import not_varied
 
 #: where a study of a shipped figure is written (a spec file's study goes beside that file)
 STUDIES_DIR = STUDIES
@@ -40,6 +41,12 @@ def parse_grids(items: list[str]) -> dict[str, list[Any]]:
             )
         if key in grids:
             raise SpecError(f"--grid: {key!r} given twice (one --grid per key)")
+        why = not_varied(key)
+        if why:
+            raise SpecError(
+                f"--grid {item!r}: --grid cannot vary {key}: it is {why} (allowed: any other "
+                "config key, e.g. --grid bherd.alpha=0.2,0.4)"
+            )
         try:
             values = [loads(p, f"--grid {item!r}") for p in parts]
         except YamlFileError as err:

@@ -593,6 +593,13 @@ def _derived_layer(
 def _build(spec: SweepSpec, source: str, layers, seed: int, substitute: dict[str, str]):
     tree = json.loads(json.dumps(spec.base))  # deep copy
     for where, overrides in layers:
+        if "seed" in overrides:  # the trial's seed is set below: this value was dropped unseen
+            raise SpecError(
+                f"{source}: {where}: seed={overrides['seed']!r}: a trial's seed comes from the "
+                "seeds (the spec's or profile's seeds, --seeds), never from a curve, panel or "
+                "--set (it was replaced by the trial's seed, so its runs carried another seed "
+                "than their label); remove it"
+            )
         for key, value in overrides.items():
             try:
                 set_dotted(tree, key, value)

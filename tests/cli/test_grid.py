@@ -89,3 +89,42 @@ def test_a_grid_the_figure_refuses_leaves_no_file(tmp_path, monkeypatch):
     assert res.exit_code == 2 and "Traceback" not in res.output, res.output
     assert "bherd.alpah" in res.output
     assert not list((tmp_path / "studies").glob("*.yaml"))
+
+
+@pytest.mark.parametrize(
+    ("item", "words"),
+    [
+        ("seed=1,2", "--grid cannot vary seed: it is the seed stream"),  # drew seed-0 runs
+        ("train.rounds=10,521386", "--grid cannot vary train.rounds: it is the horizon"),
+        ("device=cpu,cuda", "--grid cannot vary device: it is a setting the config hash leaves"),
+        ("data.root=a,b", "--grid cannot vary data.root"),
+    ],
+)
+def test_issue_62_a_grid_over_what_the_sweep_sets_is_refused(tmp_path, monkeypatch, item, words):
+    """``--grid seed=1,2`` drew seed-0 runs labelled seeds 1 and 2 (the trial's seed replaced
+    the curve's); the horizon and the settings the hash leaves out change no curve's config or
+    every curve's meaning: refused in one line, exit 2, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sweeps").symlink_to(ROOT / "sweeps")
+    res = _plan(tmp_path, "--grid", item)
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert words in " ".join(res.output.split()), res.output
+    assert "--seeds" in res.output or item != "seed=1,2"  # what to use instead
+    assert not (tmp_path / "studies").exists()
+
+
+def test_issue_62_a_curve_or_set_that_sets_the_seed_is_refused(tmp_path):
+    """A spec's curve (or product grid) that sets ``seed`` had it replaced by the trial's seed
+    without a word: refused when the spec loads, naming the curve."""
+    from fedsweep.specs.load import load_spec
+    from tests.helpers import small_spec, write_yaml
+
+    tree = small_spec("seeded")
+    tree["curves"] = {"grid": {"seed": [1, 2]}, "label": "s={seed}"}
+    with pytest.raises(
+        SpecError, match=r"curve 's=1': seed=1: a trial's seed comes from the seeds"
+    ):
+        load_spec(write_yaml(tmp_path / "seeded.yaml", tree))
+    tree["curves"] = [{"label": "one", "set": {"seed": 3}}]
+    with pytest.raises(SpecError, match=r"curve 'one': seed=3"):
+        load_spec(write_yaml(tmp_path / "seeded.yaml", tree))
