@@ -23,7 +23,8 @@ from fedsweep.core.suggest import closest, did_you_mean  # noqa: F401  (re-expor
 
 #: exit codes of every command (``fedsweep --help`` lists them: :data:`EXIT_CODES_HELP`)
 EXIT_OK = 0
-#: a trial (sweep) or a figure (figures) failed, or the MLflow UI server stopped on an error
+#: a trial (sweep) or a figure (figures) failed, figures drew nothing, or the MLflow UI server
+#: stopped on an error
 EXIT_FAILED = 1
 #: bad input: usage, config, spec, store (missing for a reading command, or broken), port...
 EXIT_USAGE = 2
@@ -37,7 +38,7 @@ EXIT_TERMINATED = 143
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 done (a sweep: every trial finished or diverged); 1 failed (a sweep trial, "
-    "a figure, the UI server, or an unexpected error); 2 bad input (option, config, spec, "
+    "a figure, figures that drew nothing, the UI server, or an unexpected error); 2 bad input (option, config, spec, "
     "a missing or broken store, a busy port or sweep); 3 data set missing; 4 diverged "
     "(`fedsweep run`: a non-finite loss; the run is logged); 130 Ctrl-C; 143 SIGTERM."
 )

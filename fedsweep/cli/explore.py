@@ -381,6 +381,27 @@ def check_figure_id(client, figure: str) -> None:
         )
 
 
+def refuse_figure_typo(figure: str) -> None:
+    """``runs --figure ID``: an id a couple of letters off a figure id known here (the specs of
+    ./sweeps, ./studies and fedsweep's own) is a typo, refused before any store is opened (an
+    unreachable tracking server made it wait for minutes first). Any other unknown id may be a
+    figure only the store knows (a spec swept elsewhere): the store is asked
+    (:func:`check_figure_id`)."""
+    from fedsweep.core.suggest import typo_of
+    from fedsweep.specs.names import local_figure_ids
+
+    known = local_figure_ids()
+    if figure in known:
+        return
+    near = typo_of(figure, known)
+    if near is not None:
+        raise UsageError(
+            f"--figure {figure!r}: no such figure (did you mean {near!r}?); figures here: "
+            f"{', '.join(known)} (a figure only your store knows: -e {figure} lists its "
+            "experiment's runs)"
+        )
+
+
 def figure_id(name: str) -> str:
     """``--figure``'s value as a figure id: an id as given, a spec file's path as the figure it
     declares (``sweeps/bherd-fig3a.yaml`` -> ``bherd-fig3a``); an unknown path is a usage
@@ -447,6 +468,8 @@ def runs(
         filters, by_hash = parse_filters(wheres, config_hash)
         # a bad name ('' included) fails before the store
         figure = figure_id(figure) if figure is not None else None
+        if figure is not None:
+            refuse_figure_typo(figure)  # before the store: an unreachable one waits minutes
         uri, client = open_store(tracking_uri)
         exps = experiment_ids(client, experiment)
         if figure:
@@ -567,6 +590,8 @@ def compare(
         filters, by_hash = parse_filters(where, config_hash)
         # a bad name ('' included) fails before the store
         figure = figure_id(figure) if figure is not None else None
+        if figure is not None:
+            refuse_figure_typo(figure)  # before the store: an unreachable one waits minutes
         uri, client = open_store(tracking_uri)
         exps = experiment_ids(client, experiment)
         chosen = [_get_run(client, rid) for rid in ids]

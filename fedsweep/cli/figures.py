@@ -115,8 +115,9 @@ def figures(
 
     Draws the paper figures and any sweep spec of your own (--spec), and merges them into
     index.html, which checks each of the paper's claims against the data. Exit status 1 when a
-    figure could not be drawn (the others are written; its previous files are kept) or a file
-    could not be written, 2 for bad input (an unknown --metric included) or a store that does
+    figure could not be drawn (the others are written; its previous files are kept), when no
+    figure has a run in the store (nothing drawn) or a file could not be written, 2 for bad
+    input (an unknown --metric included) or a store that does
     not exist (this command never creates one)."""
     with clean_errors():
         check_figure_names(figure, sweeps_dir)  # a typo: before the heavy imports
@@ -177,10 +178,19 @@ def figures(
     if watch:
         _watch(draw, options, every, uri, out, ids)
         return
-    _, failed = draw(options)
+    results, failed = draw(options)
     if failed:  # the others are drawn; the exit status says not all of them
         typer.secho(f"{failed} figure(s) failed (see above)", fg=typer.colors.RED, err=True)
         raise typer.Exit(EXIT_FAILED)
+    if drew_nothing(results):  # "nothing drawn" (printed above) is no success for a script
+        raise typer.Exit(EXIT_FAILED)
+
+
+def drew_nothing(results) -> bool:
+    """No figure has a run: the store has none of them at the profile (a wrong --profile,
+    --tracking-uri or --set, or a sweep not run yet). ``figures`` then exits 1, not 0
+    (docs/concepts/exit-codes.md); ``--watch`` goes on watching for the runs to come."""
+    return bool(results) and all(r.run_count == 0 for r in results)
 
 
 def _print_drawn(results, out: Path, uri: str, profile: str, set_, tracking_uri) -> None:
@@ -210,7 +220,7 @@ def _print_drawn(results, out: Path, uri: str, profile: str, set_, tracking_uri)
                 f"run them: {_sweep_command(res.figure_id, profile, set_, tracking_uri)}"
             )
     typer.echo(f"index: {(out / 'index.html').resolve()}")
-    if results and not failed and all(r.run_count == 0 for r in results):
+    if not failed and drew_nothing(results):
         why = " yet (being swept now: see above)" if busy else ""
         typer.echo(
             f"nothing drawn: the store {uri} has no runs of these figures at --profile "

@@ -109,6 +109,7 @@ def robustness(
         check_claims(spec, spec_path)
         key, values = parse_axis(one_axis(axis))
         check_axis_key(spec, profile, key)
+        check_axis_reads(spec, profile, key)  # seed: named so before any plan of a value
 
         from dashboards.robustness import configured_columns
 
@@ -257,8 +258,26 @@ def check_axis_changes(spec, profile: str, key: str, values, panels) -> None:
     on (``seed``, set per trial by the figure's seeds; ``name``, ``tracking.*`` and the other
     keys left out of the config hash) or two values that are one (``0.1`` and ``1e-1``) would
     map the same runs under several headings."""
-    from fedsweep.config.hashing import HASH_EXCLUDED
     from fedsweep.specs.figure import figure_plan
+
+    check_axis_reads(spec, profile, key)
+    seen: dict[tuple, str] = {}
+    for value in values:
+        plan = figure_plan(spec, profile, extra={key: value.value}, panels=panels)
+        hashes = tuple(plan.config_hashes)
+        if hashes in seen:
+            raise UsageError(
+                f"--axis {key}={seen[hashes]},{value.text}: the two values give the same runs "
+                f"(the same config hashes): {key} does not change the runs of {spec.figure} "
+                "there; give values that differ, or vary a key its trials read"
+            )
+        seen[hashes] = value.text
+
+
+def check_axis_reads(spec, profile: str, key: str) -> None:
+    """Refuse ``seed`` (set per trial by the figure's seeds) and the keys the config hash
+    leaves out: no run's numbers depend on them."""
+    from fedsweep.config.hashing import HASH_EXCLUDED
 
     if key == "seed":
         raise UsageError(
@@ -272,17 +291,6 @@ def check_axis_changes(spec, profile: str, key: str, values, panels) -> None:
             f"--axis {key}: {excluded} cannot change a run's numbers (keys left out of the "
             f"config hash: {', '.join(HASH_EXCLUDED)}); vary a key that does"
         )
-    seen: dict[tuple, str] = {}
-    for value in values:
-        plan = figure_plan(spec, profile, extra={key: value.value}, panels=panels)
-        hashes = tuple(plan.config_hashes)
-        if hashes in seen:
-            raise UsageError(
-                f"--axis {key}={seen[hashes]},{value.text}: the two values give the same runs "
-                f"(the same config hashes): {key} does not change the runs of {spec.figure} "
-                "there; give values that differ, or vary a key its trials read"
-            )
-        seen[hashes] = value.text
 
 
 def check_axis_key(spec, profile: str, key: str) -> None:

@@ -88,7 +88,7 @@ def sweep(
             help="Add one curve per value (several --grid: per combination) to the figure named: "
             "writes the study as a spec file that extends it (studies/<figure>-grid-<digest>.yaml, "
             "or beside a spec file of your own), sweeps that file and reuses every run the "
-            "figure has. Repeatable.",
+            "figure has (with --plan: lists its trials, writes nothing). Repeatable.",
         ),
     ] = None,
     data_dir: DataDirOption = None,
@@ -208,7 +208,8 @@ def sweep(
     )
 
     figures: list[str] = []
-    with clean_errors():
+    # with --plan, the --grid study is planned where it would be written, and not written
+    with contextlib.ExitStack() as unwritten, clean_errors():
         plugins = load_plugins(plugin)  # before the specs: they may name a plugin's parts
         if max_concurrent is not None and max_concurrent < 1:
             raise UsageError(
@@ -229,7 +230,7 @@ def sweep(
         if grid:
             if len(specs) != 1:
                 raise UsageError("--grid: name the one figure (or spec file) it adds curves to")
-            specs = [_grid_study(names[0], specs[0], grid, sweeps_dir)]
+            specs = [_grid_study(names[0], specs[0], grid, sweeps_dir, unwritten if plan else None)]
             names = [str(specs[0])]
         if profile is None:
             if not specs and not plan:  # every spec for hours, by accident: ask for it by name
@@ -548,19 +549,36 @@ def sigterm_as_sigint(seen: list[int]):
         yield
 
 
-def _grid_study(name: str, path: Path, grid: list[str], sweeps_dir: Path) -> Path:
+def _grid_study(
+    name: str,
+    path: Path,
+    grid: list[str],
+    sweeps_dir: Path,
+    unwritten: contextlib.ExitStack | None = None,
+) -> Path:
     """``--grid``: the study the command line means, written as a spec file
     (:mod:`fedsweep.specs.grid_study`) and checked; its path. A study that does not load is
-    removed again (its error is the spec's, exit 2)."""
-    from fedsweep.specs.grid_study import parse_grids, study_tree, write_study
+    removed again (its error is the spec's, exit 2). ``unwritten`` (``--plan``, which writes
+    nothing): the study is not written but loads from its path while that stack is open."""
+    from fedsweep.specs.extends import unwritten_spec
+    from fedsweep.specs.grid_study import parse_grids, study_place, study_tree, write_study
     from fedsweep.specs.load import load_spec
 
     grids = parse_grids(grid)
     parent = load_spec(path)
     shipped = not Path(name).is_file() and Path(sweeps_dir).resolve() == Path("sweeps").resolve()
-    written = write_study(
-        path, parent.figure, shipped, study_tree(parent.figure, parent.title, grids)
-    )
+    tree = study_tree(parent.figure, parent.title, grids)
+    if unwritten is not None:
+        place, tree = study_place(path, shipped, tree)
+        planned = unwritten.enter_context(unwritten_spec(place, tree))
+        load_spec(planned)
+        typer.echo(
+            f"the study this sweep would run: {planned} (--plan writes nothing; without "
+            "--plan the sweep writes it there)",
+            err=True,  # stdout stays the plan (--json: one JSON object a line)
+        )
+        return planned
+    written = write_study(path, parent.figure, shipped, tree)
     try:
         load_spec(written)
     except Exception:

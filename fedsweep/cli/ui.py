@@ -14,7 +14,8 @@ a job runner and consumers, some of which open sessions of their own). Sending S
 first process alone left the rest running and holding the port. So the server is started in
 its own session (its own process group), and on SIGINT/SIGTERM/SIGHUP, and on any exit, the
 whole tree is stopped: every descendant (found by parent pid before anything is killed) and the
-process group get SIGTERM, then SIGKILL after a grace period.
+process group get SIGTERM, then SIGKILL after a grace period. A signal's stop then exits
+128 + the signal (130 Ctrl-C, 143 SIGTERM), as every command does.
 """
 
 from __future__ import annotations
@@ -278,7 +279,8 @@ def ui(
 
     Prints the experiment list's URL, http://HOST:PORT/#/experiments, once the server answers;
     the server's log goes to ui-PORT.log beside the store. SIGINT, SIGTERM and SIGHUP stop the
-    whole process tree (server, web workers, job consumer)."""
+    whole process tree (server, web workers, job consumer), then it exits 128 + the signal
+    (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
     from fedsweep.tracking.store import prepare_store, resolve_tracking_uri
 
     with clean_errors():
@@ -383,8 +385,10 @@ def ui(
         for sig, old in previous.items():
             signal.signal(sig, old)
     if code in (128 + signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGHUP):
+        # stopped by a signal, its tree stopped: 128 + the signal (130 Ctrl-C, 143 SIGTERM,
+        # 129 SIGHUP), as every command documents (docs/concepts/exit-codes.md)
         typer.echo("MLflow UI stopped.")
-        raise typer.Exit(0)
+        raise typer.Exit(code)
     if failure:
         fail(failure, EXIT_FAILED)
     raise typer.Exit(code)

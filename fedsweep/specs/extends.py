@@ -4,10 +4,12 @@ specs) and merge the chain into one tree (rules: :mod:`fedsweep.specs.load`'s do
 
 from __future__ import annotations
 
+import copy
 import difflib
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +102,33 @@ def sweep_spec_keys(tree: Any) -> list[str]:
     return []
 
 
+#: spec files planned but not written (``sweep --grid --plan``): resolved path -> YAML tree
+_UNWRITTEN: dict[Path, dict[str, Any]] = {}
+
+
+@contextmanager
+def unwritten_spec(path: Path, tree: dict[str, Any]) -> Iterator[Path]:
+    """While inside, ``path`` loads as a spec file holding ``tree`` although nothing is written
+    there: ``sweep --grid --plan`` plans the study it would write, at the path it would write
+    it to (so its ``extends`` resolves exactly as the written file's would), and writes
+    nothing."""
+    key = Path(path).resolve()
+    _UNWRITTEN[key] = copy.deepcopy(tree)
+    try:
+        yield Path(path)
+    finally:
+        _UNWRITTEN.pop(key, None)
+
+
+def spec_exists(path: Path) -> bool:
+    """``path`` is a file, or a spec planned but not written (:func:`unwritten_spec`)."""
+    return Path(path).is_file() or Path(path).resolve() in _UNWRITTEN
+
+
 def _read_tree(path: Path) -> dict[str, Any]:
+    unwritten = _UNWRITTEN.get(Path(path).resolve())
+    if unwritten is not None:
+        return copy.deepcopy(unwritten)
     try:
         tree = read_yaml(path, "sweep spec")
     except YamlFileError as err:

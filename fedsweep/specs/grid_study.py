@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from fedsweep.specs.model import SpecError
+from fedsweep.specs.names import STUDIES
+from fedsweep.specs.search import not_varied
 
 #: where a study of a shipped figure is written (a spec file's study goes beside that file)
-STUDIES_DIR = Path("studies")
+STUDIES_DIR = STUDIES
 
 
 def parse_grids(items: list[str]) -> dict[str, list[Any]]:
@@ -39,6 +41,12 @@ def parse_grids(items: list[str]) -> dict[str, list[Any]]:
             )
         if key in grids:
             raise SpecError(f"--grid: {key!r} given twice (one --grid per key)")
+        why = not_varied(key)
+        if why:
+            raise SpecError(
+                f"--grid {item!r}: --grid cannot vary {key}: it is {why} (allowed: any other "
+                "config key, e.g. --grid bherd.alpha=0.2,0.4)"
+            )
         try:
             values = [loads(p, f"--grid {item!r}") for p in parts]
         except YamlFileError as err:
@@ -66,20 +74,27 @@ def study_tree(parent: str, parent_title: str, grids: dict[str, list[Any]]) -> d
     }
 
 
-def write_study(parent_path: Path, parent_figure: str, shipped: bool, tree: dict) -> Path:
-    """Write ``tree`` (atomically) where its ``extends`` finds the parent: ``studies/`` for a
-    shipped figure (named by its id), beside the parent's file for a spec of one's own
-    (``extends`` then names that file). The path written."""
-    import yaml
-
-    from fedsweep.core import atomic
-
+def study_place(
+    parent_path: Path, shipped: bool, tree: dict[str, Any]
+) -> tuple[Path, dict[str, Any]]:
+    """Where the study ``tree`` goes, so that its ``extends`` finds the parent, and the tree to
+    write there: ``studies/`` for a shipped figure (named by its id), beside the parent's file
+    for a spec of one's own (``extends`` then names that file)."""
     if shipped:
         folder = STUDIES_DIR
     else:
         folder = parent_path.resolve().parent
         tree = {**tree, "extends": parent_path.name}
-    path = folder / f"{tree['figure']}.yaml"
+    return folder / f"{tree['figure']}.yaml", tree
+
+
+def write_study(parent_path: Path, parent_figure: str, shipped: bool, tree: dict) -> Path:
+    """Write ``tree`` (atomically) at :func:`study_place`. The path written."""
+    import yaml
+
+    from fedsweep.core import atomic
+
+    path, tree = study_place(parent_path, shipped, tree)
     header = (
         f"# written by `fedsweep sweep {parent_figure} --grid ...`: the study that command ran;\n"
         "# rerun it with `fedsweep sweep <this file>`, extend it, or draw it with\n"

@@ -136,6 +136,7 @@ from fedsweep.specs.extends import (  # noqa: F401  (re-exported)
     SWEEPS_DIRS,
     resolve_extends,
     shadow_warning,
+    spec_exists,
     spec_tree,
     sweep_spec_keys,
 )
@@ -215,7 +216,7 @@ def load_spec(path: str | Path) -> SweepSpec:
     """The validated spec of ``path`` (its ``extends`` chain resolved). An error names the file
     it comes from: an extended spec that is invalid on its own is named, not its extension."""
     path = Path(path)
-    if not path.is_file():
+    if not spec_exists(path):
         raise SpecError(f"sweep spec not found: {path}")
     levels: list[tuple[Path, dict[str, Any]]] = []
     tree = spec_tree(path.resolve(), (), levels, load_spec)
@@ -233,7 +234,7 @@ def read_spec(path: str | Path) -> SweepSpec:
     thousands of curves, so a command counts them first (:func:`trial_count`). An invalid spec
     raises :func:`load_spec`'s error."""
     path = Path(path)
-    if not path.is_file():
+    if not spec_exists(path):
         raise SpecError(f"sweep spec not found: {path}")
     tree = spec_tree(path.resolve(), (), load=load_spec)
     try:
@@ -592,6 +593,13 @@ def _derived_layer(
 def _build(spec: SweepSpec, source: str, layers, seed: int, substitute: dict[str, str]):
     tree = json.loads(json.dumps(spec.base))  # deep copy
     for where, overrides in layers:
+        if "seed" in overrides:  # the trial's seed is set below: this value was dropped unseen
+            raise SpecError(
+                f"{source}: {where}: seed={overrides['seed']!r}: a trial's seed comes from the "
+                "seeds (the spec's or profile's seeds, --seeds), never from a curve, panel or "
+                "--set (it was replaced by the trial's seed, so its runs carried another seed "
+                "than their label); remove it"
+            )
         for key, value in overrides.items():
             try:
                 set_dotted(tree, key, value)

@@ -31,7 +31,7 @@ from fedsweep.specs.curves import (
     repeated,
     value_in,
 )
-from fedsweep.specs.search import TUNED
+from fedsweep.specs.search import TUNED, bounded_budget
 from fedsweep.tracking.naming import trial_run_name
 
 PROFILES = ("paper", "quick", "smoke")
@@ -150,6 +150,11 @@ class ProfileSpec(Strict):
     #: search trials per panel cell of every curve's ``search`` under this profile (replaces
     #: its ``budget``: a smaller one for smoke); None: the searches' own budgets
     search_budget: int | None = Field(None, ge=1)
+
+    @field_validator("search_budget")
+    @classmethod
+    def _search_budget(cls, value: int | None) -> int | None:
+        return bounded_budget(value)
 
     def regime_of(self, pairs) -> Regime | None:
         """The regime of the panel with axis ``pairs`` ((axis, value), ...): the first

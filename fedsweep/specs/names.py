@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+#: fedsweep's own specs (``fedsweep.specs.extends.SWEEPS_DIRS``' last folder)
+SHIPPED_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
+#: where ``sweep --grid`` writes a shipped figure's study (``fedsweep.specs.grid_study``)
+STUDIES = Path("studies")
+
 #: top-level keys that make a YAML file a sweep spec (a run config has none of them)
 SPEC_MARKERS = ("figure", "extends", "add_curves", "base", "panels", "curves", "profiles")
 
@@ -72,3 +77,13 @@ def spec_path(name: str | Path, sweeps_dir: str | Path = "sweeps") -> Path:
     :func:`name_problem` and before the heavy imports."""
     path = Path(str(name))
     return path if path.is_file() else Path(sweeps_dir) / f"{name}.yaml"
+
+
+def local_figure_ids(sweeps_dir: str | Path = "sweeps") -> list[str]:
+    """The figure ids of the spec files here (``sweeps_dir``, ``studies/``) and fedsweep's
+    shipped specs: the ids a command knows without opening a store."""
+    ids: set[str] = set()
+    for folder in (Path(sweeps_dir), STUDIES, SHIPPED_SWEEPS):
+        if folder.is_dir():
+            ids |= {p.stem for p in folder.glob("*.yaml")}
+    return sorted(ids)

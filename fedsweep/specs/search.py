@@ -69,6 +69,42 @@ SEARCH_SEED = 1000
 MODES = ("max", "min")
 KINDS = ("log", "linear", "int", "choice")
 SCHEDULERS = ("asha",)
+#: the most search trials per panel cell (``search.budget``, ``profiles.<p>.search_budget``):
+#: ``fedsweep sweep``'s own bound on a spec's trials (``MAX_TRIALS``); a budget of 10**9 grew
+#: past 3 GB of sampled points before anything ran
+MAX_SEARCH_BUDGET = 2000
+#: keys neither a search nor ``sweep --grid`` may vary, and why: each changes what a curve is
+#: (or is set for every trial by the sweep itself) rather than tunes it
+NOT_VARIED = {
+    "seed": (
+        "the seed stream, set for every trial from the seeds (a search's trials run at "
+        "search.seed; a grid over it drew seed-0 runs labelled seeds 1 and 2, a search picked "
+        "the luckiest seed); more seeds: --seeds or the profile's seeds"
+    ),
+    "train.rounds": (
+        "the horizon the curves are compared over (a search over it planned 521,386-round "
+        "trials; ASHA measures time in rounds); set it in base, a profile or with --set"
+    ),
+}
+
+
+def not_varied(key: str) -> str | None:
+    """Why a search or ``--grid`` may not vary ``key`` (:data:`NOT_VARIED`, or a key the
+    config hash leaves out: its curves would be one config, the same runs under several
+    labels), None when it may."""
+    from fedsweep.config.hashing import HASH_EXCLUDED
+
+    if key in NOT_VARIED:
+        return NOT_VARIED[key]
+    for excluded in HASH_EXCLUDED:
+        if key == excluded or key.startswith(f"{excluded}."):
+            return (
+                "a setting the config hash leaves out (where or how a run runs, not what it "
+                "computes): every value would be the same runs under another label"
+            )
+    return None
+
+
 #: ``fedsweep.status`` of a search trial's run that the scheduler stopped early
 STOPPED = STOPPED_STATUS
 #: tag of such a run: the round it stopped at (its last logged round)
@@ -224,6 +260,23 @@ class SearchSpec(NoBoolNumbers):
     #: an early-stopping scheduler over the search trials (None: every trial runs in full)
     scheduler: EarlyStop | None = None
 
+    @field_validator("space")
+    @classmethod
+    def _space(cls, value: dict[str, SearchRange]) -> dict[str, SearchRange]:
+        for key in value:
+            why = not_varied(key)
+            if why:
+                raise ValueError(
+                    f"a search cannot vary {key}: it is {why} (allowed: any other config key, "
+                    "e.g. train.lr)"
+                )
+        return value
+
+    @field_validator("budget")
+    @classmethod
+    def _budget(cls, value: int) -> int:
+        return bounded_budget(value)
+
     @field_validator("mode")
     @classmethod
     def _mode(cls, value: str) -> str:
@@ -246,6 +299,16 @@ class SearchSpec(NoBoolNumbers):
             f"{self.algorithm} search (seed {self.seed}) over {space}; best final "
             f"{self.metric} ({self.mode}){stop}"
         )
+
+
+def bounded_budget(value: int | None) -> int | None:
+    """``value`` if it is at most :data:`MAX_SEARCH_BUDGET`, else a ``ValueError`` naming it and
+    the allowed range (checked when the spec loads, before any point is sampled)."""
+    if value is not None and value > MAX_SEARCH_BUDGET:
+        raise ValueError(
+            f"got {value} (allowed: 1 to {MAX_SEARCH_BUDGET} search trials per panel cell)"
+        )
+    return value
 
 
 def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> str:

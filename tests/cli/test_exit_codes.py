@@ -148,6 +148,21 @@ def test_a_figure_that_fails_exits_1_after_drawing_the_others(tmp_path, monkeypa
     assert (tmp_path / "figs" / "index.html").is_file()
 
 
+def test_issue_62_figures_that_drew_nothing_exits_1(tmp_path):
+    """A store without runs of the figure at the profile (a wrong --profile or store, a sweep
+    not run): "nothing drawn" and exit 1, as docs/concepts/exit-codes.md says (it exited 0, so
+    a script went on with empty figures)."""
+    from fedsweep.tracking.store import prepare_store
+
+    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    prepare_store(uri)
+    res = invoke("figures", "--tracking-uri", uri, "--out", tmp_path / "figs", "--figure",
+                 "bherd-fig4e", "--sweeps-dir", ROOT / "sweeps", "--profile", "smoke",
+                 "--format", "svg")  # fmt: skip
+    assert res.exit_code == common.EXIT_FAILED, res.output
+    assert "nothing drawn: the store" in res.output and "Traceback" not in res.output
+
+
 def test_ui_that_cannot_listen_exits_2_before_starting_a_server(tmp_path):
     from fedsweep.tracking.store import prepare_store
 
@@ -322,6 +337,36 @@ def test_issue_48_a_set_on_a_key_the_curves_or_panels_vary_is_refused(tmp_path):
     trials = expand(spec, "smoke", extra={"bherd.alpha": 0.3})
     assert {t.config.bherd.alpha for t in trials} == {0.3}
     assert [t.config.data.partition for t in trials][::2] == ["case1", "case2", "case3"]
+
+
+def test_issue_62_runs_names_a_figure_typo_before_opening_the_store(tmp_path, monkeypatch):
+    """``runs --figure TYPO``: the typo with a did-you-mean, exit 2, before any store is opened
+    (a tracking server that takes connections and never answers made it wait for the store's
+    timeout first, then name the store instead); an id only the store knows (far from every
+    local one) is still looked up there."""
+    import socket
+    import time
+
+    from mlflow import MlflowClient
+
+    monkeypatch.setenv("FEDSWEEP_TRACKING_TIMEOUT", "30")
+    with socket.socket() as silent:  # accepts connections (the backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        uri = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        start = time.monotonic()
+        res = invoke("runs", "--figure", "bherd-fig3x", "--tracking-uri", uri)
+        took = time.monotonic() - start
+    one_line_exit_2(res, "--figure 'bherd-fig3x': no such figure (did you mean 'bherd-fig3a'?)")
+    assert took < 10, took
+    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    (tmp_path / "store").mkdir()
+    client = MlflowClient(uri)
+    run = client.create_run(client.create_experiment("my-own-study"), tags={
+        "fedsweep.figure": "my-own-study"})  # fmt: skip
+    client.set_terminated(run.info.run_id)
+    res = invoke("runs", "--figure", "my-own-study", "--tracking-uri", uri)
+    assert res.exit_code == 0 and run.info.run_id[:8] in res.output, res.output
 
 
 def test_issue_48_runs_with_an_empty_figure_is_refused(tmp_path):

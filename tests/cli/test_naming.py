@@ -82,7 +82,7 @@ def test_figures_draws_a_spec_path_as_its_figure_id(tmp_path):
     store = _store(tmp_path, [])
     a = invoke("figures", "--figure", "sweeps/bherd-fig4e.yaml", "--profile", "smoke",
                "--out", tmp_path / "a", "--format", "png", "--tracking-uri", store)  # fmt: skip
-    assert a.exit_code == 0, a.output
+    assert a.exit_code == 1, a.output  # issue 62: nothing drawn is no success
     assert "bherd-fig4e: 0 runs" in a.output
     assert (
         "6 of 6 runs missing at --profile smoke; run them: fedsweep sweep bherd-fig4e" in a.output

@@ -216,7 +216,7 @@ def test_the_address_is_printed_once_it_answers_and_the_log_stays_off_the_consol
             proc.kill()
             proc.wait(timeout=10)
         out.join()
-    assert proc.returncode == 0, "\n".join(out.lines)
+    assert proc.returncode == 143, "\n".join(out.lines)  # 128 + SIGTERM, as documented
     assert out.lines[printed:] == ["MLflow UI stopped."]  # no access log, no warnings
     assert not any('"GET /' in x for x in out.lines)
     text = log.read_text()
@@ -229,6 +229,35 @@ def test_the_address_is_printed_once_it_answers_and_the_log_stays_off_the_consol
     assert [p for p in tree if alive(p)] == []
     assert _session_members(server) == set()
     assert _servers_on(port) == []
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list processes")
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_issue_62_a_signal_stops_the_tree_and_exits_128_plus_the_signal(tmp_path, sig, code):
+    """``fedsweep ui`` stopped by SIGTERM (a scheduler, ``docker stop``) exits 143, by Ctrl-C
+    130, as its help and docs/concepts/exit-codes.md say (it exited 0), after stopping its
+    server's tree: here while the server is still starting (the same handler as once it
+    serves)."""
+    from fedsweep.cli.ui import alive, descendants
+
+    proc = _ui(tmp_path, free_port())
+    out = _Lines(proc.stdout)
+    try:
+        deadline = time.monotonic() + 60
+        while not descendants(proc.pid):  # the server is started: the handlers are in place
+            assert proc.poll() is None and time.monotonic() < deadline, "\n".join(out.lines)
+            time.sleep(0.05)
+        tree = descendants(proc.pid)
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        out.join()
+    assert proc.returncode == code, "\n".join(out.lines)
+    assert out.lines[-1] == "MLflow UI stopped." and "Traceback" not in "\n".join(out.lines)
+    assert [p for p in tree if alive(p)] == []
 
 
 @pytest.mark.slow

@@ -394,7 +394,7 @@ def test_set_selects_the_runs_of_a_sweep_run_with_overrides(store, specs, tmp_pa
     """``figures --set`` = the overrides the sweep ran with: other configs, other runs."""
     common = ["--spec", str(specs["study"]), "--profile", "smoke", "--tracking-uri", store]
     res = invoke(*common, "--out", str(tmp_path), "--format", "png", "--set", "train.rounds=5")
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output  # nothing drawn: exit 1 (issue 62)
     assert "my-alpha-study: 0 runs" in res.output
     bad = invoke(*common, "--out", str(tmp_path), "--set", "train.roundz=5")
     assert bad.exit_code == 2 and "roundz" in bad.output and "Traceback" not in bad.output

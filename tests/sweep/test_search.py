@@ -61,6 +61,13 @@ BAD = [
     ({"space": {"train.lr": {"log": [0.1, 1], "linear": [0.1, 1]}}}, "a range needs exactly one "
      "kind, got ['log', 'linear']"),
     ({"budget": 0}, "key `curves.0.search.budget`: Input should be greater than or equal to 1"),
+    # issue 62: a budget of 10**9 grew past 3 GB; seed and the horizon change what a curve is
+    ({"budget": 10**9}, "key `curves.0.search.budget`: got 1000000000 (allowed: 1 to 2000 search "
+     "trials per panel cell)"),
+    ({"space": {"seed": {"int": [0, 9]}}}, "key `curves.0.search.space`: a search cannot vary "
+     "seed: it is the seed stream"),
+    ({"space": {"train.rounds": {"int": [1, 10**6]}}}, "key `curves.0.search.space`: a search "
+     "cannot vary train.rounds: it is the horizon the curves are compared over"),
     ({"metric": "test_accc"}, "curves['FedAvg'].search.metric: 'test_accc' is not one of the "
      "spec's metrics (did you mean 'test_acc'?); allowed: test_loss, test_acc"),
     ({"scheduler": {"kind": "hyperband", "grace_period": 1}}, "key "
@@ -91,6 +98,9 @@ def test_bad_budget_of_a_profile_and_tuned_curve_without_search(tmp_path):
     tree = search_tree()
     tree["profiles"]["smoke"] = {"search_budget": 0}
     with pytest.raises(SpecError, match=r"profiles.smoke.search_budget`: Input should be greater"):
+        load_spec(write_yaml(tmp_path / "bad.yaml", tree))
+    tree["profiles"]["smoke"] = {"search_budget": 10**9}  # issue 62: bounded as search.budget
+    with pytest.raises(SpecError, match=r"search_budget`: got 1000000000 \(allowed: 1 to 2000"):
         load_spec(write_yaml(tmp_path / "bad.yaml", tree))
     tree = search_tree()
     tree["curves"].append(
