@@ -342,6 +342,7 @@ def build_figures(
             page = _runs_page(result, ctx)
             if page is not None:
                 pages[id(result)] = page
+    index.save()  # the drawn runs' provenance verdicts, for the next build
     # every file is written to a temporary name and renamed into place (fedsweep.core.atomic), and
     # a previous build's files are removed only once the new ones are written: a build killed
     # halfway leaves every file either as it was or complete, never truncated or empty

@@ -37,6 +37,7 @@ import pandas as pd
 
 from dashboards.claims import ClaimData, rises, seed_reach
 from fedsweep.data.catalog import TEST_SIZES
+from fedsweep.specs.claims import MEASURE_NEEDS, Needs
 
 Value = float | tuple[float, float]
 
@@ -67,6 +68,12 @@ class MeasureDef:
     #: the first T rounds test as far as they go
     end_of_run: bool = False
 
+    @property
+    def needs(self) -> Needs:
+        """What it needs beyond a curve's runs (``fedsweep.specs.claims.MEASURE_NEEDS``: a
+        sweep checks it there without importing this module)."""
+        return MEASURE_NEEDS.get(self.name, Needs())
+
 
 MEASURES: dict[str, MeasureDef] = {}
 GUARDS: dict[str, Callable[..., str | None]] = {}
@@ -83,12 +90,17 @@ def measure(
     ratio: bool = False,
     end_of_run: bool = False,
     resolution: float | Callable[..., float | None] | None = None,
+    needs: Needs | None = None,
 ):
-    """Register ``fn`` as the measure ``name`` (a name given twice is an error at import)."""
+    """Register ``fn`` as the measure ``name`` (a name given twice is an error at import);
+    ``needs``: what it needs beyond a curve's runs, recorded in
+    ``fedsweep.specs.claims.MEASURE_NEEDS`` (a built-in measure's stand there already)."""
 
     def add(fn):
         if name in MEASURES:
             raise ValueError(f"measure {name!r} is registered twice")
+        if needs is not None:
+            MEASURE_NEEDS[name] = needs
         MEASURES[name] = MeasureDef(
             name, fn, what, lower_is_better, relative, scope, accuracy, ratio, resolution,
             end_of_run,

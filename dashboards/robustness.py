@@ -20,7 +20,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from dashboards.report import _clean, claim_rows, headline, paper_of, report_name
+from dashboards.report import _clean, claim_rows, headline, report_key, report_name
 from dashboards.verdict_map import (
     ROBUSTNESS_DIR,
     AxisValue,
@@ -167,12 +167,12 @@ def update_report(maps_dir: str | Path, vmap: VerdictMap) -> Path | None:
     maps_dir = Path(maps_dir)
     if maps_dir.name != ROBUSTNESS_DIR:
         return None
-    paper = paper_of(vmap.figure)
+    paper = report_key(vmap.figure)
     path = maps_dir.parent / report_name(paper, vmap.profile)
     if not path.is_file():
         return None
     text = path.read_text(encoding="utf-8")
     # the report's own text ends in one newline; the section starts with an empty line
     head = text.split(SECTION_MARK, 1)[0] + "\n" if SECTION_MARK in text else text
-    figures = sorted({m.figure for m in load_maps(maps_dir) if paper_of(m.figure) == paper})
+    figures = sorted({m.figure for m in load_maps(maps_dir) if report_key(m.figure) == paper})
     return write_text(path, head + report_section(maps_dir.parent, vmap.profile, figures))

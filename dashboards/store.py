@@ -52,21 +52,40 @@ class RunInfo:
     tags: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     #: the metric keys the run logged (``client/0/dist``, ``test_acc``, ...)
     metrics: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    #: where its artifacts lie (its ``config.yaml``: the provenance check reads it)
+    artifact_uri: str = field(default="", compare=False, repr=False)
 
 
 class RunIndex:
-    """Every done run of a tracking store, keyed by config hash (latest run wins)."""
+    """Every done run of a tracking store, keyed by config hash (latest run wins). Given a
+    ``check`` (``fedsweep.tracking.provenance.DrawnRuns``: what :meth:`load` gives it), the run
+    of a hash is its latest whose logged config hashes to the tag, as a sweep adopts one: a
+    forged or corrupted one is skipped with one warning naming it."""
 
-    def __init__(self, runs: Iterable[RunInfo] = ()):
+    def __init__(self, runs: Iterable[RunInfo] = (), check=None):
         self.by_hash: dict[str, RunInfo] = {}
-        for run in runs:
+        self.check = check
+        ranked: dict[str, list[tuple[int, int, RunInfo]]] = {}
+        for i, run in enumerate(runs):
             old = self.by_hash.get(run.config_hash)
             if old is None or run.start_time >= old.start_time:
                 self.by_hash[run.config_hash] = run
+            ranked.setdefault(run.config_hash, []).append((run.start_time, i, run))
+        #: each hash's runs, the latest first (the one ``by_hash`` holds first)
+        self.candidates = {h: [r for *_, r in sorted(rs, reverse=True)] for h, rs in ranked.items()}
+        self._drawn: dict[str, RunInfo | None] = {}
+
+    def save(self) -> None:
+        """Keep the provenance verdicts of this build (``DrawnRuns.save``)."""
+        if self.check is not None:
+            self.check.save()
 
     @classmethod
     def load(cls, client) -> RunIndex:
-        """One paged search over all experiments; keeps the finished/diverged runs."""
+        """One paged search over all experiments; keeps the finished/diverged runs, each
+        checked before it is drawn (``fedsweep.tracking.provenance.DrawnRuns``)."""
+        from fedsweep.tracking.provenance import DrawnRuns
+
         experiments = [e.experiment_id for e in client.search_experiments()]
         runs: list[RunInfo] = []
         token = None
@@ -85,12 +104,13 @@ class RunIndex:
                         run.info.start_time or 0,
                         tags,
                         frozenset(run.data.metrics),
+                        run.info.artifact_uri or "",
                     )
                     runs.append(info)
             token = page.token
             if not token:
                 break
-        return cls(runs)
+        return cls(runs, DrawnRuns(client))
 
     @property
     def metric_keys(self) -> set[str]:
@@ -98,12 +118,23 @@ class RunIndex:
         return {key for run in self.by_hash.values() for key in run.metrics}
 
     def get(self, config_hash: str) -> RunInfo | None:
-        return self.by_hash.get(config_hash)
+        if self.check is None:
+            return self.by_hash.get(config_hash)
+        if config_hash not in self._drawn:
+            self._drawn[config_hash] = next(
+                (
+                    run
+                    for run in self.candidates.get(config_hash, ())
+                    if not self.check.problem(run.run_id, config_hash, run.artifact_uri)
+                ),
+                None,
+            )
+        return self._drawn[config_hash]
 
     def find(self, trial: Trial) -> RunInfo | None:
         """The trial's run: tagged with its config hash, else with its legacy hash (runs
         hashed before 2026-11-25 with base sections the trial does not use)."""
-        return next((run for h in trial.hashes if (run := self.by_hash.get(h))), None)
+        return next((run for h in trial.hashes if (run := self.get(h))), None)
 
     def __len__(self) -> int:
         return len(self.by_hash)

@@ -18,6 +18,12 @@ if "FEDSWEEP_SCHEMA_CACHE" not in os.environ:
     _SCHEMA_CACHE = os.environ["FEDSWEEP_SCHEMA_CACHE"] = tempfile.mkdtemp(
         prefix="fedsweep-schema-"
     )
+# the drawn runs' provenance verdicts (fedsweep.tracking.provenance.DrawnRuns) likewise
+_PROVENANCE_CACHE = None
+if "FEDSWEEP_PROVENANCE_CACHE" not in os.environ:
+    _PROVENANCE_CACHE = os.environ["FEDSWEEP_PROVENANCE_CACHE"] = tempfile.mkdtemp(
+        prefix="fedsweep-provenance-"
+    )
 
 #: each test file's measured seconds (``make test``'s ``--durations=0``, summed per file:
 #: tests/file_seconds.py), to start the longest files first; a file not listed is estimated
@@ -65,6 +71,10 @@ def pytest_sessionfinish(session, exitstatus):
         import shutil
 
         shutil.rmtree(_SCHEMA_CACHE, ignore_errors=True)
+    if _PROVENANCE_CACHE is not None:
+        import shutil
+
+        shutil.rmtree(_PROVENANCE_CACHE, ignore_errors=True)
 
 
 def _real_data_dir() -> Path | None:

@@ -87,6 +87,16 @@ def small_spec(
     return spec
 
 
+def log_config(client, run_id: str, config) -> None:
+    """A hand-logged run's ``config.yaml``, as fedsweep's run logger writes it: the figures and
+    reports draw a run only when its logged config hashes to its tag (issue 62, item 8:
+    ``fedsweep.tracking.provenance``)."""
+    import yaml
+
+    tree = config.model_dump(mode="json")
+    client.log_text(run_id, yaml.safe_dump(tree, sort_keys=False), "config.yaml")
+
+
 def write_yaml(path, tree: dict):
     """``tree`` as YAML at ``path`` (unicode kept); returns the path."""
     import yaml

@@ -29,11 +29,22 @@ from fedsweep.cli.common import (
 def report(
     profile: ReadProfileOption = None,
     out: Annotated[
-        str,
+        str | None,
         typer.Option(
-            metavar="DIR", help="Where the reports go: <paper>.md, claims-<profile>.json."
+            metavar="DIR",
+            help="Where the reports go: <paper>.md (<id>.md for a study of your own), "
+            "claims-<profile>.json (other figures' rows there are kept). Default: "
+            "docs/reproduction, or the folder of the study files named by --figure.",
         ),
-    ] = "docs/reproduction",
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Replace a file in --out that this report did not make (or a report there "
+            "that holds figures it does not judge), and a claims file instead of merging.",
+        ),
+    ] = False,
     figure: Annotated[
         list[str] | None,
         typer.Option(
@@ -86,23 +97,39 @@ def report(
         from fedsweep.plugins import load_plugins
         from fedsweep.tracking.store import resolve_tracking_uri
 
-        out_dir = report_folder(out)  # before the store is read: nothing left behind
+        figure, files = figure_names(figure, sweeps_dir)
+        out_dir = report_folder(default_out(files) if out is None else out)
         load_plugins(plugin)
         uri = resolve_tracking_uri(tracking_uri)
-        figure, files = figure_names(figure, sweeps_dir)
         # a spec file outside --sweeps-dir (a researcher's own study, its claims declared):
         # reported beside the folder's figures; its claims checked before the store is read
         from dashboards.registry import claim_problem
-        from fedsweep.specs.load import load_spec
+        from fedsweep.specs.claims import profile_claim_problem
+        from fedsweep.specs.load import load_spec, spec_paths
 
-        for path in files:
-            problem = claim_problem(load_spec(path).claims)
+        studies = [load_spec(path) for path in files]
+        for path, study in zip(files, studies, strict=True):
+            problem = claim_problem(study.claims)
             if problem:
                 raise UsageError(f"{path}: {problem}")
         if profile is None:
             from fedsweep.cli.figures import store_profile
 
             profile = store_profile(uri, figure, files)
+        for path, study in zip(files, studies, strict=True):
+            problem = profile_claim_problem(study.claims, profile, study)
+            if problem:
+                raise UsageError(f"{path}: {problem}")
+        from dashboards.report import ReportConflict, report_conflicts, report_files
+
+        ids = figure if figure or files else [p.stem for p in spec_paths(sweeps_dir)]
+        try:  # before the store is read; write_report checks again before it writes
+            with confidence(level):
+                report_conflicts(
+                    out_dir, report_files([*ids, *(s.figure for s in studies)], profile), force
+                )
+        except ReportConflict as err:
+            raise UsageError(str(err)) from None
         try:
             with confidence(level), tempfile.TemporaryDirectory(prefix="fedsweep-report-") as tmp:
                 with warnings.catch_warnings():
@@ -142,8 +169,8 @@ def report(
                         add_section(results, rebuild, uri, profile, sweeps_dir)
             with confidence(level):
                 meta = build_meta(profile, sweeps_dir.resolve())
-                files, rows = write_report(results, out_dir, meta)
-        except FigureSelectionError as err:
+                files, rows = write_report(results, out_dir, meta, force=force)
+        except (FigureSelectionError, ReportConflict) as err:
             raise UsageError(str(err)) from None
         except OutputWriteError as err:
             fail(str(err), EXIT_FAILED)
@@ -156,6 +183,19 @@ def report(
     if failed:
         typer.secho(f"{len(failed)} figure(s) failed: {', '.join(failed)}", fg="red", err=True)
         raise typer.Exit(EXIT_FAILED)
+
+
+def default_out(files: list[Path]) -> str:
+    """``--out`` left out: beside the study files named by ``--figure`` (a study of your own
+    is reported next to it, never into the repository's docs/reproduction/), else
+    docs/reproduction."""
+    folders = sorted({str(p.resolve().parent) for p in files})
+    if len(folders) > 1:
+        raise UsageError(
+            f"--out: the studies lie in {len(folders)} folders ({', '.join(folders)}); allowed: "
+            "--out DIR, the folder their reports go to"
+        )
+    return folders[0] if folders else "docs/reproduction"
 
 
 def report_folder(out: str) -> Path:

@@ -106,7 +106,7 @@ def robustness(
         panels = parse_panel_filter(panel) or None
         if panels:
             check_panel_filter(spec, profile, panels, str(spec_path))
-        check_claims(spec, spec_path)
+        check_claims(spec, spec_path, profile)
         key, values = parse_axis(one_axis(axis))
         check_axis_key(spec, profile, key)
         check_axis_reads(spec, profile, key)  # seed: named so before any plan of a value
@@ -237,10 +237,12 @@ def one_axis(axes: list[str]) -> str:
     return axes[0]
 
 
-def check_claims(spec, spec_path: Path) -> None:
+def check_claims(spec, spec_path: Path, profile: str) -> None:
     """A map is the figure's claims x the axis values: a spec without claims (or with one no
-    criterion judges) has nothing to map, and would run its sweeps for nothing."""
+    criterion judges, or one that cannot be computed on ``profile``) has nothing to map, and
+    would run its sweeps for nothing."""
     from dashboards.registry import claim_problem
+    from fedsweep.specs.claims import profile_claim_problem
 
     if not spec.claims:
         raise UsageError(
@@ -248,7 +250,7 @@ def check_claims(spec, spec_path: Path) -> None:
             "along the axis, so there is nothing to map (allowed: a figure with claims:; "
             "fedsweep sweep --set KEY=VALUE runs it at other values)"
         )
-    problem = claim_problem(spec.claims)
+    problem = profile_claim_problem(spec.claims, profile, spec) or claim_problem(spec.claims)
     if problem:
         raise UsageError(f"{spec_path}: {problem}")
 

@@ -249,7 +249,7 @@ def sweep(
                     check_panel_filter(spec, profile, panels, str(path))
                 check_size(spec, path, profile, panels, yes)
                 loaded = load_spec(path)
-                check_claims(loaded, path)
+                check_claims(loaded, path, profile)
                 figures.append(loaded.figure)
             check_figures_once(specs, figures)
         else:
@@ -260,7 +260,7 @@ def sweep(
                         spec = spec.with_seeds(profile, seed_list)
                     check_size(spec, path, profile, None, yes)
                     loaded = load_spec(path)
-                    check_claims(loaded, path)
+                    check_claims(loaded, path, profile)
                     figures.append(loaded.figure)
                     specs.append(path)
                 except (SpecError, UsageError) as err:
@@ -435,12 +435,21 @@ def check_size(spec, path: Path, profile: str, panels, yes: bool) -> None:
         )
 
 
-def check_claims(spec, path: Path) -> None:
+def check_claims(spec, path: Path, profile: str | None = None) -> None:
     """Every claim of the spec is one fedsweep can judge (``dashboards.registry.CRITERIA``):
-    an unknown text would sweep for hours and then read "n/a" in every figure."""
+    an unknown text would sweep for hours and then read "n/a" in every figure; and every
+    declared claim can be computed on ``profile`` (a measure's needs, e.g. its target accuracy:
+    ``fedsweep.specs.claims.profile_claim_problem``)."""
+    from fedsweep.specs.claims import profile_claim_problem
+
+    problem = profile_claim_problem(spec.claims, profile, spec) if profile else None
+    if problem:
+        raise UsageError(f"{path}: {problem}")
     from dashboards.registry import claim_problem
 
     problem = claim_problem(spec.claims)
+    if not problem and profile:  # a paper's own measure declares its needs as it registers
+        problem = profile_claim_problem(spec.claims, profile, spec)
     if problem:
         raise UsageError(f"{path}: {problem}")
 

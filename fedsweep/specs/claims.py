@@ -85,11 +85,13 @@ the judge, not judged.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from fedsweep.core.suggest import did_you_mean
 from fedsweep.specs.curves import CurveSpec, Strict, same_value
@@ -104,6 +106,33 @@ Holds = Literal["above", "below", "within"]
 Failed = Literal["untestable", "last", "chance"]
 REGIMES = ("paper", "reconstructed", "truncated", "scaled")
 CLAIM_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+#: the most claims one spec declares: each is judged per panel and regime, and ten thousand of
+#: them ran for tens of minutes with no output (issue 62)
+MAX_CLAIMS = 200
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a measure needs beyond a curve's runs, checked before a sweep or a report starts
+    (:func:`profile_claim_problem`): ``target``: the profile's ``target_acc`` (rounds to it)."""
+
+    target: bool = False
+
+
+#: measure name -> what it needs (:class:`Needs`); a measure not named needs nothing more. The
+#: judge's registry (``dashboards.measures``) registers the functions and reads a measure's needs
+#: here, so a sweep checks them without importing the judge; a paper's own measure declares its
+#: needs when it registers (``measure(..., needs=...)`` adds it here).
+MEASURE_NEEDS: dict[str, Needs] = {
+    "rounds_to_target": Needs(target=True),
+    "log2_speedup": Needs(target=True),
+}
+
+
+def _finite(value: float | None, what: str) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise ValueError(f"{what} {value!r} is not a finite number; allowed: a finite number")
+    return value
 
 
 class CurveRef(Strict):
@@ -243,6 +272,20 @@ class Comparison(Strict):
     #: and shown beside the verdict in its numbers, never deciding ("" : a deciding comparison)
     reading: str = Field("", pattern=r"^\w*$")
 
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _kind(cls, value: Any) -> Any:
+        if isinstance(value, str) and value not in KINDS:
+            raise ValueError(
+                f"unknown kind {value!r}{did_you_mean(value, KINDS)}; allowed: {', '.join(KINDS)}"
+            )
+        return value
+
+    @field_validator("margin", "fails_below")
+    @classmethod
+    def _finite_margin(cls, value: float | None, info: ValidationInfo) -> float | None:
+        return _finite(value, info.field_name)
+
     @field_validator("curve", "versus", mode="before")
     @classmethod
     def _listed(cls, value: Any) -> Any:
@@ -271,6 +314,11 @@ class PaperEffect(Strict):
     text: str = Field(min_length=1)
     source: str = Field(min_length=1)
     comparable: bool = True
+
+    @field_validator("value")
+    @classmethod
+    def _finite_value(cls, value: float | None) -> float | None:
+        return _finite(value, "value")
 
 
 class Claim(Comparison):
@@ -320,6 +368,11 @@ class Claim(Comparison):
     #: what the paper itself reports for the claim (None: not recorded)
     paper_effect: PaperEffect | None = None
 
+    @field_validator("resolution")
+    @classmethod
+    def _finite_resolution(cls, value: float | None) -> float | None:
+        return _finite(value, "resolution")
+
     @field_validator("id")
     @classmethod
     def _slug(cls, value: str) -> str:
@@ -359,6 +412,43 @@ def claim_texts(claims: Iterable[ClaimEntry]) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ checking
+def claims_count_problem(entries: Any) -> str | None:
+    """Too many claims for one spec (:data:`MAX_CLAIMS`), checked before each is validated."""
+    if isinstance(entries, list) and len(entries) > MAX_CLAIMS:
+        return (
+            f"{len(entries):,} claims; allowed: at most {MAX_CLAIMS} per spec (each is judged "
+            "per panel: split the study into several specs)"
+        )
+    return None
+
+
+def profile_claim_problem(claims: Sequence[ClaimEntry], profile: str, spec: Any) -> str | None:
+    """The first declared claim that cannot be computed on ``profile`` of ``spec`` (its
+    :class:`ProfileSpec`): a measure that needs what the profile lacks (:data:`MEASURE_NEEDS`),
+    one line naming the claim and the missing field; None when every claim can be."""
+    prof = spec.profiles.get(profile)
+    if prof is None:
+        return None
+    for i, claim in enumerate(claims):
+        if not isinstance(claim, Claim):
+            continue
+        at = f"claims[{i}] ({claim.id})"
+        for n, comp in enumerate(claim.comparisons):
+            where = at if n == 0 else f"{at}.and[{n - 1}]"
+            measures = [("measure", comp.measure)]
+            if comp.tune is not None:
+                measures.append(("tune.by", comp.tune.by))
+            for field, name in measures:
+                needs = MEASURE_NEEDS.get(name, Needs())
+                if needs.target and prof.target_acc is None:
+                    return (
+                        f"{where}.{field}: {name!r} counts the rounds to the profile's target "
+                        f"accuracy, and profiles.{profile}.target_acc is not set; allowed: set "
+                        "it (e.g. target_acc: 0.9) or use another measure"
+                    )
+    return None
+
+
 def _bad(where: str, value: Any, allowed: Sequence[str], what: str) -> str:
     shown = ", ".join(map(str, allowed[:12])) + (", ..." if len(allowed) > 12 else "")
     return f"{where}: {what} {value!r}{did_you_mean(str(value), allowed)}; allowed: {shown}"
@@ -461,6 +551,13 @@ def _comparison_problem(
         if not any(comp.over in c.set for c in curves):
             keys = sorted({k for c in curves for k in c.set})
             return _bad(f"{where}.over", comp.over, keys, "no curve sets the key")
+        values = [c.set[comp.over] for c in curves if comp.over in c.set]
+        bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int | float)]
+        if bad:
+            return (
+                f"{where}.over: {comp.over!r} takes the value {bad[0]!r}, which has no order; "
+                "allowed: a config key whose curves set numbers (e.g. train.local_epochs)"
+            )
         return None
     if comp.kind == "bound":
         return None

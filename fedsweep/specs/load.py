@@ -204,9 +204,31 @@ def _curve_errors(errors: list[dict], curves: Any) -> list[dict]:
     ]
 
 
+def _claim_errors(errors: list[dict], claims: Any) -> list[dict]:
+    """``errors`` without those of the ``claims`` entry's union branch the YAML is not (a
+    declared claim is a mapping, a legacy one a string): a typo in a claim is one error, not
+    one per form an entry may take."""
+    if not isinstance(claims, list):
+        return errors
+
+    def other_form(e: dict) -> bool:
+        loc = e["loc"]
+        if len(loc) < 3 or loc[0] != "claims" or not isinstance(loc[1], int):
+            return False
+        if loc[1] >= len(claims):
+            return False
+        is_text = isinstance(claims[loc[1]], str)
+        return loc[2] == ("Claim" if is_text else "str")
+
+    return [e for e in errors if not other_form(e)]
+
+
 def _shown_loc(loc: tuple) -> tuple:
     """An error's location as the YAML has it: ``curves.1.colr``, without pydantic's names of
-    the ``curves`` union branches (``list[...]``, ``CurveProduct``)."""
+    the ``curves`` union branches (``list[...]``, ``CurveProduct``) and of a claim's
+    (``Claim``: ``claims.0.kind``)."""
+    if len(loc) >= 3 and loc[0] == "claims" and loc[2] in ("Claim", "str"):
+        return (*loc[:2], *loc[3:])
     if not loc or loc[0] != "curves":
         return loc
     return tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p in _CURVE_TAGS)))
@@ -288,7 +310,8 @@ def _spec_model(tree: dict[str, Any], source: str) -> SweepSpec:
         spec = SweepSpec.model_validate(tree)
     except ValidationError as err:
         lines = [f"invalid sweep spec {source}:"]
-        for e in _curve_errors(err.errors(), tree.get("curves")):
+        errors = _claim_errors(err.errors(), tree.get("claims"))
+        for e in _curve_errors(errors, tree.get("curves")):
             key = ".".join(str(p) for p in _shown_loc(e["loc"]))
             msg = (
                 _unknown_key(e["loc"])

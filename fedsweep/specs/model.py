@@ -16,7 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from fedsweep.config.schema import RunConfig
 from fedsweep.core.suggest import did_you_mean
-from fedsweep.specs.claims import ClaimEntry, claim_problems, claim_texts
+from fedsweep.specs.claims import ClaimEntry, claim_problems, claim_texts, claims_count_problem
 from fedsweep.specs.curves import (
     CurveGrid,
     CurveItem,
@@ -214,6 +214,14 @@ class SweepSpec(Strict):
     @classmethod
     def _slug(cls, value: str) -> str:
         problem = figure_id_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("claims", mode="before")
+    @classmethod
+    def _few_claims(cls, value: Any) -> Any:
+        problem = claims_count_problem(value)
         if problem:
             raise ValueError(problem)
         return value

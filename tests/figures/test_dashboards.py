@@ -30,6 +30,7 @@ from fedsweep.specs.load import CurveSpec, expand, load_spec
 from fedsweep.sweep.ray_backend import trial_payload
 from fedsweep.tracking.store import ensure_experiment, get_client
 from fedsweep.tracking.tracked_run import TrackedRun
+from tests.helpers import log_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = ROOT / "sweeps"
@@ -371,6 +372,7 @@ def test_fallback_dataset_runs_are_found_and_stated(tmp_path):
         tags = {"fedsweep.config_hash": trial.config_hash, "fedsweep.figure": spec.figure}
         tags["fedsweep.status"] = "diverged" if diverged else "finished"
         run = client.create_run(exp, tags=tags).info.run_id
+        log_config(client, run, trial.config)
         rounds = 3 if diverged else 5
         metrics = []
         for t in range(1, rounds + 1):

@@ -25,7 +25,7 @@ from fedsweep.specs.claims import Claim
 from fedsweep.specs.figure import figure_plan
 from fedsweep.specs.load import CurveSpec, DeriveSpec, Trial, expand, load_spec, read_spec
 from fedsweep.tracking.store import ensure_experiment, get_client
-from tests.helpers import migrated_claim, stand_in_for_paper
+from tests.helpers import log_config, migrated_claim, stand_in_for_paper
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -547,6 +547,7 @@ def log_trial(client, exp: str, trial: Trial) -> None:
         "fedsweep.status": "finished",
     }
     run = client.create_run(exp, tags=tags).info.run_id
+    log_config(client, run, trial.config)
     metrics = [
         Metric(key, float(v), 0, t)
         for key, ys in run_values(trial).items()

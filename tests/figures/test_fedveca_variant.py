@@ -18,6 +18,7 @@ from dashboards.papers.fedveca import variant as V
 from fedsweep.cli.main import app
 from fedsweep.specs.load import expand, load_spec
 from fedsweep.tracking.store import ensure_experiment, get_client
+from tests.helpers import log_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = ROOT / "sweeps"
@@ -246,6 +247,7 @@ def log_fig6(uri: str, seeds: list[int], damped: bool) -> None:
             "fedsweep.status": "finished",
         }
         run = client.create_run(exp, tags=tags).info.run_id
+        log_config(client, run, trial.config)
         metrics = [
             Metric(key, float(v), 0, t)
             for key, ys in histories(trial.seed, damped).items()

@@ -31,7 +31,7 @@ from dashboards.store import aggregate
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import CurveSpec, load_spec
 from fedsweep.tracking.store import ensure_experiment, get_client
-from tests.helpers import stand_in_for_paper
+from tests.helpers import log_config, stand_in_for_paper
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = ROOT / "sweeps"
@@ -844,6 +844,7 @@ def log_store(uri: str, sweeps: Path, skip: set[str] = frozenset()) -> None:
                 "fedsweep.status": status,
             }
             run = client.create_run(exp, tags=tags).info.run_id
+            log_config(client, run, trial.config)
             metrics = [
                 Metric(key, float(v), 0, t)
                 for key, ys in values.items()

@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from dashboards import build_figures
 from fedsweep.cli.main import app
+from tests.helpers import log_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = ROOT / "sweeps"
@@ -48,6 +49,7 @@ def log_smoke_runs(client, uri: str, figure: str, records=None) -> list[str]:
             "fedsweep.status": "finished",
         }
         run = client.create_run(exp, tags=tags).info.run_id
+        log_config(client, run, trial.config)
         metrics = []
         for t in range(1, 4):
             metrics += [Metric("test_loss", 0.5 - 0.02 * t, 0, t)]

@@ -28,7 +28,7 @@ from dashboards.targets import Reach, rounds_to_target, speedup
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import CurveSpec, SpecError, expand, load_spec
 from fedsweep.tracking.store import ensure_experiment, get_client
-from tests.helpers import stand_in_for_paper
+from tests.helpers import log_config, stand_in_for_paper
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = ROOT / "sweeps"
@@ -596,6 +596,7 @@ def log_runs(uri: str, figure: str, values) -> None:
             "fedsweep.status": "finished",
         }
         run = client.create_run(exp, tags=tags).info.run_id
+        log_config(client, run, trial.config)
         metrics = [
             Metric(key, float(v), 0, t)
             for key, ys in values(trial).items()

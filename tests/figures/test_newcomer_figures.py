@@ -30,7 +30,7 @@ from dashboards.index import override_stem
 from dashboards.style import IDENTICAL, CurveStyle, coinciding, draw_curve, mark_coinciding
 from fedsweep.cli.main import app
 from tests.figures.test_figure_outputs import fake_browser  # noqa: F401 - a fixture
-from tests.helpers import small_spec, write_yaml
+from tests.helpers import log_config, small_spec, write_yaml
 
 FIGURE = "i37-newcomer"
 ROUNDS = 4
@@ -68,6 +68,7 @@ def log_runs(client, uri: str, spec, overrides: dict | None = None) -> dict[str,
             "fedsweep.status": "finished",
         }
         run = client.create_run(exp, tags=tags).info.run_id
+        log_config(client, run, trial.config)
         metrics = [
             Metric(key, value, 0, t)
             for t in range(1, ROUNDS + 1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -383,3 +384,100 @@ def test_a_figure_without_claims_keeps_its_report_tables(tmp_path):
     text = (tmp_path / "bherd.md").read_text()
     assert "- No claims." in text
     assert "### How far the BHerd update is from FedAvg's\n\n| η | α=0.1 |" in text
+
+
+# ------------------------------------------------------------------ issue 62, item 4
+def _study(folder: Path, figure: str, title: str) -> Path:
+    from tests.helpers import small_spec, write_yaml
+
+    claim = {"id": "half-higher", "text": "α=0.5 ends higher", "kind": "higher",
+             "measure": "final_acc", "curve": "alpha=0.5", "versus": "alpha=1.0", "margin": 0.0}  # fmt: skip
+    folder.mkdir(parents=True, exist_ok=True)
+    return write_yaml(folder / f"{figure}.yaml", small_spec(figure, title=title, claims=[claim]))
+
+
+def test_an_own_study_is_reported_beside_it_and_leaves_the_committed_reports_alone(
+    tmp_path, monkeypatch
+):
+    """``fedsweep report --figure my-study.yaml`` with the default ``--out`` in a copy of the
+    repository: every committed file of docs/reproduction/ is unchanged (it replaced
+    claims-quick.json with one study's rows and wrote other.md); the report lies beside the
+    study, named and titled by the study, and links no figure that was not drawn; a second
+    study reported into the same folder keeps the first."""
+    from typer.testing import CliRunner
+
+    from fedsweep.cli.main import app
+    from fedsweep.tracking.store import get_client
+
+    work = tmp_path / "repo"
+    shutil.copytree(ROOT / "docs" / "reproduction", work / "docs" / "reproduction")
+    (work / "sweeps").mkdir()
+    committed = {
+        p.relative_to(work): p.read_bytes() for p in (work / "docs").rglob("*") if p.is_file()
+    }
+    one = _study(work / "studies", "my-study", "My α study")
+    two = _study(work / "studies", "your-study", "Your α study")
+    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    get_client(store)  # an empty store: the claims are rows without runs
+    monkeypatch.chdir(work)
+    common = ["--profile", "quick", "--tracking-uri", store, "--sweeps-dir", "sweeps"]
+    res = CliRunner().invoke(app, ["report", "--figure", str(one.relative_to(work)), *common])
+    assert res.exit_code == 0, res.output
+    after = {p.relative_to(work): p.read_bytes() for p in (work / "docs").rglob("*") if p.is_file()}
+    assert after == committed
+    assert sorted(p.name for p in (work / "studies").iterdir()) == [
+        "claims-quick.json", "my-study.md", "my-study.yaml", "your-study.yaml",
+    ]  # fmt: skip
+    text = (work / "studies" / "my-study.md").read_text()
+    assert text.startswith("# Reproduction report: My α study (`my-study`)\n")
+    assert ".png" not in text
+
+    res = CliRunner().invoke(app, ["report", "--figure", str(two), *common])
+    assert res.exit_code == 0, res.output
+    data = json.loads((work / "studies" / "claims-quick.json").read_text())
+    assert [r["figure"] for r in data["claims"]] == ["my-study", "your-study"]
+    assert (work / "studies" / "my-study.md").read_text() == text
+    assert (work / "studies" / "your-study.md").is_file()
+    assert {p.relative_to(work): p.read_bytes() for p in (work / "docs").rglob("*") if p.is_file()} == committed  # fmt: skip
+
+
+def test_a_report_merges_claims_and_never_replaces_a_file_it_did_not_make(tmp_path):
+    """A claims file holding other figures' rows keeps them (this report's figures' rows
+    replaced in place); a report whose figures are all of the file's is written as before (the
+    full report's output); a Markdown file of the same name that no report wrote, or a paper's
+    report holding figures this one does not judge, is refused without ``force``."""
+    from dashboards.report import ReportConflict
+
+    out = tmp_path / "reproduction"
+    meta = {"profile": "quick", "commit": "abc1234", "date": "2026-12-07"}
+    full = [result("bherd-fig3a", [statistical()]), result("fedwalk-fig2", [statistical()])]
+    write_report(full, out, meta)
+    first = (out / "claims-quick.json").read_text()
+    write_report(full, out, meta)  # the same figures again: the same bytes
+    assert (out / "claims-quick.json").read_text() == first
+
+    check = ClaimCheck("B beats A", "supported", "new numbers", "", "", (), "paper")
+    bherd = (out / "bherd.md").read_text()
+    write_report([result("fedwalk-fig2", [check])], out, meta)  # one figure: merged in
+    rows = json.loads((out / "claims-quick.json").read_text())["claims"]
+    assert [(r["figure"], r["verdict"]) for r in rows] == [
+        ("bherd-fig3a", "inconclusive"), ("fedwalk-fig2", "supported"),
+    ]  # fmt: skip
+    assert (out / "bherd.md").read_text() == bherd
+
+    both = [result("bherd-fig3a", [check]), result("bherd-fig3b", [check])]
+    write_report(both, out, meta)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(ReportConflict, match=r"bherd\.md: reports figure\(s\) bherd-fig3b too"):
+        write_report([result("bherd-fig3a", [statistical()])], out, meta)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # nothing written
+    write_report([result("bherd-fig3a", [statistical()])], out, meta, force=True)
+    assert "bherd-fig3b" not in (out / "bherd.md").read_text()
+
+    (out / "notes.md").write_text("my own notes\n")  # a study whose id names a file of yours
+    with pytest.raises(ReportConflict, match=r"notes\.md: not a report of `fedsweep report`"):
+        write_report([result("notes", [check])], out, meta)
+    assert (out / "notes.md").read_text() == "my own notes\n"
+    (out / "claims-paper.json").write_text("{not json")
+    with pytest.raises(ReportConflict, match="not a claims file"):
+        write_report([result("fedwalk-fig2", [check])], out, {**meta, "profile": "paper"})

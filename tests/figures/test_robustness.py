@@ -307,8 +307,9 @@ def test_verdict_map_flips_along_the_axis_and_a_second_call_runs_nothing(
     result = FigureResult(FIGURE, "Tiny RR study", "smoke", None, [0, 1], [0, 1], 4, 4)
     meta = {"profile": "smoke", "commit": "unknown", "date": "today"}
     files, _ = write_report([result], out.parent, meta)
-    text = (out.parent / "other-smoke.md").read_text()  # report_name: <paper>-<profile>.md
-    assert out.parent / "other-smoke.md" in files
+    # a study of no shipped paper: its report is named by its id (<id>-<profile>.md)
+    text = (out.parent / f"{FIGURE}-smoke.md").read_text()
+    assert out.parent / f"{FIGURE}-smoke.md" in files
     assert "## Claim robustness" in text
     assert f"### {FIGURE} over `{KEY}` (smoke profile)" in text
     assert "| RR vs no RR differ little | **not-testable** degenerate: the two sides are" in text

@@ -111,3 +111,65 @@ def test_a_run_adopted_without_its_config_gets_it_and_is_then_reused(tmp_path, m
     assert len(client.get_run(run_id).data.params) == len(params)
     adopting.start(tree, tags, run_id=run_id)  # a second adoption writes nothing twice
     assert [a.path for a in client.list_artifacts(run_id)] == ["config.yaml"]
+
+
+def test_figures_and_report_skip_a_run_whose_config_does_not_hash_to_its_tag(tmp_path, monkeypatch):
+    """Issue 62, item 8: the figures and the report drew the newest run of each hash without
+    the check a sweep applies before adopting one. A forged run (α=1.0's config under
+    alpha=0.5's hash, newer than the genuine alpha=0.5 run) is skipped with one warning naming
+    it, by ``figures`` and by ``report``, and the genuine run is drawn; a genuine run whose
+    ``config.yaml`` is rewritten afterwards is skipped too (the verdict kept in the local cache
+    is keyed by the file's size and time)."""
+    import json
+    import os
+    from pathlib import Path
+
+    from fedsweep.tracking.store import file_uri_path
+
+    monkeypatch.setattr(provenance, "_CHECKED", {})
+    monkeypatch.setattr(provenance, "_WARNED", set())
+    monkeypatch.setenv(provenance.CACHE_ENV, str(tmp_path / "cache"))
+    spec_path = write_yaml(tmp_path / "forgery.yaml", small_spec("forgery", alphas=(0.5, 1.0)))
+    trials = {t.curve: t for t in expand(load_spec(spec_path), "smoke")}
+    half, one = trials["alpha=0.5"], trials["alpha=1.0"]
+    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    genuine = _run(store, half.config, half.config_hash)
+    _run(store, one.config, one.config_hash)
+    forged = _run(store, one.config, half.config_hash)  # newest of alpha=0.5's hash
+    common = ["--profile", "smoke", "--tracking-uri", store]
+
+    def drawn(res) -> list[str]:
+        assert res.exit_code == 0, res.output
+        return [ln for ln in res.output.splitlines() if ln.startswith("warning: run ")]
+
+    res = CliRunner().invoke(
+        app, ["figures", "--spec", str(spec_path), "--out", str(tmp_path / "f"), "--format",
+              "svg", *common],
+    )  # fmt: skip
+    (warning,) = drawn(res)
+    assert warning.startswith(f"warning: run {forged} is tagged fedsweep.config_hash=")
+    assert f"its logged config hashes to {one.config_hash}: not drawn" in warning
+    runs = (tmp_path / "f" / "forgery-runs.csv").read_text()
+    assert genuine in runs and forged not in runs
+
+    monkeypatch.setattr(provenance, "_WARNED", set())  # a new process: warned again
+    out = tmp_path / "r"
+    res = CliRunner().invoke(
+        app, ["report", "--figure", str(spec_path), "--out", str(out), *common]
+    )
+    (warning,) = drawn(res)
+    assert f"warning: run {forged} is tagged" in warning
+    cached = json.loads((tmp_path / "cache" / provenance.CACHE_FILE).read_text())
+    assert any(k.startswith(f"{forged} ") and v for k, v in cached.items())
+    assert any(k.startswith(f"{genuine} ") and not v for k, v in cached.items())
+
+    # the genuine run's config rewritten to another one: checked again, skipped
+    client = get_client(store, create=False)
+    folder = Path(file_uri_path(client.get_run(genuine).info.artifact_uri))
+    config = folder / "config.yaml"
+    config.write_text(config.read_text().replace("alpha: 0.5", "alpha: 0.75"))
+    os.utime(config, ns=(1, 1))
+    monkeypatch.setattr(provenance, "_WARNED", set())
+    res = CliRunner().invoke(app, ["report", "--figure", str(spec_path), "--out", str(out),
+                                   *common])  # fmt: skip
+    assert {w.split()[2] for w in drawn(res)} == {forged, genuine}

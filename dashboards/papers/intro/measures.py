@@ -26,6 +26,7 @@ from dashboards.claims import EPS, ClaimData, grid_edge, rounds_of, seed_reach
 from dashboards.measures import guard, measure
 from dashboards.model import Panel
 from fedsweep.config.schema import RunConfig
+from fedsweep.specs.claims import Needs
 
 #: server optimizer -> method name of the intro-fedopt figure
 FEDOPT_METHODS = {"sgd": "FedAvg", "adagrad": "FedAdagrad", "adam": "FedAdam", "yogi": "FedYogi"}
@@ -143,6 +144,7 @@ def _log2_ratio(a: float, b: float) -> float:
     "rounds to the target test accuracy",
     lower_is_better=False,
     scope="panel",
+    needs=Needs(target=True),
 )
 def cohort_gain_shrink(data: ClaimData, panel: str, after: int = 0) -> dict[int, tuple]:
     """Per seed the bounds ``(low, high)`` of the gain per doubling of M between the two
