@@ -105,7 +105,7 @@ def report(
         # reported beside the folder's figures; its claims checked before the store is read
         from dashboards.registry import claim_problem
         from fedsweep.specs.claims import profile_claim_problem
-        from fedsweep.specs.load import load_spec, spec_paths
+        from fedsweep.specs.load import expand, load_spec, spec_paths
 
         studies = [load_spec(path) for path in files]
         for path, study in zip(files, studies, strict=True):
@@ -117,7 +117,9 @@ def report(
 
             profile = store_profile(uri, figure, files)
         for path, study in zip(files, studies, strict=True):
-            problem = profile_claim_problem(study.claims, profile, study)
+            problem = profile_claim_problem(
+                study.claims, profile, study, lambda s=study: expand(s, profile)
+            )
             if problem:
                 raise UsageError(f"{path}: {problem}")
         from dashboards.report import ReportConflict, report_conflicts, report_files

@@ -250,7 +250,12 @@ def check_claims(spec, spec_path: Path, profile: str) -> None:
             "along the axis, so there is nothing to map (allowed: a figure with claims:; "
             "fedsweep sweep --set KEY=VALUE runs it at other values)"
         )
-    problem = profile_claim_problem(spec.claims, profile, spec) or claim_problem(spec.claims)
+    from fedsweep.specs.load import expand
+
+    trials = lambda: expand(spec, profile)  # noqa: E731
+    problem = profile_claim_problem(spec.claims, profile, spec, trials) or claim_problem(
+        spec.claims
+    )
     if problem:
         raise UsageError(f"{spec_path}: {problem}")
 

@@ -441,15 +441,19 @@ def check_claims(spec, path: Path, profile: str | None = None) -> None:
     declared claim can be computed on ``profile`` (a measure's needs, e.g. its target accuracy:
     ``fedsweep.specs.claims.profile_claim_problem``)."""
     from fedsweep.specs.claims import profile_claim_problem
+    from fedsweep.specs.load import expand
 
-    problem = profile_claim_problem(spec.claims, profile, spec) if profile else None
+    def trials():
+        return expand(spec, profile)
+
+    problem = profile_claim_problem(spec.claims, profile, spec, trials) if profile else None
     if problem:
         raise UsageError(f"{path}: {problem}")
     from dashboards.registry import claim_problem
 
     problem = claim_problem(spec.claims)
     if not problem and profile:  # a paper's own measure declares its needs as it registers
-        problem = profile_claim_problem(spec.claims, profile, spec)
+        problem = profile_claim_problem(spec.claims, profile, spec, trials)
     if problem:
         raise UsageError(f"{path}: {problem}")
 

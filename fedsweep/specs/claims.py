@@ -114,9 +114,12 @@ MAX_CLAIMS = 200
 @dataclass(frozen=True)
 class Needs:
     """What a measure needs beyond a curve's runs, checked before a sweep or a report starts
-    (:func:`profile_claim_problem`): ``target``: the profile's ``target_acc`` (rounds to it)."""
+    (:func:`profile_claim_problem`): ``target``: the profile's ``target_acc`` (rounds to it);
+    ``train_metrics``: the runs log the training set's loss and accuracy
+    (``eval.train_metrics``, on by default), which the measure reads."""
 
     target: bool = False
+    train_metrics: bool = False
 
 
 #: measure name -> what it needs (:class:`Needs`); a measure not named needs nothing more. The
@@ -422,13 +425,19 @@ def claims_count_problem(entries: Any) -> str | None:
     return None
 
 
-def profile_claim_problem(claims: Sequence[ClaimEntry], profile: str, spec: Any) -> str | None:
+def profile_claim_problem(
+    claims: Sequence[ClaimEntry], profile: str, spec: Any, trials: Any = None
+) -> str | None:
     """The first declared claim that cannot be computed on ``profile`` of ``spec`` (its
     :class:`ProfileSpec`): a measure that needs what the profile lacks (:data:`MEASURE_NEEDS`),
-    one line naming the claim and the missing field; None when every claim can be."""
+    one line naming the claim and the missing field; None when every claim can be.
+    ``trials``: a function giving the profile's trials (``fedsweep.specs.load.expand``), asked
+    only when a measure needs what their configs say (the training metrics); None: not checked."""
     prof = spec.profiles.get(profile)
     if prof is None:
         return None
+    curves: list[CurveSpec] = spec.curve_list() if hasattr(spec, "curve_list") else []
+    silent: set[str] | None = None  # the curves whose runs log no training metrics
     for i, claim in enumerate(claims):
         if not isinstance(claim, Claim):
             continue
@@ -446,6 +455,25 @@ def profile_claim_problem(claims: Sequence[ClaimEntry], profile: str, spec: Any)
                         f"accuracy, and profiles.{profile}.target_acc is not set; allowed: set "
                         "it (e.g. target_acc: 0.9) or use another measure"
                     )
+                if needs.train_metrics and trials is not None:
+                    if silent is None:
+                        silent = {t.curve for t in trials() if not t.config.eval.train_metrics}
+                    refs = [
+                        *comp.curve,
+                        *comp.versus,
+                        *(r for rs in comp.by_panel.values() for r in rs),
+                    ]
+                    read = resolve(refs, curves) if curves else []
+                    off = [label for label in read if label in silent] or (
+                        sorted(silent) if not read else []
+                    )
+                    if off:
+                        return (
+                            f"{where}.{field}: {name!r} reads the training set's metrics, and "
+                            f"the runs of {off[0]!r} at profile {profile} do not log them "
+                            "(eval.train_metrics: false); allowed: eval.train_metrics: true "
+                            "(the default) or another measure"
+                        )
     return None
 
 

@@ -91,3 +91,29 @@ def test_a_claim_without_its_target_stops_the_sweep_plan_and_the_report(tmp_path
     res = runner.invoke(app, ["sweep", str(path), "--plan", "--profile", "smoke",
                               "--tracking-uri", store])  # fmt: skip
     assert res.exit_code == 0, res.output
+
+
+def test_a_claim_on_training_metrics_the_runs_do_not_log_stops_the_sweep_plan(tmp_path):
+    """A measure declares the metrics it reads beyond the test set's (issue 62, item 5):
+    FedWalk's early-window training loss on runs with ``eval.train_metrics: false`` (they log
+    no training loss) is refused in one line naming the claim, the curve and the setting; the
+    same claim on runs that log them plans."""
+    claim = {**CLAIM, "id": "early", "kind": "faster", "measure": "fedwalk.early_train_loss"}
+    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    runner = CliRunner()
+    path = _spec(tmp_path, claim)  # small_spec's runs log no training metrics
+    res = runner.invoke(app, ["sweep", str(path), "--plan", "--profile", "smoke",
+                              "--tracking-uri", store])  # fmt: skip
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
+    assert len(res.output.strip().splitlines()) == 1, res.output
+    text = " ".join(res.output.split())
+    assert "claims[0] (early).measure: 'fedwalk.early_train_loss' reads the training set" in text
+    assert "the runs of 'alpha=0.5' at profile smoke do not log them" in text
+    assert "eval.train_metrics: false" in text and "Traceback" not in text
+
+    path = write_yaml(
+        tmp_path / "study.yaml", small_spec("study", claims=[claim], eval_={"train_metrics": True})
+    )
+    res = runner.invoke(app, ["sweep", str(path), "--plan", "--profile", "smoke",
+                              "--tracking-uri", store])  # fmt: skip
+    assert res.exit_code == 0, res.output

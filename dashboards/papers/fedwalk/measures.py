@@ -24,6 +24,7 @@ from dashboards.degenerate import largest_difference
 from dashboards.measures import guard, measure
 from dashboards.model import Panel
 from dashboards.papers.fedwalk.methods import MIN_TAUS
+from fedsweep.specs.claims import Needs
 
 #: the share of the rounds that makes the early and the late window
 WINDOW_SHARE = 1 / 3
@@ -61,6 +62,7 @@ measure(
     "mean training loss over the first third of the rounds (Fig. 2's early window)",
     lower_is_better=True,
     relative=True,
+    needs=Needs(train_metrics=True),
 )(_window_loss(late=False))
 measure(
     "fedwalk.late_train_loss",
@@ -68,6 +70,7 @@ measure(
     lower_is_better=True,
     end_of_run=True,
     relative=True,
+    needs=Needs(train_metrics=True),
 )(_window_loss(late=True))
 
 

@@ -41,6 +41,7 @@ CHANCE_MARGIN = 0.3
     "training-loss AUC (the run's mean training loss over the rounds)",
     lower_is_better=True,
     relative=True,
+    needs=Needs(train_metrics=True),
 )
 def train_loss_auc(data: ClaimData, panel: str, label: str, after: int = 0, mark: bool = True):
     """Per seed the run's mean training loss over the rounds (after ``after``)."""
@@ -53,6 +54,7 @@ def train_loss_auc(data: ClaimData, panel: str, label: str, after: int = 0, mark
     "mean training loss over the early rounds t ≤ ⌈T/2⌉ (T: the figure's last round)",
     lower_is_better=True,
     relative=True,
+    needs=Needs(train_metrics=True),
 )
 def early_train_loss(data: ClaimData, panel: str, label: str, after: int = 0, mark: bool = True):
     """Per seed the run's mean training loss over the rounds ``after`` < t ≤ ⌈T/2⌉."""
