@@ -416,7 +416,9 @@ def rebuild_claims(bundle: Bundle) -> list[ClaimCheckRow]:
             f"claim {key}: bundle says {claim.get('verdict')} (effect {claim.get('effect')}), "
             f"rebuilt from its runs: {again.get('verdict')} (effect {again.get('effect')})"
         )  # fmt: skip
-        rows.append(ClaimCheckRow(key, str(claim.get("verdict")), str(again["verdict"]), same, note))
+        rows.append(
+            ClaimCheckRow(key, str(claim.get("verdict")), str(again["verdict"]), same, note)
+        )
     for key, again in rebuilt.items():
         rows.append(
             ClaimCheckRow(key, "-", str(again.get("verdict")), False, f"claim {key}: judged "

@@ -161,9 +161,7 @@ def verify(
             f"{seed} (repeat: fedsweep verify {bundle_path} --sample {sample} --seed {seed})"
         )
         try:
-            check = verify_bundle(
-                loaded, sample, seed, data_dir=data_dir, on_trial=_print_trial
-            )
+            check = verify_bundle(loaded, sample, seed, data_dir=data_dir, on_trial=_print_trial)
         except BundleError as err:
             fail(str(err), EXIT_USAGE)
     typer.echo("verdicts rebuilt from the bundle's run table:")
@@ -178,9 +176,7 @@ def verify(
     trials = len(check.sampled)
     matched = sum(t.mismatch is None for t in check.sampled)
     claims = sum(c.matched for c in check.claims)
-    summary = (
-        f"{matched} of {trials} trials and {claims} of {len(check.claims)} claims matched"
-    )
+    summary = f"{matched} of {trials} trials and {claims} of {len(check.claims)} claims matched"
     if problems:
         typer.secho(f"verify: {summary}: {len(problems)} mismatch(es)", fg="red", err=True)
         raise typer.Exit(EXIT_FAILED)
