@@ -404,26 +404,25 @@ def rebuild_claims(bundle: Bundle) -> list[ClaimCheckRow]:
         key = _claim_key(claim)
         again = rebuilt.pop(key, None)
         if again is None:
-            rows.append(
-                ClaimCheckRow(key, str(claim.get("verdict")), "-", False, f"claim {key}: not "
-                "in the figure rebuilt from the bundle's runs")
-            )  # fmt: skip
+            why = f"claim {key}: not in the figure rebuilt from the bundle's runs"
+            rows.append(ClaimCheckRow(key, str(claim.get("verdict")), "-", False, why))
             continue
         same = claim.get("verdict") == again.get("verdict") and _same_number(
             claim.get("effect"), again.get("effect")
         )
-        note = "" if same else (
-            f"claim {key}: bundle says {claim.get('verdict')} (effect {claim.get('effect')}), "
-            f"rebuilt from its runs: {again.get('verdict')} (effect {again.get('effect')})"
-        )  # fmt: skip
+        note = ""
+        if not same:
+            note = (
+                f"claim {key}: bundle says {claim.get('verdict')} (effect "
+                f"{claim.get('effect')}), rebuilt from its runs: {again.get('verdict')} "
+                f"(effect {again.get('effect')})"
+            )
         rows.append(
             ClaimCheckRow(key, str(claim.get("verdict")), str(again["verdict"]), same, note)
         )
     for key, again in rebuilt.items():
-        rows.append(
-            ClaimCheckRow(key, "-", str(again.get("verdict")), False, f"claim {key}: judged "
-            "from the bundle's runs but not in its claims.json")
-        )  # fmt: skip
+        why = f"claim {key}: judged from the bundle's runs but not in its claims.json"
+        rows.append(ClaimCheckRow(key, "-", str(again.get("verdict")), False, why))
     return rows
 
 
