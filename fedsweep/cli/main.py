@@ -1,7 +1,7 @@
 """``fedsweep``: run FL experiments from YAML configs and browse them in MLflow.
 
 One module per command group (``run.py``: run/validate, ``sweep.py``, ``figures.py``,
-``explore.py``: runs/compare, ``ui.py``, ``team.py``: team up/down/status); ``common.py`` holds the shared options, the help
+``explore.py``: runs/compare, ``bundle.py``: bundle/verify, ``ui.py``, ``team.py``: team up/down/status); ``common.py`` holds the shared options, the help
 conventions (``Command``/``Group``) and the clean error path.
 """
 
@@ -14,7 +14,7 @@ import typer
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-from fedsweep.cli import explore, figures, report, robustness, run, sweep, team, ui  # noqa: E402
+from fedsweep.cli import bundle, explore, figures, report, robustness, run, sweep, team, ui  # noqa: E402
 from fedsweep.cli.common import EXIT_CODES_HELP, Command, Group  # noqa: E402
 
 app = typer.Typer(
@@ -32,6 +32,8 @@ app.command(cls=Command)(sweep.sweep)
 app.command(cls=Command)(figures.figures)
 app.command(cls=Command)(report.report)
 app.command(cls=Command)(robustness.robustness)
+app.command(cls=Command)(bundle.bundle)
+app.command(cls=Command)(bundle.verify)
 app.command(cls=Command)(run.validate)
 app.command(cls=Command)(explore.runs)
 app.command("find", cls=Command, hidden=True)(explore.runs)
