@@ -96,21 +96,27 @@ def store_driver_claim(uri: str, figure: str, profile: str, wait: bool, echo):
     """The driver's claim on (figure, profile) in the tracking store itself
     (:mod:`fedsweep.tracking.claims`): a second driver on any machine sharing the store raises
     :class:`SweepBusyError` naming the host and PID of the running one, or with ``wait`` waits
-    for it to end. (``driver_lock`` guards this machine's Ray state; this guards the store.)"""
+    for it to end. (``driver_lock`` guards this machine's Ray state; this guards the store.)
+    While inside, an outage of the store is said when it starts and when it ends
+    (``tracking.outage.watching``)."""
     from fedsweep.tracking.claims import ClaimBusy, claim_name, describe, hold, holder_tags
+    from fedsweep.tracking.outage import watching
 
     def waiting(holder: dict) -> None:
         echo(f"waiting for {describe(holder)} to end its sweep of {figure} [{profile}]")
 
     tags = holder_tags(figure=figure, profile=profile)
     try:
-        with hold(
-            uri,
-            claim_name("driver", f"{figure}.{profile}"),
-            tags,
-            wait=wait,
-            on_wait=waiting,
-            say=echo,
+        with (
+            watching(uri, echo),
+            hold(
+                uri,
+                claim_name("driver", f"{figure}.{profile}"),
+                tags,
+                wait=wait,
+                on_wait=waiting,
+                say=echo,
+            ),
         ):
             yield
     except ClaimBusy as err:

@@ -148,3 +148,104 @@ def brief_requests() -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+#: seconds between two quick reads of the store by a driver's outage watch (:func:`watching`)
+WATCH_EVERY_S = 2.0
+#: seconds one quick read may take before the store counts as not answering
+WATCH_TIMEOUT_S = 5.0
+#: a registered model nobody creates: reading it asks the store's database (404 when it answers)
+_PROBE_NAME = "fedsweep.claim.outage-probe"
+
+
+def quick_read(tracking_uri: str, store=None) -> object:
+    """One read of the store that fails at once when it does not answer (no retries; a tracking
+    server's read has a :data:`WATCH_TIMEOUT_S` timeout and an error status 5xx, the server up
+    but its database down, fails too). Returns the store opened (``store``: one opened before),
+    to be given again."""
+    from fedsweep.tracking.runstore import ClientStore, open_store
+
+    if store is None:
+        store = open_store(tracking_uri)
+    registry = store.client._get_registry_client().store if isinstance(store, ClientStore) else None
+    if registry is not None and hasattr(registry, "get_host_creds"):  # a tracking server
+        from mlflow.utils.rest_utils import http_request
+
+        answer = http_request(
+            registry.get_host_creds(), "/api/2.0/mlflow/registered-models/get", "GET",
+            max_retries=0, backoff_factor=0, timeout=WATCH_TIMEOUT_S, raise_on_status=False,
+            params={"name": _PROBE_NAME},
+        )  # fmt: skip
+        if answer.status_code >= 500:
+            raise ConnectionError(f"the tracking server answered {answer.status_code}")
+    else:
+        store.claim_tags(_PROBE_NAME)
+    return store
+
+
+class _Watch:
+    """The thread of :func:`watching`."""
+
+    def __init__(self, tracking_uri: str, say: Callable[[str], None], every_s: float):
+        import threading
+
+        self.uri, self.say, self.every_s = tracking_uri, say, every_s
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="outage watch")
+        self.down: tuple[float, str] | None = None  # (monotonic, HH:MM:SS) when it went away
+
+    def _run(self) -> None:
+        store = None
+        while not self.stop.wait(self.every_s):
+            try:
+                store = quick_read(self.uri, store)
+            except Exception as err:  # noqa: BLE001 - whatever it is, the store did not answer
+                if self.down is None:
+                    self.down = (time.monotonic(), time.strftime("%H:%M:%S"))
+                    self._say(
+                        f"note: MLflow server {redact(self.uri)} unreachable since "
+                        f"{self.down[1]} ({_why(err)}); the sweep waits for it (trials and "
+                        "MLflow retry their writes)"
+                    )
+                continue
+            if self.down is not None:
+                took = time.monotonic() - self.down[0]
+                self._say(
+                    f"note: MLflow server {redact(self.uri)} answers again (unreachable from "
+                    f"{self.down[1]}, about {took:.0f} s)"
+                )
+                self.down = None
+
+    def _say(self, text: str) -> None:
+        try:
+            self.say(text)
+        except Exception:  # noqa: BLE001 - a display must never stop a sweep
+            pass
+
+
+def _why(err: BaseException) -> str:
+    from fedsweep.core.errors import first_line
+
+    return redact(first_line(err, 120))
+
+
+@contextmanager
+def watching(
+    tracking_uri: str, say: Callable[[str], None] | None, every_s: float = WATCH_EVERY_S
+) -> Iterator[None]:
+    """While inside, a daemon thread reads the store every ``every_s`` seconds
+    (:func:`quick_read`) and ``say``s when it stops answering (within seconds, while MLflow's
+    own requests are still being retried in silence) and when it answers again. Nothing for a
+    local SQLite store (no outage to see) or without ``say``."""
+    from fedsweep.tracking.store import sqlite_path
+
+    if say is None or sqlite_path(tracking_uri) is not None:
+        yield
+        return
+    watch = _Watch(tracking_uri, say, every_s)
+    watch.thread.start()
+    try:
+        yield
+    finally:
+        watch.stop.set()
+        watch.thread.join(timeout=1)
