@@ -224,9 +224,20 @@ class _Watch:
 
 
 def _why(err: BaseException) -> str:
+    """What an error of a quick read says in a few words (``Connection refused``, ``the
+    tracking server answered 503``), else its first line, cut."""
+    import re
+
     from fedsweep.core.errors import first_line
 
-    return redact(first_line(err, 120))
+    text = first_line(err, None)
+    found = re.search(
+        r"(Connection refused|timed out|Name or service not known|the tracking server answered \d{3}|"
+        r"could not connect to server|Connection reset)",
+        text,
+        re.I,
+    )
+    return found.group(1) if found else redact(text[:100])
 
 
 @contextmanager
@@ -249,3 +260,65 @@ def watching(
     finally:
         watch.stop.set()
         watch.thread.join(timeout=1)
+
+
+# ------------------------------------------------------------------ a stop asked for
+#: what :func:`stop_requested` calls (the open :func:`brief_once_stopped` blocks)
+_ON_STOP: list[Callable[[], None]] = []
+
+
+def stop_requested() -> None:
+    """Ctrl-C or SIGTERM: every :func:`brief_once_stopped` block open makes the rest of its
+    requests brief (:func:`brief_requests`)."""
+    for hook in list(_ON_STOP):
+        hook()
+
+
+class _Stop:
+    def __init__(self) -> None:
+        self.requested = False
+
+
+@contextmanager
+def brief_once_stopped() -> Iterator[_Stop]:
+    """Inside, once :func:`stop_requested` was called (a signal handler: a stopped command's
+    clean-up), MLflow's requests are brief until the block ends: a command stopped during an
+    outage of the store would otherwise spend MLflow's retries, minutes, on each clean-up
+    write. Yields an object whose ``requested`` says whether that happened."""
+    from contextlib import ExitStack
+
+    stop = _Stop()
+    stack = ExitStack()
+
+    def hook() -> None:
+        if not stop.requested:
+            stop.requested = True
+            stack.enter_context(brief_requests())
+
+    with stack:
+        _ON_STOP.append(hook)
+        try:
+            yield stop
+        finally:
+            _ON_STOP.remove(hook)
+
+
+def relay_sigint() -> None:
+    """Wrap the SIGINT handler in place now (Ray Tune installs its own for a fit: it stops the
+    trials gracefully) so that Ctrl-C first calls :func:`stop_requested`, then does what it
+    did. Only in the main thread; a handler wrapped already (or SIG_IGN/SIG_DFL) is left."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    current = signal.getsignal(signal.SIGINT)
+    if not callable(current) or getattr(current, "_fedsweep_relay", False):
+        return
+
+    def relay(signum, frame):
+        stop_requested()
+        current(signum, frame)
+
+    relay._fedsweep_relay = True  # type: ignore[attr-defined]
+    signal.signal(signal.SIGINT, relay)

@@ -118,9 +118,13 @@ class _Registry(http.server.BaseHTTPRequestHandler):
     status = 404
 
     def do_GET(self):  # noqa: N802
-        body = b"OK" if self.path.startswith("/health") else json.dumps(
-            {"error_code": "RESOURCE_DOES_NOT_EXIST", "message": "no model"}
-        ).encode()
+        body = (
+            b"OK"
+            if self.path.startswith("/health")
+            else json.dumps(
+                {"error_code": "RESOURCE_DOES_NOT_EXIST", "message": "no model"}
+            ).encode()
+        )
         code = 200 if self.path.startswith("/health") else self.status
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
