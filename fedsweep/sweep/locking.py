@@ -72,9 +72,12 @@ def driver_lock(
     with handle:
         handle.seek(0)
         handle.truncate()
+        from fedsweep.tracking.claims import member
+
         info = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
+            "member": member(),
             "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "store": uri,
         }
@@ -140,7 +143,8 @@ def store_driver_claim(
 def _holder_text(text: str) -> str:
     try:
         info = json.loads(text)
-        return f"PID {info['pid']} on {info['host']} (started {info['started']})"
+        who = f"; member {info['member']}" if info.get("member") else ""
+        return f"PID {info['pid']} on {info['host']} (started {info['started']}{who})"
     except (ValueError, KeyError, TypeError):
         return "another process (it has not written its PID yet)"
 
