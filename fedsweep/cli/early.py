@@ -110,7 +110,7 @@ def refuse_sweep_early(
 ) -> None:
     """``fedsweep sweep``: an unknown ``--set`` key (named as the first spec's trials would
     name it), then, unless ``--plan`` (which reads the store and writes nothing), the tracking
-    URI and ``--storage``."""
+    URI, ``$FEDSWEEP_CLAIM_STALE_S`` and ``--storage``."""
     from fedsweep.specs.names import spec_path
 
     sets = overrides_of(items)
@@ -125,6 +125,12 @@ def refuse_sweep_early(
     if plan:
         return
     refuse_tracking_uri(tracking_uri)
+    from fedsweep.tracking.claims import ClaimSettingError, stale_s
+
+    try:  # the leases' setting (trials read it too): a bad value, before anything runs
+        stale_s()
+    except ClaimSettingError as err:
+        raise UsageError(str(err)) from None
     from fedsweep.sweep.remote_state import storage_problem
 
     problem = storage_problem(storage)

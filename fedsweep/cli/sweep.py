@@ -305,8 +305,10 @@ def sweep(
         plugins=plugins,
     )
     terminated: list[int] = []
+    stop = None
     try:
-        with clean_errors(), sigterm_as_sigint(terminated):  # messages outside the capture
+        # (messages outside the capture)
+        with clean_errors(), sigterm_as_sigint(terminated) as stop:
             if until_decided:
                 failed = _run_until_decided(
                     specs, figures, profile, verbose, run_args, max_seeds, budget, sweeps_dir
@@ -317,9 +319,9 @@ def sweep(
         _interrupted(err, terminated, specs, profile, panel, storage, tracking_uri, seeds=seeds)
     except Exception as err:
         full = _disk_full(err, tracking_uri)
-        if full is None and terminated:
-            # SIGTERM during an outage of the store: its clean-up writes failed fast (one try
-            # each: sigterm_as_sigint), and the stop is still a stop
+        if full is None and (terminated or (stop is not None and stop.requested)):
+            # Ctrl-C or SIGTERM during an outage of the store: its clean-up writes failed fast
+            # (one try each: sigterm_as_sigint), and the stop is still a stop
             from fedsweep.core.errors import first_line
 
             why = f"the store did not answer the clean-up ({first_line(err, 160)})"
@@ -343,14 +345,23 @@ def _interrupted(
     """The one line of a sweep stopped by Ctrl-C or SIGTERM (what was done, where the
     checkpoints are, the command that continues it), then exit 130 or 143. ``marked``: False
     when the store could not be written (an outage): the runs are left for the next sweep."""
+    from fedsweep.sweep.runner import StoppedBeforeItsRun
+
     how = "SIGTERM" if terminated else "Ctrl-C"
     detail = f"{err}; " if str(err) else ""
-    again = " ".join(
+    command = " ".join(
         ["fedsweep sweep", *map(str, specs), "--profile", profile]
         + [f"--panel {p}" for p in panel or []]
         + ([f"--seeds {seeds}"] if seeds else [])
-        + ["--resume"]
     )
+    if isinstance(err, StoppedBeforeItsRun):  # e.g. a driver that waited with --wait
+        typer.echo(
+            f"interrupted ({how}): {detail}it had opened no parent run (none marked KILLED). "
+            f"Run it again with: {command} (and the same options)",
+            err=True,
+        )
+        raise typer.Exit(128 + (signal.SIGTERM if terminated else signal.SIGINT)) from None
+    again = f"{command} --resume"
     kept = (
         ""
         if "checkpoints are kept" in detail
@@ -544,22 +555,25 @@ def _print_plans(
 def sigterm_as_sigint(seen: list[int]):
     """While inside, SIGTERM (a scheduler, ``timeout``, ``docker stop``) acts as Ctrl-C: during
     the trials Ray Tune stops them gracefully (checkpoints saved), elsewhere it raises
-    KeyboardInterrupt; either way the sweep's runs end KILLED. ``seen`` records it."""
-
-    from fedsweep.tracking.outage import brief_requests
-
-    stopping = contextlib.ExitStack()
+    KeyboardInterrupt; either way the sweep's runs end KILLED. ``seen`` records it. After
+    either signal every MLflow request is tried once (``tracking.outage.brief_once_stopped``):
+    the clean-up of a sweep stopped during an outage of the store took MLflow's retries,
+    minutes. Yields whether a stop was asked for (``.requested``)."""
+    from fedsweep.tracking.outage import brief_once_stopped, relay_sigint, stop_requested
 
     def on_term(signum, frame):
         seen.append(signum)
-        # from now on every MLflow request is tried once: the clean-up of a sweep stopped
-        # during an outage of the store took MLflow's retries, minutes (tracking.outage)
-        if len(seen) == 1:
-            stopping.enter_context(brief_requests())
+        stop_requested()
         signal.raise_signal(signal.SIGINT)
 
-    with stopping, on_sigterm(on_term):
-        yield
+    previous = signal.getsignal(signal.SIGINT)
+    with brief_once_stopped() as stop, on_sigterm(on_term):
+        relay_sigint()  # Ctrl-C outside a fit (Ray Tune's fit wraps its own: sweep.ray_backend)
+        try:
+            yield stop
+        finally:
+            with contextlib.suppress(ValueError, TypeError):  # not the main thread
+                signal.signal(signal.SIGINT, previous)
 
 
 def _grid_study(

@@ -29,6 +29,16 @@ def alive(pid: int) -> bool:
         return not stat.parent.parent.is_dir()  # no /proc: trust kill(0)
 
 
+def started_at(pid: int) -> str:
+    """When the process ``pid`` started, as the kernel counts it (clock ticks since boot, field
+    22 of ``/proc/PID/stat``); "" when unknown (no such process, no ``/proc``). With the PID it
+    names one process: a PID the system reused for a new process has another start."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
 def listens(host: str, port: int, timeout: float = 1.0) -> bool:
     """Something accepts TCP connections on ``host:port`` (within ``timeout`` seconds)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

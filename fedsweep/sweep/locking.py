@@ -30,7 +30,9 @@ class SweepBusyError(RuntimeError):
 
 
 @contextlib.contextmanager
-def driver_lock(path: Path, figure: str, profile: str, uri: str, wait: bool, echo):
+def driver_lock(
+    path: Path, figure: str, profile: str, uri: str, wait: bool, echo, waited: list | None = None
+):
     """Hold ``path`` (an exclusive ``flock``, released by the OS even on ``kill -9``) while
     driving a sweep; the file says who holds it, and is removed when the sweep ends. A second
     driver of the same sweep and store raises :class:`SweepBusyError` naming the running one,
@@ -38,7 +40,8 @@ def driver_lock(path: Path, figure: str, profile: str, uri: str, wait: bool, ech
 
     Removing the file on release races a driver that opened it before: that driver then holds
     a lock on a removed file while a third one creates a new file. So a driver that gets the
-    lock checks that ``path`` is still the file it locked, and opens it afresh when not."""
+    lock checks that ``path`` is still the file it locked, and opens it afresh when not.
+    ``waited``: gets the holder waited for (its text), if any."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover
@@ -60,6 +63,8 @@ def driver_lock(path: Path, figure: str, profile: str, uri: str, wait: bool, ech
                     "it has ended (its finished trials are then reused)."
                 ) from None
             echo(f"waiting for {holder} to end its sweep of {figure} [{profile}]")
+            if waited is not None:
+                waited.append(holder)
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         if _same_file(handle, path):
             break
@@ -67,9 +72,12 @@ def driver_lock(path: Path, figure: str, profile: str, uri: str, wait: bool, ech
     with handle:
         handle.seek(0)
         handle.truncate()
+        from fedsweep.tracking.claims import member
+
         info = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
+            "member": member(),
             "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "store": uri,
         }
@@ -92,25 +100,35 @@ def _same_file(handle, path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def store_driver_claim(uri: str, figure: str, profile: str, wait: bool, echo):
+def store_driver_claim(
+    uri: str, figure: str, profile: str, wait: bool, echo, waited: list | None = None
+):
     """The driver's claim on (figure, profile) in the tracking store itself
     (:mod:`fedsweep.tracking.claims`): a second driver on any machine sharing the store raises
     :class:`SweepBusyError` naming the host and PID of the running one, or with ``wait`` waits
-    for it to end. (``driver_lock`` guards this machine's Ray state; this guards the store.)"""
+    for it to end. (``driver_lock`` guards this machine's Ray state; this guards the store.)
+    While inside, an outage of the store is said when it starts and when it ends
+    (``tracking.outage.watching``). ``waited``: gets the holder waited for, if any."""
     from fedsweep.tracking.claims import ClaimBusy, claim_name, describe, hold, holder_tags
+    from fedsweep.tracking.outage import watching
 
     def waiting(holder: dict) -> None:
+        if waited is not None:
+            waited.append(holder)
         echo(f"waiting for {describe(holder)} to end its sweep of {figure} [{profile}]")
 
     tags = holder_tags(figure=figure, profile=profile)
     try:
-        with hold(
-            uri,
-            claim_name("driver", f"{figure}.{profile}"),
-            tags,
-            wait=wait,
-            on_wait=waiting,
-            say=echo,
+        with (
+            watching(uri, echo),
+            hold(
+                uri,
+                claim_name("driver", f"{figure}.{profile}"),
+                tags,
+                wait=wait,
+                on_wait=waiting,
+                say=echo,
+            ),
         ):
             yield
     except ClaimBusy as err:
@@ -125,7 +143,8 @@ def store_driver_claim(uri: str, figure: str, profile: str, wait: bool, echo):
 def _holder_text(text: str) -> str:
     try:
         info = json.loads(text)
-        return f"PID {info['pid']} on {info['host']} (started {info['started']})"
+        who = f"; member {info['member']}" if info.get("member") else ""
+        return f"PID {info['pid']} on {info['host']} (started {info['started']}{who})"
     except (ValueError, KeyError, TypeError):
         return "another process (it has not written its PID yet)"
 

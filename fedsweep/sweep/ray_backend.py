@@ -19,6 +19,7 @@ from fedsweep.specs.load import SpecError, SweepSpec, Trial
 from fedsweep.specs.search import early_stop_of
 from fedsweep.sweep.report import SweepReport
 from fedsweep.sweep.store_index import used_by_tag
+from fedsweep.tracking.outage import relay_sigint
 
 #: in a sweep's folder (``<store>/ray_results/<figure>-<profile>-<key>``), beside STATE_FILE:
 #: the trials' checkpoint folders, one per config hash (fedsweep's own), and Ray Tune's
@@ -721,6 +722,9 @@ class _Notes:
         self._polled = 0.0
 
     def trial_event(self, event, trials, trial) -> None:
+        # Tune's SIGINT handler (installed for the fit) first makes the clean-up brief, as
+        # SIGTERM does: a Ctrl-C during an outage spent MLflow's retries, minutes, on it
+        relay_sigint()
         if event == "recover" and trial is not None:
             if self.report is not None:
                 self.report.restarts += 1

@@ -203,9 +203,12 @@ def run_sweep(
         else sweep_folder(uri, tune_name, echo)
     )
     storage.mkdir(parents=True, exist_ok=True)
+    drive = None
+    waited: list = []  # the holder this driver waited for (--wait), if any
     with (
         retries.watching(echo),  # a tracking server's outage: one line, not silence
-        driver_lock(storage / f"{tune_name}.driver", spec.figure, profile, uri, wait, echo),
+        _no_parent_run_said(spec.figure, profile, lambda: drive, waited),
+        driver_lock(storage / f"{tune_name}.driver", spec.figure, profile, uri, wait, echo, waited),
     ):
         # Ray comes up while the store opens (MLflow's import alone is seconds), when this
         # sweep will schedule a trial (start_ray_early): every input is checked by now
@@ -227,7 +230,7 @@ def run_sweep(
                     f"note: the experiment {spec.figure} keeps its artifacts where it was "
                     f"created: {where}"
                 )
-            with store_driver_claim(uri, spec.figure, profile, wait, echo):
+            with store_driver_claim(uri, spec.figure, profile, wait, echo, waited):
                 drive = _Drive(
                     spec,
                     spec_path,
@@ -254,6 +257,28 @@ def run_sweep(
         except BaseException:
             abandon_start()  # failed before it waited for Ray: no Ray left starting behind
             raise
+
+
+@contextlib.contextmanager
+def _no_parent_run_said(figure: str, profile: str, drive, waited: list):
+    """A stop (Ctrl-C, SIGTERM) before the sweep opened its parent run (``drive()``'s, None
+    before there is one), e.g. while it waited for another driver: raised as
+    :class:`StoppedBeforeItsRun`, so the command does not say it marked a run KILLED."""
+    try:
+        yield
+    except KeyboardInterrupt as err:
+        if isinstance(err, SweepInterrupted) or getattr(drive(), "parent_run_id", None):
+            raise
+        from fedsweep.tracking.claims import describe
+
+        holder = waited[-1] if waited else None  # the store claim's tags, or the lock's text
+        who = describe(holder) if isinstance(holder, dict) else holder
+        why = (
+            f"stopped while waiting for {who} to end its sweep"
+            if waited
+            else "stopped before it opened its parent run"
+        )
+        raise StoppedBeforeItsRun(f"{figure} [{profile}]: {why}") from None
 
 
 def start_ray_early(trials: list[Trial], uri: str) -> bool:
@@ -682,3 +707,9 @@ class SweepInterrupted(KeyboardInterrupt):
     """Ctrl-C or SIGTERM stopped a sweep's trials before they finished (Ray Tune stops
     gracefully and returns): the parent and the unfinished trials' runs are marked KILLED and
     the checkpoints kept for ``fedsweep sweep --resume``."""
+
+
+class StoppedBeforeItsRun(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped a sweep before it opened its parent run (it waited for another
+    driver of the figure, or had not started its trials): none of its runs is marked KILLED,
+    there are none."""

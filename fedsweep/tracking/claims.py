@@ -10,14 +10,26 @@ the model's tags are written in the same transaction. So a claim is a registered
 runs) and a heartbeat, and deleted when released. Names are visible while held; released
 claims leave nothing.
 
-A claim whose holder died is taken over: at once when the holder ran on this host and its PID is
-gone, or when the holder's ``owner`` equals the claimant's (Ray retrying the same trial of the
-same sweep), else once its heartbeat has not moved for :data:`STALE_S` seconds as seen from
-here (clock skew between machines does not matter: only this machine's clock is used).
+A claim is taken over only when its holder is known to be gone (a lease, issue 62):
+
+* the holder ran on this host: when its process has ended (its PID is gone, or the PID now
+  names another process: the ``pid_start`` tag, the process's start time, tells a reused PID
+  apart). A live process on this host keeps its claim however long its heartbeat stands
+  still (an outage of the store stops every heartbeat);
+* the holder's ``owner`` equals the claimant's: Ray retrying the same trial of the same sweep
+  (the earlier attempt is over);
+* the holder ran on another host: once its heartbeat has not moved for :func:`stale_s`
+  seconds (``$FEDSWEEP_CLAIM_STALE_S``, default 90) *while this process's reads of the store
+  succeeded*: the time between two successful reads counts only when they are at most
+  :data:`MAX_GAP_S` apart, and a read that fails starts the count afresh. So an outage of the
+  store (when no heartbeat can move) never counts as time without a heartbeat; only this
+  machine's clock is used (clock skew between machines does not matter).
 """
 
 from __future__ import annotations
 
+import getpass
+import math
 import os
 import socket
 import threading
@@ -25,17 +37,66 @@ import time
 import uuid
 from contextlib import contextmanager, nullcontext
 
-from fedsweep.core.processes import alive
+from fedsweep.core.processes import alive, started_at
 
 PREFIX = "fedsweep.claim."
 #: seconds between two heartbeats of a held claim
 BEAT_S = 15.0
-#: seconds without a heartbeat after which a claim of another host counts as abandoned
-STALE_S = float(os.environ.get("FEDSWEEP_CLAIM_STALE_S") or 90.0)
+#: the variable that sets the seconds without a heartbeat after which a claim of another host
+#: counts as abandoned (:func:`stale_s`), and its default
+STALE_ENV = "FEDSWEEP_CLAIM_STALE_S"
+STALE_DEFAULT_S = 90.0
+#: set (tests): the stale seconds instead of ``$FEDSWEEP_CLAIM_STALE_S``
+STALE_S: float | None = None
+#: the longest time between two successful reads of a claim that counts towards its staleness:
+#: a longer gap (a read that failed, or hung in MLflow's retries) may hide an outage of the
+#: store, when no heartbeat could move
+MAX_GAP_S = 10.0
+#: the variable that names the team member a claim's holder works for (default: the login name)
+MEMBER_ENV = "FEDSWEEP_MEMBER"
 DESCRIPTION = (
     "fedsweep: a claim held while a sweep or a trial runs (who runs it: the tags); removed "
     "when it ends. Not a model."
 )
+
+
+class ClaimSettingError(ValueError):
+    """``$FEDSWEEP_CLAIM_STALE_S`` is not a number of seconds."""
+
+
+def stale_s() -> float:
+    """Seconds a claim of another host may go without a heartbeat (counted while the store
+    answers) before it counts as abandoned: ``$FEDSWEEP_CLAIM_STALE_S``, default 90. Raises
+    :class:`ClaimSettingError` (one line: the variable, the value, what is allowed) for a value
+    that is not a finite number of seconds >= 0 (``fedsweep sweep`` checks it before anything
+    runs)."""
+    if STALE_S is not None:
+        return STALE_S
+    text = os.environ.get(STALE_ENV, "").strip()
+    if not text:
+        return STALE_DEFAULT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise ClaimSettingError(
+            f"{STALE_ENV}: got {text!r} (allowed: a finite number of seconds >= 0, e.g. 90; "
+            f"unset: {STALE_DEFAULT_S:g})"
+        )
+    return value
+
+
+def member() -> str:
+    """Who a claim's holder works for: ``$FEDSWEEP_MEMBER``, else the login name ("" when
+    neither is known)."""
+    name = os.environ.get(MEMBER_ENV, "").strip()
+    if name:
+        return name
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no login name in some containers
+        return ""
 
 
 class ClaimBusy(RuntimeError):
@@ -47,11 +108,13 @@ class ClaimBusy(RuntimeError):
 
 
 def describe(holder: dict) -> str:
-    """``PID 123 on node-a (since 12:01:02 UTC)``."""
+    """``PID 123 on node-a (since 12:01:02 UTC; member alice)``."""
     if not holder:
         return "another process"
-    since = f" (since {holder['started']})" if holder.get("started") else ""
-    return f"PID {holder.get('pid', '?')} on {holder.get('host', '?')}{since}"
+    about = [f"since {holder['started']}"] if holder.get("started") else []
+    about += [f"member {holder['member']}"] if holder.get("member") else []
+    more = f" ({'; '.join(about)})" if about else ""
+    return f"PID {holder.get('pid', '?')} on {holder.get('host', '?')}{more}"
 
 
 def claim_name(kind: str, key: str) -> str:
@@ -69,7 +132,8 @@ class Claims:
         #: the store's claim operations (``tracking.runstore``: sqlite3 on a local SQLite
         #: store, MLflow's model registry otherwise)
         self.store = open_store(tracking_uri)
-        self._seen: dict[str, tuple[str, float]] = {}  # name -> (beat seen, when first seen)
+        #: name -> (the beat seen, when it was last read, seconds it stood still while read)
+        self._seen: dict[str, tuple[str, float, float]] = {}
 
     # ------------------------------------------------------------------ primitives
     def try_acquire(self, name: str, tags: dict[str, str]) -> bool:
@@ -89,22 +153,41 @@ class Claims:
         self.store.release_claim(name, token)
 
     # ------------------------------------------------------------------ policy
-    def abandoned(self, name: str, holder: dict, owner: str | None = None) -> bool:
-        """Whether ``holder`` (the claim's tags) is gone: its process on this host has ended,
-        it is ``owner``'s own earlier attempt, or its heartbeat has not moved for STALE_S."""
+    def abandoned(
+        self, name: str, holder: dict, owner: str | None = None, now: float | None = None
+    ) -> bool:
+        """Whether ``holder`` (the claim's tags, just read) is gone: it is ``owner``'s own
+        earlier attempt, its process on this host has ended, or (a holder on another host) its
+        heartbeat has not moved for :func:`stale_s` seconds of successful reads (the module's
+        docstring). ``now``: the time of the read (``time.monotonic()``)."""
         if owner is not None and holder.get("owner") == owner:
             return True
         if holder.get("host") == socket.gethostname():
             pid = holder.get("pid", "")
-            if pid.isdigit() and not alive(int(pid)):
-                return True
+            if pid.isdigit():
+                self._seen.pop(name, None)
+                # a live process keeps its claim, whatever its heartbeat says; a PID reused by
+                # a newer process (another start time) is not the holder's
+                start, now_start = holder.get("pid_start", ""), started_at(int(pid))
+                return not alive(int(pid)) or bool(start and now_start and now_start != start)
         beat = holder.get("beat", "")
+        now = time.monotonic() if now is None else now
         seen = self._seen.get(name)
-        now = time.monotonic()
         if seen is None or seen[0] != beat:
-            self._seen[name] = (beat, now)
+            self._seen[name] = (beat, now, 0.0)
             return False
-        return now - seen[1] >= STALE_S
+        gap = now - seen[1]
+        still = seen[2] + (gap if gap <= MAX_GAP_S else 0.0)
+        self._seen[name] = (beat, now, still)
+        return still >= stale_s()
+
+    def unsure(self, name: str | None = None) -> None:
+        """A read of the store failed (an outage): the staleness of ``name`` (every claim's:
+        None) is counted afresh from the next successful read."""
+        if name is None:
+            self._seen.clear()
+        else:
+            self._seen.pop(name, None)
 
     def take_over(self, name: str, holder: dict, tags: dict[str, str]) -> bool:
         """Replace an abandoned claim by ours; False when another claimant was faster."""
@@ -116,13 +199,16 @@ class Claims:
 
 
 def holder_tags(owner: str = "", **extra: str) -> dict[str, str]:
-    """The tags of a new claim: a fresh token, this host and PID, ``owner`` (who may take it
-    over at once: the same trial of the same sweep) and ``extra``."""
+    """The tags of a new claim: a fresh token, this host, PID and the process's start time, the
+    team member (:func:`member`), ``owner`` (who may take it over at once: the same trial of
+    the same sweep) and ``extra``."""
     token = uuid.uuid4().hex
     return {
         "token": token,
         "host": socket.gethostname(),
         "pid": str(os.getpid()),
+        "pid_start": started_at(os.getpid()),
+        "member": member(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "owner": owner,
         "beat": f"{token}:{time.time():.0f}",
@@ -176,11 +262,25 @@ def hold(
     from fedsweep.tracking.outage import brief_requests, patiently
 
     claims = patiently(lambda: Claims(tracking_uri), tracking_uri, say)
+
+    def surely(step):
+        def run():
+            try:
+                return step()
+            except Exception:
+                claims.unsure(name)  # an outage: no time without a heartbeat counts across it
+                raise
+
+        return patiently(run, tracking_uri, say)
+
     waited = False
-    while not patiently(lambda: claims.try_acquire(name, tags), tracking_uri, say):
-        holder = patiently(lambda: claims.holder(name), tracking_uri, say)
+    while not surely(lambda: claims.try_acquire(name, tags)):
+        asked = time.monotonic()
+        holder = surely(lambda: claims.holder(name))
         if holder is None:
             continue  # released meanwhile
+        if time.monotonic() - asked > MAX_GAP_S:  # a read that hung in retries: an outage
+            claims.unsure(name)
         if claims.abandoned(name, holder, tags.get("owner") or None):
             if claims.take_over(name, holder, tags):
                 break
@@ -203,5 +303,24 @@ def hold(
         try:
             with brief_requests() if stopped else nullcontext():
                 claims.release(name, tags["token"])
-        except Exception:  # noqa: BLE001 - a claim left behind is taken over when stale
-            pass
+        except Exception:  # noqa: BLE001 - released later, or taken over once this process ends
+            if not stopped:
+                _release_later(tracking_uri, name, tags["token"])
+
+
+def _release_later(tracking_uri: str, name: str, token: str) -> None:
+    """Release the claim from a daemon thread, tried every :data:`BEAT_S` seconds for as long as
+    an outage is waited out: this process lives on (a Ray worker that runs the next trial), and
+    a live process on this host keeps its claims (:meth:`Claims.abandoned`)."""
+    from fedsweep.tracking.outage import max_wait_s
+
+    def run() -> None:
+        deadline = time.monotonic() + max_wait_s()
+        while time.monotonic() < deadline:
+            try:
+                Claims(tracking_uri).release(name, token)
+                return
+            except Exception:  # noqa: BLE001 - the store is away: again later
+                time.sleep(BEAT_S)
+
+    threading.Thread(target=run, daemon=True, name=f"release {name}").start()

@@ -148,3 +148,177 @@ def brief_requests() -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+#: seconds between two quick reads of the store by a driver's outage watch (:func:`watching`)
+WATCH_EVERY_S = 2.0
+#: seconds one quick read may take before the store counts as not answering
+WATCH_TIMEOUT_S = 5.0
+#: a registered model nobody creates: reading it asks the store's database (404 when it answers)
+_PROBE_NAME = "fedsweep.claim.outage-probe"
+
+
+def quick_read(tracking_uri: str, store=None) -> object:
+    """One read of the store that fails at once when it does not answer (no retries; a tracking
+    server's read has a :data:`WATCH_TIMEOUT_S` timeout and an error status 5xx, the server up
+    but its database down, fails too). Returns the store opened (``store``: one opened before),
+    to be given again."""
+    from fedsweep.tracking.runstore import ClientStore, open_store
+
+    if store is None:
+        store = open_store(tracking_uri)
+    registry = store.client._get_registry_client().store if isinstance(store, ClientStore) else None
+    if registry is not None and hasattr(registry, "get_host_creds"):  # a tracking server
+        from mlflow.utils.rest_utils import http_request
+
+        answer = http_request(
+            registry.get_host_creds(), "/api/2.0/mlflow/registered-models/get", "GET",
+            max_retries=0, backoff_factor=0, timeout=WATCH_TIMEOUT_S, raise_on_status=False,
+            params={"name": _PROBE_NAME},
+        )  # fmt: skip
+        if answer.status_code >= 500:
+            raise ConnectionError(f"the tracking server answered {answer.status_code}")
+    else:
+        store.claim_tags(_PROBE_NAME)
+    return store
+
+
+class _Watch:
+    """The thread of :func:`watching`."""
+
+    def __init__(self, tracking_uri: str, say: Callable[[str], None], every_s: float):
+        import threading
+
+        self.uri, self.say, self.every_s = tracking_uri, say, every_s
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="outage watch")
+        self.down: tuple[float, str] | None = None  # (monotonic, HH:MM:SS) when it went away
+
+    def _run(self) -> None:
+        store = None
+        while not self.stop.wait(self.every_s):
+            try:
+                store = quick_read(self.uri, store)
+            except Exception as err:  # noqa: BLE001 - whatever it is, the store did not answer
+                if self.down is None:
+                    self.down = (time.monotonic(), time.strftime("%H:%M:%S"))
+                    self._say(
+                        f"note: MLflow server {redact(self.uri)} unreachable since "
+                        f"{self.down[1]} ({_why(err)}); the sweep waits for it (trials and "
+                        "MLflow retry their writes)"
+                    )
+                continue
+            if self.down is not None:
+                took = time.monotonic() - self.down[0]
+                self._say(
+                    f"note: MLflow server {redact(self.uri)} answers again (unreachable from "
+                    f"{self.down[1]}, about {took:.0f} s)"
+                )
+                self.down = None
+
+    def _say(self, text: str) -> None:
+        try:
+            self.say(text)
+        except Exception:  # noqa: BLE001 - a display must never stop a sweep
+            pass
+
+
+def _why(err: BaseException) -> str:
+    """What an error of a quick read says in a few words (``Connection refused``, ``the
+    tracking server answered 503``), else its first line, cut."""
+    import re
+
+    from fedsweep.core.errors import first_line
+
+    text = first_line(err, None)
+    found = re.search(
+        r"(Connection refused|timed out|Name or service not known|the tracking server answered \d{3}|"
+        r"could not connect to server|Connection reset)",
+        text,
+        re.I,
+    )
+    return found.group(1) if found else redact(text[:100])
+
+
+@contextmanager
+def watching(
+    tracking_uri: str, say: Callable[[str], None] | None, every_s: float = WATCH_EVERY_S
+) -> Iterator[None]:
+    """While inside, a daemon thread reads the store every ``every_s`` seconds
+    (:func:`quick_read`) and ``say``s when it stops answering (within seconds, while MLflow's
+    own requests are still being retried in silence) and when it answers again. Nothing for a
+    local SQLite store (no outage to see) or without ``say``."""
+    from fedsweep.tracking.store import sqlite_path
+
+    if say is None or sqlite_path(tracking_uri) is not None:
+        yield
+        return
+    watch = _Watch(tracking_uri, say, every_s)
+    watch.thread.start()
+    try:
+        yield
+    finally:
+        watch.stop.set()
+        watch.thread.join(timeout=1)
+
+
+# ------------------------------------------------------------------ a stop asked for
+#: what :func:`stop_requested` calls (the open :func:`brief_once_stopped` blocks)
+_ON_STOP: list[Callable[[], None]] = []
+
+
+def stop_requested() -> None:
+    """Ctrl-C or SIGTERM: every :func:`brief_once_stopped` block open makes the rest of its
+    requests brief (:func:`brief_requests`)."""
+    for hook in list(_ON_STOP):
+        hook()
+
+
+class _Stop:
+    def __init__(self) -> None:
+        self.requested = False
+
+
+@contextmanager
+def brief_once_stopped() -> Iterator[_Stop]:
+    """Inside, once :func:`stop_requested` was called (a signal handler: a stopped command's
+    clean-up), MLflow's requests are brief until the block ends: a command stopped during an
+    outage of the store would otherwise spend MLflow's retries, minutes, on each clean-up
+    write. Yields an object whose ``requested`` says whether that happened."""
+    from contextlib import ExitStack
+
+    stop = _Stop()
+    stack = ExitStack()
+
+    def hook() -> None:
+        if not stop.requested:
+            stop.requested = True
+            stack.enter_context(brief_requests())
+
+    with stack:
+        _ON_STOP.append(hook)
+        try:
+            yield stop
+        finally:
+            _ON_STOP.remove(hook)
+
+
+def relay_sigint() -> None:
+    """Wrap the SIGINT handler in place now (Ray Tune installs its own for a fit: it stops the
+    trials gracefully) so that Ctrl-C first calls :func:`stop_requested`, then does what it
+    did. Only in the main thread; a handler wrapped already (or SIG_IGN/SIG_DFL) is left."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    current = signal.getsignal(signal.SIGINT)
+    if not callable(current) or getattr(current, "_fedsweep_relay", False):
+        return
+
+    def relay(signum, frame):
+        stop_requested()
+        current(signum, frame)
+
+    relay._fedsweep_relay = True  # type: ignore[attr-defined]
+    signal.signal(signal.SIGINT, relay)

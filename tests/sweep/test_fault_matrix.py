@@ -31,6 +31,40 @@ def _whole(path: Path) -> bool:
     return len(data) > 0
 
 
+def _until_claimed(db: Path, name: str, proc, tmp_path: Path, timeout: float = 300) -> None:
+    """Until the driver ``proc`` holds its claim ``name`` in the store (polled)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with sqlite3.connect(db, timeout=30) as con:
+                if con.execute(
+                    "SELECT 1 FROM registered_models WHERE name = ?", (name,)
+                ).fetchone():
+                    return
+        except sqlite3.OperationalError:  # the schema is being made
+            pass
+        assert proc.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
+        assert time.monotonic() < deadline, f"{name} never claimed"
+        time.sleep(0.2)
+
+
+def _metric_rows(db: Path) -> int:
+    try:
+        with sqlite3.connect(db, timeout=30) as con:
+            return con.execute("SELECT COUNT(*) FROM metrics").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+
+
+def _until_written(db: Path, proc, timeout: float = 300) -> None:
+    """Until the store holds more metric rows than now, or ``proc`` has ended (polled)."""
+    before = _metric_rows(db)
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and _metric_rows(db) <= before:
+        assert time.monotonic() < deadline, "nothing logged"
+        time.sleep(0.2)
+
+
 @pytest.mark.slow
 def test_two_drivers_figures_and_report_at_once_then_a_killed_figures(tmp_path):
     env = {
@@ -50,12 +84,12 @@ def test_two_drivers_figures_and_report_at_once_then_a_killed_figures(tmp_path):
     try:
         first = subprocess.Popen(sweep, env=env, cwd=tmp_path, stdout=logs["first"],
                                  stderr=subprocess.STDOUT)  # fmt: skip
-        time.sleep(3)
+        _until_claimed(db, "fedsweep.claim.driver.bherd-fig4e.smoke", first, tmp_path)
         second = subprocess.Popen([*sweep, "--wait"], env=env, cwd=tmp_path,
                                   stdout=logs["second"], stderr=subprocess.STDOUT)  # fmt: skip
         readers = []
         while first.poll() is None and len(readers) < 2:  # read the store while it is written
-            time.sleep(4)
+            _until_written(db, first)  # a round more logged since the last read
             figures = [*fs, "figures", "--figure", "bherd-fig4e", "--sweeps-dir", str(ROOT / "sweeps"),
                        "--profile", "smoke", "--tracking-uri", store, "--out",
                        str(tmp_path / f"live{len(readers)}"), "--format", "png"]  # fmt: skip

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -240,9 +241,11 @@ def test_driver_lock_names_the_holder_and_wait_queues(tmp_path):
     ``wait`` the second driver starts once the first has ended (its lock freed by the OS, its
     file removed: the waiting driver locks the file created anew, issue 53)."""
     from fedsweep.sweep.locking import SweepBusyError, driver_lock
+    from fedsweep.tracking.claims import member
 
     lock = tmp_path / "fig-smoke-0123abcd.driver"
-    ready = tmp_path / "ready"
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    # the holder keeps the lock until told to go (a wait that follows the test, not a time)
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -252,25 +255,36 @@ def test_driver_lock_names_the_holder_and_wait_queues(tmp_path):
             f"with driver_lock(pathlib.Path({str(lock)!r}), 'fig', 'smoke', 'sqlite:///x', "
             "False, print):\n"
             f"    pathlib.Path({str(ready)!r}).touch()\n"
-            "    time.sleep(2)\n",
+            f"    while not pathlib.Path({str(go)!r}).exists():\n"
+            "        time.sleep(0.05)\n",
         ],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
+    said: list[str] = []
+
+    def release_once_waiting() -> None:  # the second driver is queued: the holder may go
+        deadline = time.time() + 120
+        while not said and time.time() < deadline and holder.poll() is None:
+            time.sleep(0.05)
+        go.touch()
+
     try:
         deadline = time.time() + 60
         while not ready.exists() and time.time() < deadline:
             time.sleep(0.1)
         assert ready.exists()
-        ready_at = time.time()
         with pytest.raises(SweepBusyError) as info:
             with driver_lock(lock, "fig", "smoke", "sqlite:///x", False, print):
                 pass
         msg = str(info.value)
         assert f"PID {holder.pid} on {socket.gethostname()} (started 20" in msg, msg
+        assert msg.split("(started ", 1)[1].split(")")[0].endswith(f"; member {member()}"), msg
         assert "fig [smoke]" in msg and "--wait" in msg
-        said: list[str] = []
+        releaser = threading.Thread(target=release_once_waiting, daemon=True)
+        releaser.start()
         with driver_lock(lock, "fig", "smoke", "sqlite:///x", True, said.append):
-            assert time.time() - ready_at > 1.5  # only once the holder's 2 s were over
+            assert go.exists()  # only once the holder was let go
+            assert holder.wait(timeout=60) == 0  # and has ended (its lock freed by the OS)
         assert said and said[0].startswith(f"waiting for PID {holder.pid}")
         assert not lock.exists()  # issue 53: the lock file goes with the sweep that held it
     finally:

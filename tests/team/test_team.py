@@ -126,6 +126,19 @@ def _duplicate_metric_rows(env: dict) -> int:
     )[0][0]
 
 
+def _metric_rows(env: dict) -> int:
+    return _sql(env, "SELECT count(*) FROM metrics")[0][0]
+
+
+def _until(predicate, proc, timeout: float = 300) -> None:
+    """Until ``predicate()`` holds (polled) while the sweep ``proc`` runs."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
 def _runs_per_hash(env: dict, lr: str) -> dict[str, int]:
     rows = _sql(
         env,
@@ -216,7 +229,8 @@ def test_a_credentialed_sweep_on_two_nodes_survives_a_lost_node(team, tmp_path):
             assert sweep.poll() is None, sweep.stdout.read()
             assert time.monotonic() < deadline, "no trial ever ran on the second node"
             time.sleep(0.2)
-        time.sleep(1)
+        rows = _metric_rows(team["env"])
+        _until(lambda: _metric_rows(team["env"]) > rows, sweep)  # it trains: a round logged
         # the machine is lost: the node's processes and the trial it ran, at once
         for pid in [p for group in _node_processes(node.pid) for p in group]:
             with contextlib.suppress(ProcessLookupError):
@@ -281,7 +295,8 @@ def test_two_working_directories_drive_one_server_at_once(team, tmp_path):
     write_yaml(two / "team-other.yaml", small_spec("team-other", seeds=(0, 1, 2), rounds=8))
     common = ("--set", "train.lr=0.003", "--address", HEAD)
     first = _sweep(env, one, one / "team-pair.yaml", *common)
-    time.sleep(3)
+    _until(lambda: _sql(env, "SELECT 1 FROM registered_models WHERE name = %s",
+                        "fedsweep.claim.driver.team-pair.smoke"), first)  # fmt: skip
     second = _sweep(env, two, two / "team-pair.yaml", *common, "--wait")
     other = _sweep(env, two, two / "team-other.yaml", *common)
     outs = [p.communicate(timeout=900)[0] for p in (first, second, other)]

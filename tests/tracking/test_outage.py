@@ -96,3 +96,30 @@ def test_a_server_that_comes_back_is_waited_for(monkeypatch):
     assert 2.5 < time.monotonic() - started < 30
     assert said[0].startswith(f"note: MLflow server {uri} unreachable since ")
     assert said[-1].startswith(f"note: MLflow server {uri} answers again")
+
+
+def test_ctrl_c_handed_to_the_handler_in_place_makes_the_clean_up_brief(monkeypatch):
+    """Issue 62, item 7: Ray Tune installs its own SIGINT handler for a fit; wrapped
+    (``relay_sigint``), a Ctrl-C still reaches it, after every MLflow request of the command
+    was made brief (one try, 5 s), as SIGTERM did; outside the command nothing is left."""
+    import os
+    import signal
+
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
+    seen = []
+
+    def tune_handler(signum, frame):  # what Ray Tune's does: note the stop, no exception
+        seen.append(os.environ.get("MLFLOW_HTTP_REQUEST_MAX_RETRIES"))
+
+    previous = signal.signal(signal.SIGINT, tune_handler)
+    try:
+        with outage.brief_once_stopped() as stop:
+            outage.relay_sigint()
+            outage.relay_sigint()  # wrapped once
+            assert not stop.requested
+            signal.raise_signal(signal.SIGINT)
+            assert seen == ["0"] and stop.requested
+            assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "5"
+        assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ
+    finally:
+        signal.signal(signal.SIGINT, previous)
