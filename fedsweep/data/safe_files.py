@@ -55,9 +55,7 @@ ALLOWED_GLOBALS = frozenset(
 #: the dtypes a data array may have (numpy's type codes without byte order): CIFAR's and
 #: Downsampled ImageNet's uint8 images, their labels and means. No structured, object, string,
 #: datetime or sub-array dtype: data files are plain arrays.
-ALLOWED_DTYPES = frozenset(
-    {"b1", "u1", "u2", "u4", "u8", "i1", "i2", "i4", "i8", "f2", "f4", "f8"}
-)
+ALLOWED_DTYPES = frozenset({"b1", "u1", "u2", "u4", "u8", "i1", "i2", "i4", "i8", "f2", "f4", "f8"})
 
 
 class UnsafeDataFileError(Exception):
@@ -121,7 +119,8 @@ class _DtypeRecipe:
                 )
             if not ok:
                 raise _refuse_dtype(
-                    self.path, f"{code} with the state {state!r}"[:160] + " (forged fields or flags)"
+                    self.path,
+                    f"{code} with the state {state!r}"[:160] + " (forged fields or flags)",
                 )
             if order in ("<", ">"):
                 dtype = dtype.newbyteorder(order)
@@ -272,6 +271,73 @@ def _plain(value: Any, seen: dict[int, Any]) -> Any:
     return out
 
 
+def _not_data(path: Path, why: str) -> UnsafeDataFileError:
+    return UnsafeDataFileError(
+        f"data file {path} {why}: refusing to read it; replace it with the data set's original file"
+    )
+
+
+#: deflate expands at most about 1032 times: a member that declares more than this many bytes
+#: per stored byte is not a real archive member (a 7 kB file declaring 6 GB of array)
+_DEFLATE_RATIO = 1100
+
+
+def load_npz(path: str | Path, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The arrays ``keys`` of an ``.npz`` file (a zip of ``.npy`` files), each a plain array of
+    :data:`ALLOWED_DTYPES`. Before anything is allocated, each member's declared size is bounded
+    by its stored size and its header's shape x dtype must equal the bytes it holds; a file that
+    is not a zip, lacks a key, or holds object or structured arrays raises
+    :class:`UnsafeDataFileError` naming the file (numpy's ``np.load`` allocates the header's
+    shape first, then fails on a short file with a traceback)."""
+    import zipfile
+
+    import numpy as np
+
+    path = Path(path)
+    out: dict[str, Any] = {}
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as err:
+        raise _not_data(path, f"is not an .npz archive ({err})") from None
+    with archive:
+        for key in keys:
+            try:
+                info = archive.getinfo(f"{key}.npy")
+            except KeyError:
+                raise _not_data(path, f"has no array {key!r}") from None
+            if info.file_size > max(info.compress_size, 1) * _DEFLATE_RATIO + (1 << 16):
+                raise _not_data(
+                    path, f"declares {info.file_size} bytes for {key!r} in {info.compress_size}"
+                )
+            try:
+                raw = archive.read(info)
+                f = io.BytesIO(raw)
+                version = np.lib.format.read_magic(f)
+                read_header = (
+                    np.lib.format.read_array_header_1_0
+                    if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0
+                )
+                shape, fortran, dtype = read_header(f)
+            except (zipfile.BadZipFile, ValueError, OSError, EOFError, NotImplementedError) as err:
+                raise _not_data(path, f"holds no readable array {key!r} ({err})") from None
+            if (
+                dtype.names is not None
+                or dtype.subdtype is not None
+                or (dtype.str[1:] not in ALLOWED_DTYPES)
+            ):
+                raise _refuse_dtype(path, str(dtype))
+            offset = f.tell()
+            if math.prod(shape) * dtype.itemsize != len(raw) - offset:
+                raise _not_data(
+                    path,
+                    f"declares {key!r} of shape {shape} ({dtype}) in {len(raw) - offset} bytes",
+                )
+            array = np.frombuffer(raw, dtype, offset=offset)
+            out[key] = array.reshape(shape, order="F" if fortran else "C")
+    return out
+
+
 def md5_of(path: str | Path, chunk: int = 1 << 20) -> str:
     digest = hashlib.md5(usedforsecurity=False)
     with open(path, "rb") as f:
@@ -280,10 +346,22 @@ def md5_of(path: str | Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+def read_checked(path: str | Path, expected: str, what: str) -> bytes:
+    """The bytes of ``path``, read once, after their MD5 is found to be ``expected``
+    (:func:`check_md5`'s error otherwise): the caller unpickles these bytes, so a file swapped
+    between the check and a second open is never read."""
+    data = Path(path).read_bytes()
+    _compare(path, hashlib.md5(data, usedforsecurity=False).hexdigest(), expected, what)
+    return data
+
+
 def check_md5(path: str | Path, expected: str, what: str) -> None:
     """Raise :class:`UnsafeDataFileError` unless ``path``'s MD5 is ``expected`` (the published
     sum of ``what``, e.g. "CIFAR-10's data_batch_1")."""
-    found = md5_of(path)
+    _compare(path, md5_of(path), expected, what)
+
+
+def _compare(path: str | Path, found: str, expected: str, what: str) -> None:
     if found != expected:
         raise UnsafeDataFileError(
             f"data file {path} is not {what} (MD5 {found}, published {expected}): refusing to "
