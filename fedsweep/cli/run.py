@@ -269,14 +269,17 @@ def _refuse_sweep_spec(config: Path) -> None:
     (instead of an "unknown key" line for each of the spec's keys). A file that cannot be read
     is left to :func:`_load`, which names the problem."""
     from fedsweep.cli.common import UsageError
-    from fedsweep.config.yamlio import YamlFileError, read_yaml
-    from fedsweep.specs.load import sweep_spec_keys
-    from fedsweep.specs.names import sweep_spec_refusal
+    from fedsweep.config.yamlio import YamlBoundsError, YamlFileError, read_yaml
 
     try:
         tree = read_yaml(config, "config file") if config.is_file() else None
+    except YamlBoundsError as err:  # too large to read twice: refused here, before the imports
+        raise UsageError(str(err)) from None
     except (YamlFileError, RecursionError):
         return
+    from fedsweep.specs.load import sweep_spec_keys
+    from fedsweep.specs.names import sweep_spec_refusal
+
     refusal = sweep_spec_refusal(config, tree, "validate") if sweep_spec_keys(tree) else None
     if refusal:
         raise UsageError(refusal)
@@ -289,12 +292,12 @@ def validate(config: ConfigArg, set_: SetOption = None, plugin: PluginOption = N
     printed (plus the general ones: data, model, train, eval, tracking)."""
     import yaml
 
+    with clean_errors():
+        _refuse_sweep_spec(config)  # first: a file refused for its size costs no heavy import
+        cfg = _load(config, set_, None, None, plugin)
     from fedsweep.components.compose import config_sections, method_label
     from fedsweep.specs.load import config_hash
 
-    with clean_errors():
-        _refuse_sweep_spec(config)
-        cfg = _load(config, set_, None, None, plugin)
     tree = cfg.model_dump(mode="json")
     sections = config_sections(cfg)
     shown = {k: v for k, v in tree.items() if not isinstance(v, dict) or k in sections}
