@@ -477,7 +477,7 @@ def test_report_out_that_cannot_be_a_folder_is_one_line(tmp_path):
     for out, line in [
         (afile, f"--out {afile}: is a file, not a folder (allowed: a folder that exists"),
         (afile / "sub", f"--out {afile / 'sub'}: is inside the file {afile}, not a folder"),
-        ("/proc/fedsweep-48", "--out /proc/fedsweep-48: cannot write in /proc ("),
+        ("/proc/fedsweep-48", "--out /proc/fedsweep-48: a system folder; refusing to write"),
         ("", "--out '': empty (allowed: a folder that exists or can be created"),
     ]:
         res = invoke("report", "--out", out, *common_args)
@@ -496,8 +496,8 @@ def test_sweep_storage_that_cannot_hold_checkpoints_is_one_line(tmp_path):
     before = _entries(tmp_path)
     for storage, line in [
         (afile, f"--storage {afile}: is a file, not a folder (allowed: a folder that exists"),
-        ("/proc/fedsweep-48", "--storage /proc/fedsweep-48: cannot write in /proc ("),
-        ("file:///proc/fedsweep-48/x", "--storage /proc/fedsweep-48/x: cannot write in /proc ("),
+        ("/proc/fedsweep-48", "--storage /proc/fedsweep-48: a system folder; refusing"),
+        ("file:///proc/fedsweep-48/x", "--storage /proc/fedsweep-48/x: a system folder; refusing"),
     ]:
         res = invoke("sweep", spec, "--profile", "smoke", "--storage", storage)
         text = _one_stderr_line(res)
