@@ -14,12 +14,14 @@ import typer
 
 from fedsweep.cli.common import (
     EXIT_DIVERGED,
+    EXIT_FAILED,
     ConfigArg,
     DataDirOption,
     PluginOption,
     SetOption,
     TrackingUriOption,
     clean_errors,
+    fail,
     on_sigterm,
 )
 from fedsweep.cli.early import refuse_run_early
@@ -218,10 +220,35 @@ def run(
     except Terminated:
         typer.echo("fedsweep run: terminated (SIGTERM); the MLflow run is marked KILLED", err=True)
         raise typer.Exit(EXIT_TERMINATED) from None
+    except Exception as err:
+        full = _disk_full(err, tracking_uri)
+        if full is None:
+            raise
+        fail(full, EXIT_FAILED)
     for line in summary_lines(tracked, wall, training):
         typer.echo(line)
     if tracked.result.status == "diverged":  # logged, but not a success: scripts must see it
         raise typer.Exit(EXIT_DIVERGED)
+
+
+def _disk_full(err: BaseException, tracking_uri: str | None) -> str | None:
+    """One line for a run stopped by a full file system (``ENOSPC``, or SQLite's "database or
+    disk is full" from the store), naming where; None for any other error. The run itself was
+    ended FAILED by its abort (a status update needs no new space)."""
+    from fedsweep.sweep.trial import disk_full
+
+    full = disk_full(err)
+    if full is None:
+        return None
+    if not full.path:
+        from fedsweep.tracking.store import resolve_tracking_uri, sqlite_path
+
+        db = sqlite_path(resolve_tracking_uri(tracking_uri))
+        full = full.at(db.parent if db is not None else Path.cwd())
+    return (
+        f"fedsweep run: {full}; free space there, or name another store (--tracking-uri); "
+        "a run that had started is marked FAILED"
+    )
 
 
 def _run(
