@@ -209,8 +209,9 @@ def run(
     """Run one FL experiment: train, evaluate every round, log everything to MLflow.
 
     Exit status 0 when the run finished, 4 when it diverged (a non-finite loss; the run is
-    logged with status diverged), 2 for bad input, 3 for a missing data set. Ctrl-C or SIGTERM
-    ends the MLflow run as KILLED (tag fedsweep.status=killed) and exits 130 or 143."""
+    logged with status diverged), 2 for bad input, 3 for a missing data set, 1 for a full disk
+    (one line naming where; the run is marked FAILED). Ctrl-C or SIGTERM ends the MLflow run as
+    KILLED (tag fedsweep.status=killed) and exits 130 or 143."""
     started = time.perf_counter()
     try:
         with sigterm_as_interrupt() as term:
