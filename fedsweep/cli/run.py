@@ -221,6 +221,8 @@ def run(
     except Terminated:
         typer.echo("fedsweep run: terminated (SIGTERM); the MLflow run is marked KILLED", err=True)
         raise typer.Exit(EXIT_TERMINATED) from None
+    except typer.Exit:
+        raise
     except Exception as err:
         full = _disk_full(err, tracking_uri)
         if full is None:
@@ -235,19 +237,33 @@ def run(
 def _disk_full(err: BaseException, tracking_uri: str | None) -> str | None:
     """One line for a run stopped by a full file system (``ENOSPC``, or SQLite's "database or
     disk is full" from the store), naming where; None for any other error. The run itself was
-    ended FAILED by its abort (a status update needs no new space)."""
+    ended FAILED by its abort (a status update needs no new space). Imports nothing for an
+    error that is no full disk (the sweep module imports torch)."""
+    import errno
+
+    stack, seen, full = [err], set(), False
+    while stack and not full:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        full = isinstance(e, OSError) and e.errno == errno.ENOSPC
+        full = full or "disk is full" in str(e).lower()
+        stack += [e.__cause__, e.__context__]
+    if not full:
+        return None
     from fedsweep.sweep.trial import disk_full
 
-    full = disk_full(err)
-    if full is None:
+    error = disk_full(err)
+    if error is None:
         return None
-    if not full.path:
+    if not error.path:
         from fedsweep.tracking.store import resolve_tracking_uri, sqlite_path
 
         db = sqlite_path(resolve_tracking_uri(tracking_uri))
-        full = full.at(db.parent if db is not None else Path.cwd())
+        error = error.at(db.parent if db is not None else Path.cwd())
     return (
-        f"fedsweep run: {full}; free space there, or name another store (--tracking-uri); "
+        f"fedsweep run: {error}; free space there, or name another store (--tracking-uri); "
         "a run that had started is marked FAILED"
     )
 
