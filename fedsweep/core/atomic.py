@@ -183,7 +183,7 @@ def unsafe_folder_problem(path: str | Path, option: str) -> str | None:
         via = "" if str(real) == os.path.abspath(path) else f" (it resolves to {real})"
         return (
             f"{option} {path}: {where}{via}; refusing to write outputs there (name a folder of "
-            "their own, e.g. ./figures)"
+            "its own, e.g. ./figures)"
         )
     return None
 

@@ -579,7 +579,10 @@ def test_team_up_checks_host_ports_and_home_before_creating_anything(
             (["--host", "host.invalid"], "--host host.invalid: not an address of this machine"),
             (["--host", "::1"], "--host ::1: an IPv6 address (allowed: an IPv4 address"),
             (["--pg-port", taken], f"--pg-port {taken}: in use on 127.0.0.1; choose another"),
-            (["--home", "/proc/fedsweep-48"], "--home /proc/fedsweep-48: cannot write in /proc"),
+            (
+                ["--home", "/proc/fedsweep-48"],
+                "--home /proc/fedsweep-48: a system folder; refusing",
+            ),
             (
                 ["--home", tmp_path / "afile" / "team"],
                 f"--home {tmp_path / 'afile' / 'team'}: is inside the file {tmp_path / 'afile'}",
