@@ -8,7 +8,6 @@ bounded in :mod:`fedsweep.config.yamlio`: expanded values, text size, depth."""
 from __future__ import annotations
 
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -113,35 +112,46 @@ def test_read_yaml_reads_at_most_the_cap(tmp_path):
         yamlio.read_yaml("/dev/zero", "config")
 
 
-def test_a_logged_alias_bomb_is_skipped_by_the_reuse_check_at_once(tmp_path):
-    """A run whose logged ``config.yaml`` is the bomb: the check that every ``sweep --plan``
-    makes of a reused run (:func:`fedsweep.tracking.provenance.hash_problem`) says it cannot be
-    read, at once, instead of validating 10^8 values. Run in a child capped at 2 GB and 60 s, so
-    that the old code fails the test rather than the machine."""
-    code = """
-import sys, time
-from fedsweep.tracking import provenance
-from tests.config.test_yaml_bounds import alias_bomb
+@pytest.mark.slow
+def test_sweep_plan_skips_a_run_whose_logged_config_is_the_bomb_at_once(tmp_path):
+    """The issue's second probe: a finished run of a figure's trial whose logged ``config.yaml``
+    is replaced by the bomb. ``sweep --plan`` checks the logged config of every run it would
+    reuse (:func:`fedsweep.tracking.provenance.hash_problem`), which validated 10^8 values
+    (5 GB at 120 s). Now the run is not reused, with one warning, at once. The plan runs in a
+    child capped at 2 GB and 60 s, so that the old code fails the test rather than the
+    machine. (Slow: a real run in a real store, then the plan in a fresh process.)"""
+    from fedsweep.specs.load import expand, load_spec
+    from tests.helpers import small_spec, write_yaml
+    from tests.sweep.test_forged_reuse import _run
 
-class Store:
-    def read_text(self, run_id, name):
-        return alias_bomb(levels=8)
-
-provenance.as_store = lambda client: client
-start = time.monotonic()
-print(provenance.hash_problem(Store(), "r1", "0" * 16))
-print(time.monotonic() - start)
-"""
-
-    def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
-
+    spec_path = write_yaml(tmp_path / "bombed.yaml", small_spec("bombed", alphas=(0.5,)))
+    (trial,) = expand(load_spec(spec_path), "smoke")
+    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    run_id = _run(store, trial.config, trial.config_hash)
+    (logged,) = (tmp_path / "store").rglob(f"{run_id}/**/config.yaml")
+    logged.write_text(alias_bomb())
+    code = (
+        "import sys, time\n"
+        "from fedsweep.sweep.plan import plan_sweep\n"
+        "start = time.monotonic()\n"
+        "plan = plan_sweep(sys.argv[1], 'smoke', tracking_uri=sys.argv[2])\n"
+        "print([r.status for r in plan.trials], time.monotonic() - start)\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    res = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
-        timeout=60, preexec_fn=cap,
-    )  # fmt: skip
+    try:
+        res = subprocess.run(
+            [sys.executable, "-c", _CAPPED + code, str(spec_path), store],
+            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail("sweep --plan over the run with the bombed config still runs after 60 s")
     assert res.returncode == 0, res.stderr[-2000:]
-    problem, seconds = res.stdout.strip().splitlines()
-    assert problem == "its logged config cannot be read (YamlBoundsError)"
-    assert float(seconds) < 1
+    statuses, seconds = res.stdout.strip().rsplit("] ", 1)
+    assert statuses == "['run'" and float(seconds) < 30, res.stdout  # the store's imports too
+    warnings = [ln for ln in res.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(warnings) == 1 and run_id in warnings[0], res.stderr
+    assert "its logged config cannot be read (YamlBoundsError)" in warnings[0]
+
+
+#: caps the child's address space at 2 GB (prepended to a ``-c`` program)
+_CAPPED = "import resource\nresource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
