@@ -296,7 +296,9 @@ def read_imagenet32_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     data, labels = entry["data"], entry["labels"]
     if isinstance(labels, np.ndarray) and labels.ndim == 1 and labels.dtype.kind in "iu":
         count = labels.size
-    elif isinstance(labels, list) and all(type(v) is int for v in labels):
+    elif isinstance(labels, list) and all(
+        isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in labels
+    ):
         count = len(labels)
     else:
         count = -1
