@@ -242,7 +242,10 @@ def loads_pickle(data: bytes, path: str | Path, encoding: str = "latin1") -> Any
     """:func:`load_pickle` of bytes already read (``path`` names them in errors): the bytes
     whose MD5 was checked are the bytes unpickled, never a second read of the file."""
     path = Path(path)
-    return _plain(_DataUnpickler(io.BytesIO(data), path, encoding).load(), {})
+    try:
+        return _plain(_DataUnpickler(io.BytesIO(data), path, encoding).load(), {})
+    except RecursionError:  # lists in lists a hundred thousand deep: built without recursion
+        raise _not_data(path, "nests its values too deeply for a data set file") from None
 
 
 def _plain(value: Any, seen: dict[int, Any]) -> Any:

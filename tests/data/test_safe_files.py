@@ -358,3 +358,13 @@ def test_a_pickled_batch_of_the_wrong_shape_is_refused_before_it_is_expanded(tmp
     assert path.stat().st_size < 7000
     with pytest.raises(S.UnsafeDataFileError, match="'labels' not a list of integers"):
         read_imagenet32_batch(path)
+
+
+def test_values_nested_too_deeply_are_refused_naming_the_file(tmp_path):
+    """Pickle builds nested lists without recursion (EMPTY_LIST ... APPEND): a hundred thousand
+    levels in 200 kB; reading them back recursed until a RecursionError traceback."""
+    depth = 100_000
+    path = tmp_path / "train_data_batch_1"
+    path.write_bytes(b"\x80\x02" + b"]" * depth + b"a" * (depth - 1) + b".")
+    with pytest.raises(S.UnsafeDataFileError, match=f"^data file {path} nests its values too"):
+        S.load_pickle(path)
