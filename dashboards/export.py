@@ -106,6 +106,11 @@ def output_folder(path: str | Path, option: str = "--out") -> Path:
     """``path`` as an output folder, created if missing; raises :class:`OutputFolderError`
     naming ``option`` for an existing file there or a folder that cannot be created or
     written."""
+    from fedsweep.core.atomic import unsafe_folder_problem
+
+    unsafe = unsafe_folder_problem(path, option)  # too long a name, /, a system folder
+    if unsafe:
+        raise OutputFolderError(unsafe)
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise OutputFolderError(

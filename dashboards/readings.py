@@ -137,14 +137,13 @@ def reproduces(base: FigureResult, readings, rows_of: list[dict], labels: list[s
 def _spec_with_readings(figure: str, sweeps_dir: str | Path) -> Path | None:
     """The spec file of ``figure`` in ``sweeps_dir`` when it declares ``readings:`` (read as
     YAML first: loading a spec expands every profile, which costs seconds per spec)."""
-    import yaml
-
+    from fedsweep.config.yamlio import YamlFileError, read_yaml
     from fedsweep.specs.load import spec_paths
 
     for path in spec_paths(sweeps_dir):
         try:
-            tree = yaml.safe_load(Path(path).read_text())
-        except (OSError, yaml.YAMLError):
+            tree = read_yaml(path, "spec")  # within the loader's bounds
+        except (YamlFileError, RecursionError):
             continue
         if isinstance(tree, dict) and tree.get("figure") == figure:
             return Path(path) if tree.get("readings") else None

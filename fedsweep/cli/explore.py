@@ -104,16 +104,16 @@ def _quote(value: str) -> str:
 def _param_value(key: str, raw: str) -> str:
     """A config key's value as ``fedsweep run`` logs it: the YAML value read as the key's type
     (``1e-4`` -> ``0.0001``, ``1`` -> ``1.0`` for a float key), ``null`` for None."""
-    import yaml
     from pydantic import TypeAdapter, ValidationError
 
     from fedsweep.config.load import allowed_values, closest, schema_field
+    from fedsweep.config.yamlio import YamlFileError, loads
 
     annotation = schema_field(key).annotation
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = loads(raw) if raw.strip() else None
         value = TypeAdapter(annotation).validate_python(value)
-    except (yaml.YAMLError, ValidationError) as err:
+    except (YamlFileError, ValidationError) as err:
         allowed = allowed_values(key)
         hint = ""
         if allowed:
@@ -253,16 +253,15 @@ def run_sections(run) -> tuple[str, ...]:
     ``algorithm``, ...). Every run logs every section's values, used or not; a filter on
     ``bherd.alpha`` must not match a FedAvg run (the config hash drops unused sections too:
     ``fedsweep.config.hashing.unused_sections``)."""
-    import yaml
-
     from fedsweep.components.compose import SLOTS, config_sections
+    from fedsweep.config.yamlio import YamlFileError, loads
 
     choices = {}
     for slot in SLOTS:
         if slot in run.data.params:
             try:
-                choices[slot] = yaml.safe_load(run.data.params[slot])
-            except yaml.YAMLError:
+                choices[slot] = loads(run.data.params[slot])
+            except (YamlFileError, RecursionError):
                 choices[slot] = run.data.params[slot]
     return config_sections(choices)
 
@@ -288,9 +287,8 @@ def run_config(client, run):
     config-hash tag; else from its ``config.yaml`` artifact; None if neither works."""
     import tempfile
 
-    import yaml
-
     from fedsweep.config.load import ConfigError, build_config
+    from fedsweep.config.yamlio import YamlFileError, loads, read_yaml
     from fedsweep.specs.load import HASH_EXCLUDED, config_hash, legacy_config_hash
 
     tag = run.data.tags.get("fedsweep.config_hash")
@@ -299,8 +297,8 @@ def run_config(client, run):
         if any(key == e or key.startswith(e + ".") for e in HASH_EXCLUDED):
             continue
         try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError:
+            value = loads(text)  # within the loader's bounds (a run's params are store data)
+        except (YamlFileError, RecursionError):
             value = text
         node = tree
         *head, last = key.split(".")
@@ -316,7 +314,7 @@ def run_config(client, run):
     try:
         with tempfile.TemporaryDirectory() as tmp:
             path = client.download_artifacts(run.info.run_id, "config.yaml", tmp)
-            tree = yaml.safe_load(Path(path).read_text())
+            tree = read_yaml(path, "logged config")
             return build_config(tree, source=run.info.run_id, unused="keep")
     except Exception:  # noqa: BLE001 - no artifact, or a config this code cannot read
         return None

@@ -14,12 +14,14 @@ import typer
 
 from fedsweep.cli.common import (
     EXIT_DIVERGED,
+    EXIT_FAILED,
     ConfigArg,
     DataDirOption,
     PluginOption,
     SetOption,
     TrackingUriOption,
     clean_errors,
+    fail,
     on_sigterm,
 )
 from fedsweep.cli.early import refuse_run_early
@@ -207,8 +209,9 @@ def run(
     """Run one FL experiment: train, evaluate every round, log everything to MLflow.
 
     Exit status 0 when the run finished, 4 when it diverged (a non-finite loss; the run is
-    logged with status diverged), 2 for bad input, 3 for a missing data set. Ctrl-C or SIGTERM
-    ends the MLflow run as KILLED (tag fedsweep.status=killed) and exits 130 or 143."""
+    logged with status diverged), 2 for bad input, 3 for a missing data set, 1 for a full disk
+    (one line naming where; the run is marked FAILED). Ctrl-C or SIGTERM ends the MLflow run as
+    KILLED (tag fedsweep.status=killed) and exits 130 or 143."""
     started = time.perf_counter()
     try:
         with sigterm_as_interrupt() as term:
@@ -218,10 +221,51 @@ def run(
     except Terminated:
         typer.echo("fedsweep run: terminated (SIGTERM); the MLflow run is marked KILLED", err=True)
         raise typer.Exit(EXIT_TERMINATED) from None
+    except typer.Exit:
+        raise
+    except Exception as err:
+        full = _disk_full(err, tracking_uri)
+        if full is None:
+            raise
+        fail(full, EXIT_FAILED)
     for line in summary_lines(tracked, wall, training):
         typer.echo(line)
     if tracked.result.status == "diverged":  # logged, but not a success: scripts must see it
         raise typer.Exit(EXIT_DIVERGED)
+
+
+def _disk_full(err: BaseException, tracking_uri: str | None) -> str | None:
+    """One line for a run stopped by a full file system (``ENOSPC``, or SQLite's "database or
+    disk is full" from the store), naming where; None for any other error. The run itself was
+    ended FAILED by its abort (a status update needs no new space). Imports nothing for an
+    error that is no full disk (the sweep module imports torch)."""
+    import errno
+
+    stack, seen, full = [err], set(), False
+    while stack and not full:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        full = isinstance(e, OSError) and e.errno == errno.ENOSPC
+        full = full or "disk is full" in str(e).lower()
+        stack += [e.__cause__, e.__context__]
+    if not full:
+        return None
+    from fedsweep.sweep.trial import disk_full
+
+    error = disk_full(err)
+    if error is None:
+        return None
+    if not error.path:
+        from fedsweep.tracking.store import resolve_tracking_uri, sqlite_path
+
+        db = sqlite_path(resolve_tracking_uri(tracking_uri))
+        error = error.at(db.parent if db is not None else Path.cwd())
+    return (
+        f"fedsweep run: {error}; free space there, or name another store (--tracking-uri); "
+        "a run that had started is marked FAILED"
+    )
 
 
 def _run(
@@ -269,14 +313,17 @@ def _refuse_sweep_spec(config: Path) -> None:
     (instead of an "unknown key" line for each of the spec's keys). A file that cannot be read
     is left to :func:`_load`, which names the problem."""
     from fedsweep.cli.common import UsageError
-    from fedsweep.config.yamlio import YamlFileError, read_yaml
-    from fedsweep.specs.load import sweep_spec_keys
-    from fedsweep.specs.names import sweep_spec_refusal
+    from fedsweep.config.yamlio import YamlBoundsError, YamlFileError, read_yaml
 
     try:
         tree = read_yaml(config, "config file") if config.is_file() else None
+    except YamlBoundsError as err:  # too large to read twice: refused here, before the imports
+        raise UsageError(str(err)) from None
     except (YamlFileError, RecursionError):
         return
+    from fedsweep.specs.load import sweep_spec_keys
+    from fedsweep.specs.names import sweep_spec_refusal
+
     refusal = sweep_spec_refusal(config, tree, "validate") if sweep_spec_keys(tree) else None
     if refusal:
         raise UsageError(refusal)
@@ -289,12 +336,12 @@ def validate(config: ConfigArg, set_: SetOption = None, plugin: PluginOption = N
     printed (plus the general ones: data, model, train, eval, tracking)."""
     import yaml
 
+    with clean_errors():
+        _refuse_sweep_spec(config)  # first: a file refused for its size costs no heavy import
+        cfg = _load(config, set_, None, None, plugin)
     from fedsweep.components.compose import config_sections, method_label
     from fedsweep.specs.load import config_hash
 
-    with clean_errors():
-        _refuse_sweep_spec(config)
-        cfg = _load(config, set_, None, None, plugin)
     tree = cfg.model_dump(mode="json")
     sections = config_sections(cfg)
     shown = {k: v for k, v in tree.items() if not isinstance(v, dict) or k in sections}

@@ -144,6 +144,50 @@ def remove_stale_parts(folder: str | Path) -> list[Path]:
 FOLDER_ALLOWED = "allowed: a folder that exists or can be created, and can be written"
 
 
+#: folders an output option never writes into, themselves or anything inside them (the
+#: system's programs, libraries, configuration, devices, kernel views)
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc",
+                "/sbin", "/sys", "/usr")  # fmt: skip
+#: folders an output option never is, though their sub-folders may be (the root, the home
+#: folder itself; ``/var``, ``/run``, ``/opt``, ``/srv`` hold other programs' files)
+SYSTEM_FOLDERS = ("/", "/var", "/run", "/opt", "/srv")
+
+
+def unsafe_folder_problem(path: str | Path, option: str) -> str | None:
+    """Why ``path`` must not be an output folder although it could be written, in one line, or
+    None: a name longer than the file system takes (one part over 255 bytes, the whole over
+    4096: writing failed later with a traceback), or a folder that is, or resolves to (links
+    followed), ``/``, the home folder itself, a folder of :data:`SYSTEM_FOLDERS` or anything in
+    :data:`SYSTEM_TREES` (``--out`` a link to ``/`` wrote the reports there)."""
+    text = os.fsencode(str(path))
+    longest = max((len(part) for part in text.split(b"/")), default=0)
+    if longest > 255 or len(text) > 4095:
+        what = f"a name of {longest} bytes" if longest > 255 else f"{len(text)} bytes"
+        return (
+            f"{option} {str(path)[:60]}...: {what}, longer than file systems take (255 bytes a "
+            f"name, 4095 a path; {FOLDER_ALLOWED})"
+        )
+    try:
+        real = Path(path).expanduser().resolve()
+    except (OSError, RuntimeError) as err:  # a link loop
+        return f"{option} {path}: cannot be resolved ({getattr(err, 'strerror', None) or err})"
+    try:
+        home = Path.home().resolve()
+    except (RuntimeError, KeyError, OSError):  # no home folder known
+        home = None
+    system = str(real) in SYSTEM_FOLDERS or any(
+        str(real) == tree or str(real).startswith(tree + "/") for tree in SYSTEM_TREES
+    )
+    if system or real == home:
+        where = "the home folder" if real == home else "a system folder"
+        via = "" if str(real) == os.path.abspath(path) else f" (it resolves to {real})"
+        return (
+            f"{option} {path}: {where}{via}; refusing to write outputs there (name a folder of "
+            "its own, e.g. ./figures)"
+        )
+    return None
+
+
 def folder_problem(path: str | Path, option: str) -> str | None:
     """Why ``path`` cannot be an output folder, in one line naming ``option`` (``--out``), or
     None. Nothing is created: the folder it is, or the nearest existing one it would be created
@@ -151,6 +195,9 @@ def folder_problem(path: str | Path, option: str) -> str | None:
     before it reads a store or starts Ray and leave nothing behind when another check fails.
     Trying beats ``os.access``: root passes that everywhere, yet cannot write under ``/proc``,
     ``/sys`` or on a read-only mount."""
+    unsafe = unsafe_folder_problem(path, option)
+    if unsafe:
+        return unsafe
     path = Path(path)
     if os.path.islink(path) and not os.path.exists(path):
         return f"{option} {path}: a link to nothing, not a folder ({FOLDER_ALLOWED})"

@@ -285,13 +285,14 @@ def _read_cifar_files(name: str, root: Path):
     one is missing or not the set's shape: then torchvision opens (or downloads and verifies)
     them. Reading them here skips importing torchvision (about 1.7 s per process).
 
-    The folder is user input: every batch is checked against its published MD5 before it is
-    opened, and read with the restricted unpickler (:mod:`fedsweep.data.safe_files`); a file
+    The folder is user input: every batch is read once, its bytes checked against the published
+    MD5 and only then unpickled (those bytes, never a second open of the file), with the
+    restricted unpickler (:mod:`fedsweep.data.safe_files`); a file
     that fails either raises :class:`~fedsweep.data.safe_files.UnsafeDataFileError` (exit 2),
     never a fallback to torchvision's unrestricted reader."""
     import pickle
 
-    from fedsweep.data.safe_files import check_md5, load_pickle
+    from fedsweep.data.safe_files import loads_pickle, read_checked
 
     if name not in _CIFAR_FILES:
         return None
@@ -299,14 +300,14 @@ def _read_cifar_files(name: str, root: Path):
     paths = [root / folder / file for file in (*train_files, *test_files)]
     if not all(path.is_file() for path in paths):
         return None
-    for path in paths:
-        check_md5(path, CIFAR_MD5[name][path.name], f"{_CIFAR_NAMES[name]}'s {path.name}")
     out = []
     try:
         for split, files in (("train", train_files), ("test", test_files)):
             images, labels = [], []
             for file in files:
-                batch = load_pickle(root / folder / file)
+                path = root / folder / file
+                what = f"{_CIFAR_NAMES[name]}'s {file}"
+                batch = loads_pickle(read_checked(path, CIFAR_MD5[name][file], what), path)
                 images.append(np.asarray(batch["data"], dtype=np.uint8))
                 labels.extend(batch[label_key])
             x = np.concatenate(images)

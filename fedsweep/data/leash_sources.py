@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from fedsweep.data.datasets import DatasetNotFoundError, _default_cache_dir, preprocess_images
-from fedsweep.data.safe_files import load_pickle
+from fedsweep.data.safe_files import UnsafeDataFileError, load_npz, load_pickle
 
 log = logging.getLogger(__name__)
 
@@ -278,18 +278,44 @@ def read_imagenet32_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     The folder is user input and the batches are pickles: they are read with the restricted
     unpickler (:func:`fedsweep.data.safe_files.load_pickle`: dicts, lists, strings, numbers,
     numpy arrays; anything else raises ``UnsafeDataFileError``, nothing runs), ``.npz`` files
-    without pickled objects (``allow_pickle=False``)."""
+    with :func:`~fedsweep.data.safe_files.load_npz` (plain arrays, sizes checked before they
+    are allocated). The entry's shapes are checked before anything is converted: ``data`` a
+    2-D array of ``n`` rows of 3 x s x s values, ``labels`` ``n`` integers (a pickle's memo can
+    make a tiny file's labels a list of a million references to one long list, which
+    ``np.asarray`` would expand); anything else raises ``UnsafeDataFileError`` naming the
+    file."""
     if path.suffix == ".npz":
-        with np.load(path, allow_pickle=False) as entry:
-            data, labels = entry["data"], entry["labels"]
+        entry = load_npz(path, ("data", "labels"))
     else:
         entry = load_pickle(path)  # latin1: also reads Python 2 pickles
-        data, labels = entry["data"], entry["labels"]
-    data = np.asarray(data, dtype=np.uint8)
-    values = data.reshape(data.shape[0], -1).shape[1]
+    if not isinstance(entry, dict) or "data" not in entry or "labels" not in entry:
+        raise UnsafeDataFileError(
+            f"data file {path} is not a Downsampled-ImageNet batch (a dict with 'data' and "
+            "'labels'): refusing to read it"
+        )
+    data, labels = entry["data"], entry["labels"]
+    if isinstance(labels, np.ndarray) and labels.ndim == 1 and labels.dtype.kind in "iu":
+        count = labels.size
+    elif isinstance(labels, list) and all(
+        isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in labels
+    ):
+        count = len(labels)
+    else:
+        count = -1
+    if not isinstance(data, np.ndarray) or data.ndim != 2 or count != len(data):
+        shape = data.shape if isinstance(data, np.ndarray) else type(data).__name__
+        raise UnsafeDataFileError(
+            f"data file {path} is not a Downsampled-ImageNet batch ('data' {shape}, 'labels' "
+            f"{'not a list of integers' if count < 0 else count}; expected n rows of 3 x s x s "
+            "uint8 values and n integer labels): refusing to read it"
+        )
+    values = data.shape[1]
     side = math.isqrt(values // 3)
     if 3 * side * side != values:
-        raise ValueError(f"{path}: rows of {values} values are not 3 x s x s images")
+        raise UnsafeDataFileError(
+            f"data file {path}: rows of {values} values are not 3 x s x s images"
+        )
+    data = np.asarray(data, dtype=np.uint8)
     return data.reshape(-1, 3, side, side), np.asarray(labels, dtype=np.int64).reshape(-1)
 
 

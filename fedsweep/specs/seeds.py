@@ -20,6 +20,8 @@ def parse_seeds(text: str | None) -> list[int] | None:
         return None
     allowed = "allowed: a count N (seeds 0..N-1), a range A-B, or a list such as 0,1,5 or 0-4,7"
     text = text.strip()
+    if not text.isascii():  # str.isdigit() and int() also take '²' and other scripts' digits
+        raise SeedsError(f"--seeds: got {text!r}: not ASCII digits ({allowed})")
     if text.isdigit():
         count = int(text)
         if not 1 <= count <= MAX_SEEDS:

@@ -259,7 +259,8 @@ class LiteStore:
             try:
                 yield con
             except BaseException:
-                con.execute("ROLLBACK")
+                if con.in_transaction:  # SQLite ends it itself on some errors (a full disk):
+                    con.execute("ROLLBACK")  # a second ROLLBACK would hide the error
                 raise
             con.execute("COMMIT")
         finally:
@@ -528,13 +529,41 @@ class LiteStore:
             raise ValueError(f"end_run does not set {RUN_NAME_TAG}")
         if status.upper() not in RUN_STATUSES:
             raise LiteError(f"Could not get run status corresponding to string {status}")
-        with self._writing() as con:
-            self._active_run(con, run_id)
-            self._upsert_tags(con, run_id, checked)
+        try:
+            with self._writing() as con:
+                self._active_run(con, run_id)
+                self._upsert_tags(con, run_id, checked)
+                con.execute(
+                    "UPDATE runs SET status = ?, end_time = ? WHERE run_uuid = ?",
+                    (status.upper(), _now_ms(), run_id),
+                )
+        except sqlite3.OperationalError as err:
+            if "disk is full" not in str(err) or status.upper() == "FINISHED":
+                raise
+            self._end_on_a_full_disk(run_id, status.upper(), dict(checked))
+
+    def _end_on_a_full_disk(self, run_id: str, status: str, tags: dict[str, str]) -> None:
+        """End a failed or killed run on a full disk, where the rollback journal of
+        :meth:`end_run` cannot be created: the journal in memory for this one transaction,
+        which only rewrites rows in place (the run's status and end time, its
+        ``fedsweep.status`` tag), so no page is added. A run is never left RUNNING because its
+        disk filled (issue 62 item 10)."""
+        con = self._connect()
+        try:
+            con.execute("PRAGMA journal_mode = MEMORY")
+            con.execute("BEGIN IMMEDIATE")
             con.execute(
                 "UPDATE runs SET status = ?, end_time = ? WHERE run_uuid = ?",
-                (status.upper(), _now_ms(), run_id),
+                (status, _now_ms(), run_id),
             )
+            if "fedsweep.status" in tags:
+                con.execute(
+                    "UPDATE tags SET value = ? WHERE run_uuid = ? AND key = 'fedsweep.status'",
+                    (tags["fedsweep.status"], run_id),
+                )
+            con.execute("COMMIT")
+        finally:
+            con.close()
 
     # --------------------------------------------------------------------- reads
     def artifact_uri(self, run_id: str) -> str:

@@ -52,21 +52,21 @@ def logged_config_text(client, run_id: str) -> str:
 def hash_problem(client, run_id: str, tag: str, folder: Path | None = None) -> str:
     """ "" when run ``run_id``'s logged config hashes to ``tag`` (its hash or legacy hash), else
     a short reason. ``folder``: the run's local artifact folder, read directly when given."""
-    import yaml
     from pydantic import ValidationError
 
     from fedsweep.config.hashing import config_hash, legacy_config_hash
     from fedsweep.config.schema import RunConfig
+    from fedsweep.config.yamlio import loads, read_yaml
 
     try:
-        # libyaml's safe loader where PyYAML has it: the same tree, in a tenth of the time
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        text = (
-            (folder / CONFIG_ARTIFACT).read_text()
-            if folder is not None
-            else logged_config_text(client, run_id)
-        )
-        tree = yaml.load(text, Loader=loader)
+        # libyaml's parser where PyYAML has it, within the loader's bounds: a logged config
+        # of nested aliases (a few hundred bytes standing for 10^9 values) is refused before
+        # validation walks it
+        source = f"run {run_id}'s config.yaml"
+        if folder is not None:  # read at most the loader's bound
+            tree = read_yaml(folder / CONFIG_ARTIFACT, source)
+        else:
+            tree = loads(logged_config_text(client, run_id), source)
     except Exception as err:  # noqa: BLE001 - no artifact, unreachable store, bad YAML
         return f"its logged config cannot be read ({type(err).__name__})"
     try:

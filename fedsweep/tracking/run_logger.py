@@ -5,6 +5,7 @@ on a local SQLite store, so a sweep trial never imports MLflow; MLflow's client 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import subprocess
 import tempfile
@@ -116,8 +117,19 @@ class MlflowRunLogger:
             self.run_id, self.artifact_uri = self.store.create_run(
                 self.experiment_id, tags, run_name
             )
-            self._log_config(config, params)
+            try:
+                self._log_config(config, params)
+            except Exception:  # a full disk after the run's row: the run ends FAILED
+                self.end_failed()
+                raise
         return self.run_id
+
+    def end_failed(self) -> None:
+        """End the run FAILED, as far as the store still takes writes, while another error
+        (the one that stopped the run, e.g. a full disk) is on its way up: never left
+        RUNNING by an error that is not a kill."""
+        with contextlib.suppress(Exception):
+            self.end("failed")
 
     def _log_config(self, config: dict, extra: dict[str, str] | None = None) -> None:
         """The run's params (the flattened config, then ``extra``; values logged before are
@@ -187,8 +199,14 @@ class MlflowRunLogger:
 
     def end(self, status: str, tags: dict[str, str] | None = None) -> None:
         """Write the pending rounds, then set ``tags`` and the ``fedsweep.status`` tag and end
-        the run with the status's MLflow status (one transaction on a SQL store)."""
-        self.flush()
+        the run with the status's MLflow status (one transaction on a SQL store). A failed
+        or killed run ends even when its pending rounds cannot be written (a full disk: the
+        error that stopped it is on its way up)."""
+        try:
+            self.flush()
+        except Exception:
+            if status in ("finished", "diverged"):
+                raise
         self.store.end_run(
             self.run_id,
             STATUS_TO_MLFLOW[status],

@@ -404,6 +404,44 @@ def _latest_schema_revision() -> str:
     return _get_latest_schema_revision()
 
 
+#: tables the first of MLflow's migrations creates: a database with none of them (and no
+#: leftover migration table) was never an MLflow store, not even a half-migrated one
+_MLFLOW_TABLES = frozenset({"alembic_version", "experiments", "runs", "metrics", "params", "tags"})
+
+
+def _foreign_text(db: Path, tables: set[str]) -> str:
+    shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+    return (
+        f"{db} is not an MLflow store: it is an SQLite database of something else (tables "
+        f"{shown}; none of MLflow's). fedsweep leaves it alone: name an MLflow store, or a "
+        "new file, with --tracking-uri / MLFLOW_TRACKING_URI"
+    )
+
+
+def _foreign_problem(db: Path) -> str | None:
+    """:func:`_foreign_text` when ``db`` is another program's SQLite database (tables, none of
+    MLflow's, no leftover migration table), else None (read-only; a file that is not SQLite
+    at all is :func:`_schema_problem`'s)."""
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            rows = con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+        finally:
+            con.close()
+    except sqlite3.DatabaseError:
+        return None
+    tables = {r[0] for r in rows}
+    if (
+        tables
+        and not tables & _MLFLOW_TABLES
+        and not any(t.startswith("_alembic_tmp_") for t in tables)
+    ):
+        return _foreign_text(db, tables)
+    return None
+
+
 def _schema_problem(db: Path) -> str | None:
     """Why MLflow cannot open the sqlite database ``db`` as it is, or None: leftover
     ``_alembic_tmp_*`` tables or a missing schema version (a migration stopped halfway), or a
@@ -436,6 +474,8 @@ def _schema_problem(db: Path) -> str | None:
         return None
     head = _latest_schema_revision()
     leftovers = sorted(t for t in tables if t.startswith("_alembic_tmp_"))
+    if not leftovers and not tables & _MLFLOW_TABLES:
+        return _foreign_text(db, tables)
     if leftovers or len(versions) != 1:
         what = (
             f"leftover migration table(s) {', '.join(leftovers)}"
@@ -511,6 +551,9 @@ def prepare_store(tracking_uri: str, *, create: bool = True) -> None:
     _latest_schema_revision()  # imports MLflow's store modules: outside the lock
     import mlflow.store.tracking.sqlalchemy_store  # noqa: F401 - the same: its import is long
 
+    foreign = _foreign_problem(db) if db.is_file() else None
+    if foreign:  # before the lock: not even a lock file beside another program's database
+        raise StoreBrokenError(foreign)
     lock = db.with_name(db.name + ".lock")
     with _file_lock(lock) if create or os.access(db.parent, os.W_OK) else contextlib.nullcontext():
         if store_missing(tracking_uri):

@@ -128,10 +128,14 @@ class MlflowObserver(Observer):
 
     def on_end(self, result: RunResult) -> None:
         self.blowup = self.watch.text() if result.status == "finished" else None
-        if self.run.config.tracking.log_records:
-            self.logger.log_arrays(self.records(), "records")
-        tags = {BLOWUP_TAG: self.blowup} if self.blowup is not None else None
-        self.logger.end(result.status, tags)
+        try:
+            if self.run.config.tracking.log_records:
+                self.logger.log_arrays(self.records(), "records")
+            tags = {BLOWUP_TAG: self.blowup} if self.blowup is not None else None
+            self.logger.end(result.status, tags)
+        except Exception:  # the records or the end cannot be written (a full disk)
+            self.logger.end_failed()
+            raise
 
     def on_abort(self, kind: str) -> None:
         self.logger.end(kind)

@@ -522,7 +522,7 @@ def test_report_out_that_cannot_be_a_folder_is_one_line(tmp_path):
     for out, line in [
         (afile, f"--out {afile}: is a file, not a folder (allowed: a folder that exists"),
         (afile / "sub", f"--out {afile / 'sub'}: is inside the file {afile}, not a folder"),
-        ("/proc/fedsweep-48", "--out /proc/fedsweep-48: cannot write in /proc ("),
+        ("/proc/fedsweep-48", "--out /proc/fedsweep-48: a system folder; refusing to write"),
         ("", "--out '': empty (allowed: a folder that exists or can be created"),
     ]:
         res = invoke("report", "--out", out, *common_args)
@@ -541,8 +541,8 @@ def test_sweep_storage_that_cannot_hold_checkpoints_is_one_line(tmp_path):
     before = _entries(tmp_path)
     for storage, line in [
         (afile, f"--storage {afile}: is a file, not a folder (allowed: a folder that exists"),
-        ("/proc/fedsweep-48", "--storage /proc/fedsweep-48: cannot write in /proc ("),
-        ("file:///proc/fedsweep-48/x", "--storage /proc/fedsweep-48/x: cannot write in /proc ("),
+        ("/proc/fedsweep-48", "--storage /proc/fedsweep-48: a system folder; refusing"),
+        ("file:///proc/fedsweep-48/x", "--storage /proc/fedsweep-48/x: a system folder; refusing"),
     ]:
         res = invoke("sweep", spec, "--profile", "smoke", "--storage", storage)
         text = _one_stderr_line(res)
@@ -624,7 +624,10 @@ def test_team_up_checks_host_ports_and_home_before_creating_anything(
             (["--host", "host.invalid"], "--host host.invalid: not an address of this machine"),
             (["--host", "::1"], "--host ::1: an IPv6 address (allowed: an IPv4 address"),
             (["--pg-port", taken], f"--pg-port {taken}: in use on 127.0.0.1; choose another"),
-            (["--home", "/proc/fedsweep-48"], "--home /proc/fedsweep-48: cannot write in /proc"),
+            (
+                ["--home", "/proc/fedsweep-48"],
+                "--home /proc/fedsweep-48: a system folder; refusing",
+            ),
             (
                 ["--home", tmp_path / "afile" / "team"],
                 f"--home {tmp_path / 'afile' / 'team'}: is inside the file {tmp_path / 'afile'}",

@@ -68,3 +68,21 @@ def test_sweep_plan_with_seeds_reuses_what_it_has(tmp_path, monkeypatch):
         assert res.exit_code == 2, (command, res.output)
         assert "Traceback" not in res.output
         assert "--seeds: got '2-1': '2-1' runs backwards" in res.output, (command, res.output)
+
+
+@pytest.mark.parametrize("text", ["²", "1²", "٣", "0-²", "３"])
+def test_unicode_digits_are_refused_in_one_line(tmp_path, monkeypatch, text):
+    """Issue 62 item 10: ``--seeds ²`` passed ``str.isdigit`` and crashed ``int()`` with a
+    traceback (exit 1); other scripts' digits (``٣``, ``３``) were taken by ``int``. Only ASCII
+    digits are seeds: exit 2, one line."""
+    with pytest.raises(SeedsError, match="not ASCII digits"):
+        parse_seeds(text)
+    monkeypatch.chdir(ROOT)
+    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    for command in (["sweep", "bherd-fig4e", "--plan"], ["report"]):
+        res = CliRunner().invoke(app, [*command, "--seeds", text, "--tracking-uri", uri])
+        assert res.exit_code == 2 and isinstance(res.exception, SystemExit), (text, res.output)
+        assert res.output.strip().splitlines() == [
+            f"--seeds: got {text!r}: not ASCII digits (allowed: a count N (seeds 0..N-1), a "
+            "range A-B, or a list such as 0,1,5 or 0-4,7)"
+        ], res.output

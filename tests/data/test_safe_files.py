@@ -143,3 +143,228 @@ def test_check_md5(tmp_path):
     S.check_md5(path, "900150983cd24fb0d6963f7d28e17f72", "the alphabet")
     with pytest.raises(S.UnsafeDataFileError, match=r"is not the alphabet \(MD5 9001"):
         S.check_md5(path, "0" * 32, "the alphabet")
+
+
+# ----------------------------------------------------------------------------- issue 62, item 10
+
+
+def _forged_dtype(args: tuple, state: tuple):
+    """A pickle stand-in for ``numpy.dtype(*args)`` followed by ``__setstate__(state)``."""
+
+    class Forged:
+        def __reduce__(self):
+            return (np.dtype, args, state)
+
+    return Forged()
+
+
+def _forged_array(dtype, raw: bytes, shape=(1,)):
+    from numpy._core.multiarray import _reconstruct
+
+    class Forged:
+        def __reduce__(self):
+            return (_reconstruct, (np.ndarray, (0,), b"b"), (1, shape, dtype, False, raw))
+
+    return Forged()
+
+
+#: an object field whose flags say "no objects": numpy reads the raw bytes as a pointer
+OBJECT_FIELD_NO_FLAGS = (("V8", False, True), (3, "|", None, ("a",), {"a": (np.dtype("O"), 0)}, 8, 1, 0))  # fmt: skip
+
+
+def _write_forged_batch(path: Path) -> None:
+    data = _forged_array(_forged_dtype(*OBJECT_FIELD_NO_FLAGS), b"\x41" * 8)
+    path.write_bytes(pickle.dumps({"data": data, "labels": [1]}, protocol=2))
+
+
+@pytest.mark.parametrize(
+    "args, state, raw",
+    [
+        (*OBJECT_FIELD_NO_FLAGS, b"\x41" * 8),
+        # a uint8 given an object field by its state, flags 0
+        (("u1", False, True), (3, "|", None, ("a",), {"a": (np.dtype("O"), 0)}, 8, 1, 0), b"A" * 8),
+        # a uint8 whose state claims 8 bytes an item (reads past the buffer)
+        (("u1", False, True), (3, "|", None, None, None, 8, -1, 0), b"A" * 8),
+        # flags numpy does not set for a plain uint8
+        (("u1", False, True), (3, "|", None, None, None, -1, -1, 16), b"A"),
+        (("O", False, True), (3, "|", None, None, None, -1, -1, 63), b"A" * 8),
+        (("M8[s]", False, True), (4, "<", None, None, None, -1, -1, 0, {}), b"A" * 8),
+    ],
+    ids=[
+        "object-field-flags-0",
+        "uint8-with-object-field",
+        "itemsize",
+        "flags",
+        "object",
+        "datetime",
+    ],  # fmt: skip
+)
+def test_a_forged_dtype_is_refused_before_numpy_reads_the_bytes(tmp_path, args, state, raw):
+    """Issue 62 item 10: the restricted unpickler admitted ``numpy.dtype`` with any state, so a
+    dtype with an object field and flags 0 read the array's bytes as a pointer (exit 139 when
+    the batch was used). Only plain numeric dtypes are built, from their type code."""
+    path = tmp_path / "train_data_batch_1"
+    data = _forged_array(_forged_dtype(args, state), raw)
+    path.write_bytes(pickle.dumps({"data": data, "labels": [1]}, protocol=2))
+    with pytest.raises(S.UnsafeDataFileError, match=f"^data file {path} holds an array of dtype"):
+        S.load_pickle(path)
+
+
+def test_a_forged_dtype_in_a_scalar_or_alone_is_refused(tmp_path):
+    from numpy._core.multiarray import scalar
+
+    class Scalar:
+        def __reduce__(self):
+            return (scalar, (_forged_dtype(*OBJECT_FIELD_NO_FLAGS), b"\x41" * 8))
+
+    for value in (Scalar(), _forged_dtype(*OBJECT_FIELD_NO_FLAGS)):
+        path = tmp_path / "batch"
+        path.write_bytes(pickle.dumps({"mean": value}, protocol=2))
+        with pytest.raises(S.UnsafeDataFileError, match="holds an array of dtype 'V8'"):
+            S.load_pickle(path)
+
+
+def test_array_bytes_must_match_shape_and_dtype(tmp_path):
+    path = tmp_path / "batch"
+    data = _forged_array(_forged_dtype(("u1", False, True), (3, "|", None, None, None, -1, -1, 0)), b"AB", shape=(10**9,))  # fmt: skip
+    path.write_bytes(pickle.dumps({"data": data}, protocol=2))
+    with pytest.raises(S.UnsafeDataFileError, match="bytes do not match its shape"):
+        S.load_pickle(path)
+
+
+#: ``fedsweep run`` of FedWalk on CIFAR-10 with a Downsampled-ImageNet leash at argv[1]: the
+#: CIFAR-10 set (170 MB, not in the tests) is a tiny random one put in the loader's cache
+_RUN_FEDWALK = """
+import sys, torch
+from fedsweep.data import datasets as D
+from fedsweep.data.images import preprocess_images
+g = torch.Generator().manual_seed(0)
+x = lambda n: preprocess_images(torch.randint(0, 256, (n, 3, 32, 32), generator=g).to(torch.uint8), "cifar10", "auto")
+root = sys.argv[2]
+D._CACHE[("cifar10", str(D.resolve_data_root(root)), "cpu", "auto")] = D.TensorDataset(
+    "cifar10", x(60), torch.arange(60) % 10, x(20), torch.arange(20) % 10, 10, "tests")
+from fedsweep.cli.main import app
+sys.argv = ["fedsweep", "run", sys.argv[1], "--quiet", "--set", f"data.root={root}",
+    "--set", f"leash.root={sys.argv[3]}", *[a for kv in sys.argv[4:] for a in ("--set", kv)]]
+app()
+"""  # fmt: skip
+
+
+def test_the_forged_dtype_batch_exits_2_in_one_line_naming_the_file(tmp_path):
+    """The issue's probe: a FedWalk run whose leash.root holds a forged-dtype batch died with
+    exit 139 (a segmentation fault on the address in the file). Now: exit 2, one line naming
+    the batch, nothing else on stderr."""
+    import subprocess
+    import sys
+
+    leash = tmp_path / "in32"
+    leash.mkdir()
+    for i in range(1, 11):
+        _write_forged_batch(leash / f"train_data_batch_{i}")
+    (leash / "map_clsloc.txt").write_text("n02119789 1 kit_fox\nn01644900 2 tailed_frog\n")
+    sets = ["selector=none", "hooks=[fedwalk]", "sampler=uniform", "uniform.weighting=simple",
+            "cohort.size=5", "model.name=mlp", "data.dataset=cifar10", "train.batch_size=4",
+            "leash.source=imagenet32", "leash.wnids=[n02119789]", "train.rounds=1"]  # fmt: skip
+    env = {**os.environ, "FEDSWEEP_STORE_DIR": str(tmp_path / "store"), "PYTHONPATH": str(ROOT)}
+    res = subprocess.run(
+        [sys.executable, "-c", _RUN_FEDWALK, str(ROOT / "configs/demo-mnist5k.yaml"),
+         str(tmp_path / "cifar"), str(leash), *sets],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 2, (res.returncode, res.stderr[-2000:])
+    lines = (res.stdout + res.stderr).strip().splitlines()
+    assert len(lines) == 1, res.stdout + res.stderr
+    assert lines[0].startswith(f"data file {leash / 'train_data_batch_1'} holds an array of dtype")
+
+
+def test_cifar_batches_are_unpickled_from_the_bytes_whose_md5_was_checked(tmp_path, monkeypatch):
+    """Each batch is opened once: its bytes are checked, then those bytes are unpickled (a
+    second open could read a file swapped after the check)."""
+    import sys
+
+    folder = tmp_path / "cifar-10-batches-py"
+    folder.mkdir()
+    for name in D.CIFAR_MD5["cifar10"]:
+        n = 2 if name == "test_batch" else 1  # 5 training rows, 2 test rows
+        data = np.full((n, 3072), 7, dtype=np.uint8)
+        (folder / name).write_bytes(pickle.dumps({"data": data, "labels": [1] * n}))
+    monkeypatch.setitem(D.CIFAR_MD5, "cifar10", {p.name: S.md5_of(p) for p in folder.iterdir()})
+    monkeypatch.setitem(D.CIFAR_SIZE, "train", 5)
+    monkeypatch.setitem(D.CIFAR_SIZE, "test", 2)
+    opened: list[str] = []
+    watching = [True]
+
+    def hook(event, args):
+        if watching[0] and event == "open" and str(args[0]).startswith(str(folder)):
+            opened.append(Path(args[0]).name)
+
+    sys.addaudithook(hook)  # cannot be removed: it stops watching at the end of the test
+    try:
+        out = D._read_cifar_files("cifar10", tmp_path)
+    finally:
+        watching[0] = False
+    assert out is not None and out[0].shape == (5, 3, 32, 32)
+    assert sorted(opened) == sorted(D.CIFAR_MD5["cifar10"]), opened
+
+
+def test_npz_batches_with_objects_or_not_a_zip_are_refused_naming_the_file(tmp_path):
+    """``.npz`` batches: object arrays, a file that is not a zip, a missing key, and a header
+    declaring far more than the file holds (numpy allocated the declared shape, 6 GB for a
+    7.7 kB file, then failed with a traceback) are one UnsafeDataFileError naming the file."""
+    import io
+    import time
+    import zipfile
+
+    good = tmp_path / "good.npz"
+    np.savez(good, data=np.zeros((2, 3072), np.uint8), labels=np.array([1, 2]))
+    x, y = read_imagenet32_batch(good)
+    assert x.shape == (2, 3, 32, 32) and y.tolist() == [1, 2]
+
+    objects = tmp_path / "objects.npz"
+    np.savez(objects, data=np.array([None, 1], dtype=object), labels=np.array([1, 2]))
+    not_zip = tmp_path / "not-zip.npz"
+    not_zip.write_bytes(b"hello, not an archive")
+    no_labels = tmp_path / "no-labels.npz"
+    np.savez(no_labels, data=np.zeros((2, 3072), np.uint8))
+    huge = tmp_path / "huge.npz"
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "|u1", "fortran_order": False, "shape": (2_000_000, 3072)}
+    )
+    with zipfile.ZipFile(huge, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("data.npy", header.getvalue() + bytes(4096))
+        z.writestr("labels.npy", header.getvalue())
+    for path, why in [
+        (objects, "holds an array of dtype object"),
+        (not_zip, "is not an .npz archive"),
+        (no_labels, "has no array 'labels'"),
+        (huge, "declares 'data' of shape (2000000, 3072)"),
+    ]:
+        start = time.monotonic()
+        with pytest.raises(S.UnsafeDataFileError) as err:
+            read_imagenet32_batch(path)
+        assert str(err.value).startswith(f"data file {path} {why}"), str(err.value)
+        assert "\n" not in str(err.value) and time.monotonic() - start < 2
+
+
+def test_a_pickled_batch_of_the_wrong_shape_is_refused_before_it_is_expanded(tmp_path):
+    """A pickle's memo makes labels a list of 100 references to one list of 100 lists: the old
+    reader expanded them with ``np.asarray`` (a million labels from a few hundred bytes; more
+    levels exhaust memory). The shapes are checked first."""
+    inner = [[1] * 100] * 100
+    path = tmp_path / "train_data_batch_1"
+    data = np.zeros((2, 3072), np.uint8)
+    path.write_bytes(pickle.dumps({"data": data, "labels": [inner] * 100}))
+    assert path.stat().st_size < 7000
+    with pytest.raises(S.UnsafeDataFileError, match="'labels' not a list of integers"):
+        read_imagenet32_batch(path)
+
+
+def test_values_nested_too_deeply_are_refused_naming_the_file(tmp_path):
+    """Pickle builds nested lists without recursion (EMPTY_LIST ... APPEND): a hundred thousand
+    levels in 200 kB; reading them back recursed until a RecursionError traceback."""
+    depth = 100_000
+    path = tmp_path / "train_data_batch_1"
+    path.write_bytes(b"\x80\x02" + b"]" * depth + b"a" * (depth - 1) + b".")
+    with pytest.raises(S.UnsafeDataFileError, match=f"^data file {path} nests its values too"):
+        S.load_pickle(path)
