@@ -29,6 +29,7 @@ import json
 import logging
 import math
 import os
+import pickle
 import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -287,7 +288,15 @@ def read_imagenet32_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     if path.suffix == ".npz":
         entry = load_npz(path, ("data", "labels"))
     else:
-        entry = load_pickle(path)  # latin1: also reads Python 2 pickles
+        try:
+            entry = load_pickle(path)  # latin1: also reads Python 2 pickles
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError,
+                IndexError, KeyError, MemoryError) as err:  # fmt: skip
+            reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+            raise UnsafeDataFileError(
+                f"data file {path} is not a readable Downsampled-ImageNet batch "
+                f"({type(err).__name__}: {reason}): refusing to read it"
+            ) from None
     if not isinstance(entry, dict) or "data" not in entry or "labels" not in entry:
         raise UnsafeDataFileError(
             f"data file {path} is not a Downsampled-ImageNet batch (a dict with 'data' and "

@@ -139,7 +139,7 @@ def _dtype_of(path: Path, value: Any) -> Any:
         code = value.decode("latin1") if isinstance(value, bytes) else value
         try:
             dtype = np.dtype(code) if len(code) <= 4 else None
-        except TypeError:
+        except Exception:  # noqa: BLE001 - numpy's words for a code it does not know vary
             dtype = None
         if dtype is not None and dtype.str[1:] in ALLOWED_DTYPES:
             return dtype
@@ -248,29 +248,28 @@ def loads_pickle(data: bytes, path: str | Path, encoding: str = "latin1") -> Any
         raise _not_data(path, "nests its values too deeply for a data set file") from None
 
 
-def _plain(value: Any, seen: dict[int, Any]) -> Any:
+def _plain(value: Any, seen: dict[int, tuple[Any, Any]]) -> Any:
     """``value`` with every checked array a plain ndarray and every dtype built (each shared
     object once: a pickle's memo may reference one list a million times)."""
     import numpy as np
 
     key = id(value)
     if key in seen:
-        return seen[key]
+        return seen[key][1]
+    seen[key] = (value, value)  # the original kept alive: its id is never reused meanwhile
     out = value
     if isinstance(value, np.ndarray) and type(value) is not np.ndarray:
         out = value.view(np.ndarray)
     elif isinstance(value, _DtypeRecipe):
         out = value.build()
     elif isinstance(value, dict):
-        seen[key] = value
         for k, v in value.items():
             value[k] = _plain(v, seen)
     elif isinstance(value, list):
-        seen[key] = value
         value[:] = [_plain(v, seen) for v in value]
     elif isinstance(value, tuple):
         out = tuple(_plain(v, seen) for v in value)
-    seen[key] = out
+    seen[key] = (value, out)
     return out
 
 

@@ -368,3 +368,12 @@ def test_values_nested_too_deeply_are_refused_naming_the_file(tmp_path):
     path.write_bytes(b"\x80\x02" + b"]" * depth + b"a" * (depth - 1) + b".")
     with pytest.raises(S.UnsafeDataFileError, match=f"^data file {path} nests its values too"):
         S.load_pickle(path)
+
+
+@pytest.mark.parametrize("raw", [b"not a pickle at all", b"\x80\x02", b"\x80\x02]q\x00."])
+def test_an_unreadable_leash_batch_is_one_line_naming_the_file(tmp_path, raw):
+    """A truncated or foreign file among the batches was a pickle traceback (exit 1)."""
+    path = tmp_path / "train_data_batch_1"
+    path.write_bytes(raw)
+    with pytest.raises(S.UnsafeDataFileError, match=f"^data file {path} is not a"):
+        read_imagenet32_batch(path)
