@@ -248,6 +248,47 @@ def _last_line(path: Path) -> str:
     return lines[-1][:200] if lines else ""
 
 
+#: how many experiments' links ``fedsweep ui`` prints (the most recently updated first)
+LINKS_SHOWN = 10
+
+
+def app_registered() -> bool:
+    """fedsweep's MLflow app plugin (:mod:`fedsweep.cli.ui_app`) is installed: the entry point
+    ``mlflow.app`` / ``fedsweep`` of ``pyproject.toml`` (an install older than it has none)."""
+    from importlib.metadata import entry_points
+
+    from fedsweep.cli.ui_app import APP_NAME
+
+    return any(
+        ep.name == APP_NAME and ep.value.startswith("fedsweep.cli.ui_app:")
+        for ep in entry_points(group="mlflow.app")
+    )
+
+
+def figure_links(uri: str, base: str, limit: int = LINKS_SHOWN) -> list[str]:
+    """One line per experiment of the store that has fedsweep's saved view (a figure's
+    experiment is named by its id), the most recently updated first: its name and the link that
+    opens its trials grouped by figure line, charted (``store.ui_url``); at most ``limit`` and a
+    line for the rest. [] where the store cannot be read (the UI starts all the same)."""
+    from fedsweep.tracking.store import VIEW_TAG, get_client, ui_url
+
+    try:
+        client = get_client(uri, create=False)
+        experiments = client.search_experiments(
+            max_results=1000, order_by=["last_update_time DESC"]
+        )
+    except Exception:  # noqa: BLE001 - links are a convenience, the UI still serves
+        return []
+    ours = [e for e in experiments if VIEW_TAG in (e.tags or {})]
+    if not ours:
+        return []
+    width = max(len(e.name) for e in ours[:limit])
+    lines = [f"  {e.name:<{width}}  {ui_url(base, e.experiment_id)}" for e in ours[:limit]]
+    if len(ours) > limit:
+        lines.append(f"  ... and {len(ours) - limit} more in the experiment list")
+    return ["figures (each opens its trials grouped by figure line, charted):", *lines]
+
+
 def ui(
     port: Annotated[
         int, typer.Option(metavar="PORT", min=1, max=65535, help="Port to serve on.")
@@ -314,6 +355,11 @@ def ui(
     workers = workers or default_workers()
     cmd = [sys.executable, "-m", "mlflow", "ui"]
     cmd += [] if password else ["--backend-store-uri", uri]
+    plugin = app_registered()
+    if plugin:  # MLflow's app whose page opens a new browser in "Model training" (ui_app)
+        from fedsweep.cli.ui_app import APP_NAME
+
+        cmd += ["--app-name", APP_NAME]
     cmd += ["--host", host, "--port", str(port), "--workers", str(workers)]
     base = f"http://{url_host(host)}:{port}"
     log = log_path(uri, port)
@@ -345,6 +391,7 @@ def ui(
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
+        links = figure_links(uri, base)  # read while the server starts
         deadline = time.monotonic() + start_timeout
         while not answers(base + HEALTH_PATH):
             if proc.poll() is not None:
@@ -361,8 +408,17 @@ def ui(
             time.sleep(PROBE_EVERY_S)
         if not failure:
             remembered = remember(uri, base)
-            # the query opens the "Model training" view (MLflow 3.17 starts a new browser in
-            # GenAI's); an experiment's link adds fedsweep's saved view (store.ui_path)
+            for line in links:
+                typer.echo(line)
+            if not plugin:
+                typer.echo(
+                    "note: fedsweep's MLflow app is not installed (pip install -e . registers "
+                    "it): a new browser opens an experiment in MLflow's GenAI view; the links "
+                    "printed here open its runs"
+                )
+            # the query opens the "Model training" view for this URL (MLflow 3.17 starts a new
+            # browser in GenAI's, unless fedsweep's app serves the page: ui_app); an
+            # experiment's link adds fedsweep's saved view (store.ui_path)
             typer.echo(f"experiments: {base}/{ui_path()}  (Ctrl-C to stop)")
             code = proc.wait()
             if code not in (0, -signal.SIGTERM, -signal.SIGINT):

@@ -663,6 +663,8 @@ TRAINING_VIEW_QUERY = "workflowType=machine_learning"
 #: the envelope; ``5439.*``: ``openView``; ``3878.*``: the loader). fedsweep gives every
 #: experiment it touches the view :data:`VIEW_STATE` and links to it (:func:`ui_path`).
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
+#: a sweep trial's figure line, readable (``naming.trial_line_name``): what the view groups by
+LINE_TAG = "fedsweep.line"
 VIEW_ID = "fedsweep-trials"
 VIEW_TAG = VIEW_TAG_PREFIX + VIEW_ID
 VIEW_NAME = "fedsweep: every trial, charted"
@@ -679,16 +681,14 @@ VIEW_STATE = {
     "selectedColumns": ["metrics.`Global/test_acc`", "metrics.`Global/test_loss`"],
     # the chart view draws every run, not the first 10 (MLflow's default)
     "runsHiddenMode": "SHOW_ALL",
-    # one group per line of the figure (profile, panel, curve), its seeds' mean drawn in the
-    # charts (MLflow 3.17's "Group by", ``useGroupedValuesInCharts`` on by default): the charts
-    # look like the figure (issue 52, item 2)
+    # one group per line of the figure, its seeds' mean drawn in the charts (MLflow 3.17's "Group
+    # by", ``useGroupedValuesInCharts`` on by default): the charts look like the figure (issue 52,
+    # item 2). One key, the trial's tag LINE_TAG: MLflow names a group of one key by its value
+    # alone ("α=0.3 · Case 2 · quick profile"), of several keys "key: value, key: value" (the
+    # legends read "fedsweep.profile: smoke, feds…", issue 65)
     "groupBy": {
         "aggregateFunction": "average",
-        "groupByKeys": [
-            {"mode": "tag", "groupByData": "fedsweep.profile"},
-            {"mode": "tag", "groupByData": "fedsweep.panel_label"},
-            {"mode": "tag", "groupByData": "fedsweep.curve"},
-        ],
+        "groupByKeys": [{"mode": "tag", "groupByData": LINE_TAG}],
     },
 }
 #: the view a link opens in: the chart view (``TABLE``: the runs table with the metric columns)
