@@ -8,6 +8,12 @@ to a log file beside the store, ``ui-<port>.log``, whose path is printed once. W
 print (``fedsweep runs``, figures' links to MLflow) use the port really served
 (:func:`fedsweep.tracking.store.served_ui`); it is removed when the UI stops.
 
+The server is MLflow's app through fedsweep's MLflow app plugin (``mlflow ui --app-name
+fedsweep``: :mod:`fedsweep.cli.ui_app`), whose page opens a new browser in MLflow's training
+view and each fedsweep experiment in its saved view's layout. Once it answers, each figure's
+link (:func:`figure_links`: the experiments with fedsweep's saved view) is printed before the
+experiment list's address.
+
 ``mlflow ui`` starts a server process that starts uvicorn with several web workers (and, unless
 its job execution is off, as fedsweep starts it: :func:`fedsweep.core.processes.mlflow_server_env`,
 a job runner and consumers, some of which open sessions of their own). Sending SIGTERM to the
@@ -318,8 +324,10 @@ def ui(
 ) -> None:
     """Serve the MLflow web UI for the project's store (Ctrl-C stops it and all its workers).
 
-    Prints the experiment list's URL, http://HOST:PORT/#/experiments, once the server answers;
-    the server's log goes to ui-PORT.log beside the store. SIGINT, SIGTERM and SIGHUP stop the
+    Prints each figure's link (its trials grouped by figure line, charted) and the experiment
+    list's URL, http://HOST:PORT/#/experiments, once the server answers; a new browser opens
+    in MLflow's training view, not its GenAI one. The server's log goes to ui-PORT.log beside
+    the store. SIGINT, SIGTERM and SIGHUP stop the
     whole process tree (server, web workers, job consumer), then it exits 128 + the signal
     (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
     from fedsweep.tracking.store import prepare_store, resolve_tracking_uri

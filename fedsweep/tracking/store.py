@@ -815,6 +815,21 @@ def ui_base(tracking_uri: str | None, explicit: str | None = None) -> str:
     return served or DEFAULT_UI_BASE
 
 
+def ui_open_hint(tracking_uri: str | None, explicit: str | None = None) -> str:
+    """How to open the UI that :func:`ui_base` links when nothing says it runs, else "": the
+    links of a figure drawn while no ``fedsweep ui`` serves its store (no ``--ui-url``, no
+    ``$FEDSWEEP_UI_URL``, no tracking server) point at ``fedsweep ui``'s default address,
+    http://127.0.0.1:5000, where nothing may answer (issue 65, item 8): the command that serves
+    it there, e.g. ``fedsweep ui --tracking-uri sqlite:////abs/mlruns/mlflow.db``."""
+    if explicit or os.environ.get(UI_URL_ENV):
+        return ""
+    if not tracking_uri or credentials.scheme(tracking_uri) in ("http", "https"):
+        return ""
+    if served_ui(tracking_uri):
+        return ""
+    return f"fedsweep ui --tracking-uri {credentials.redact(tracking_uri)}"
+
+
 def ui_url(
     base: str, experiment_id: str | None = None, run_id: str | None = None, *, view: bool = True
 ) -> str:
