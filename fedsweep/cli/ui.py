@@ -276,7 +276,7 @@ def figure_links(uri: str, base: str, limit: int = LINKS_SHOWN) -> list[str]:
     experiment is named by its id), the most recently updated first: its name and the link that
     opens its trials grouped by figure line, charted (``store.ui_url``); at most ``limit`` and a
     line for the rest. [] where the store cannot be read (the UI starts all the same)."""
-    from fedsweep.tracking.store import VIEW_TAG, get_client, ui_url
+    from fedsweep.tracking.store import PANEL_VIEW_ID, VIEW_TAG, VIEW_TAG_PREFIX, get_client, ui_url
 
     try:
         client = get_client(uri, create=False)
@@ -289,7 +289,12 @@ def figure_links(uri: str, base: str, limit: int = LINKS_SHOWN) -> list[str]:
     if not ours:
         return []
     width = max(len(e.name) for e in ours[:limit])
-    lines = [f"  {e.name:<{width}}  {ui_url(base, e.experiment_id)}" for e in ours[:limit]]
+    panel = VIEW_TAG_PREFIX + PANEL_VIEW_ID.format(n="")  # a panel's view: store.panel_views
+    lines = []
+    for e in ours[:limit]:
+        panels = sum(key.startswith(panel) for key in e.tags)
+        also = f"  (+{panels} panel views: its Views menu)" if panels else ""
+        lines.append(f"  {e.name:<{width}}  {ui_url(base, e.experiment_id)}{also}")
     if len(ours) > limit:
         lines.append(f"  ... and {len(ours) - limit} more in the experiment list")
     return ["figures (each opens its trials grouped by figure line, charted):", *lines]

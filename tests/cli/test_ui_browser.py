@@ -62,7 +62,7 @@ def _sweep_shaped_store(folder: Path) -> str:
 
     from fedsweep.specs.load import expand, load_spec
     from fedsweep.sweep.ray_backend import trial_payload
-    from fedsweep.tracking.store import ensure_experiment, get_client
+    from fedsweep.tracking.store import ensure_experiment, ensure_panel_views, get_client
 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{FIGURE}.yaml"
@@ -71,8 +71,11 @@ def _sweep_shaped_store(folder: Path) -> str:
     spec = load_spec(path)
     client = get_client(uri)
     exp = ensure_experiment(client, FIGURE, uri, description=SPEC["title"], overwrite=True)
+    trials = expand(spec, "smoke")
+    # the sweep driver's views of the experiment (fedsweep.sweep.runner)
+    ensure_panel_views(client, exp, list({t.panel_id: t.panel_label for t in trials}.items()))
     parent = client.create_run(exp, run_name="sweep", tags={"fedsweep.kind": "sweep"})
-    for i, trial in enumerate(expand(spec, "smoke")):
+    for i, trial in enumerate(trials):
         tags = trial_payload(trial, spec, uri, FIGURE, parent.info.run_id)["tags"]
         run = client.create_run(exp, run_name=trial.run_name, tags=tags)
         metrics = [
@@ -167,7 +170,8 @@ LINES = {
 
 def test_the_printed_link_of_a_figure_shows_its_trials_grouped_by_readable_line(served, tmp_path):
     lines, _ = served
-    (link,) = [x.split()[-1] for x in lines if x.strip().startswith(FIGURE + " ")]
+    (printed,) = [x for x in lines if x.strip().startswith(FIGURE + " ")]
+    link = next(word for word in printed.split() if word.startswith("http://"))
     assert "viewStateShareKey=fedsweep-trials" in link, lines
     with Browser(find_chromium()) as browser:  # a fresh profile: a first visit
         browser.open(link)
@@ -185,6 +189,15 @@ def test_the_printed_link_of_a_figure_shows_its_trials_grouped_by_readable_line(
             "document.querySelectorAll('.js-plotly-plot .scatterlayer .trace').length", DRAW_S
         )
         _screens(browser, tmp_path, "ui-figure-link")
+    assert printed.endswith("(+2 panel views: its Views menu)"), printed
+    with Browser(find_chromium()) as browser:  # a panel's view: its lines alone in the charts
+        browser.open(link.replace("fedsweep-trials", "fedsweep-panel-2"))
+        browser.wait_for(f"{GROUPS}.length >= 2", DRAW_S)
+        assert set(browser.js(GROUPS)) == {x for x in LINES if "case2" in x}
+        browser.wait_for(
+            "document.querySelectorAll('.js-plotly-plot .scatterlayer .trace').length", DRAW_S
+        )
+        _screens(browser, tmp_path, "ui-panel-view")
 
 
 def test_a_click_on_the_experiment_in_a_fresh_browser_lands_on_its_grouped_runs(served, tmp_path):

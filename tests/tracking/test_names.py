@@ -28,7 +28,9 @@ from fedsweep.tracking.store import (
     VIEW_NAME,
     VIEW_TAG,
     ensure_experiment,
+    ensure_panel_views,
     get_client,
+    panel_views,
     view_tag_value,
 )
 from tests.helpers import small_run, small_spec, smoke_sweep, sweep_runs, write_yaml
@@ -101,6 +103,29 @@ def test_a_trial_is_tagged_with_its_readable_figure_line(tmp_path):
     trial = next(t for t in trials if t.curve == "α=0.3" and t.panel_label == "Case 2")
     tags = trial_payload(trial, spec, f"sqlite:///{tmp_path / 'm.db'}", "f", "p")["tags"]
     assert tags["fedsweep.line"] == "α=0.3 · Case 2 · smoke profile"
+
+
+def test_a_figure_with_several_panels_gets_a_saved_view_per_panel(store):
+    """Issue 65: MLflow 3.17 draws every visible run in every chart (its chart configs have no
+    run filter), so a figure's panels share one chart per metric in the figure's view; each panel
+    gets a view searched down to its trials, named by its label, written once."""
+    client = get_client(store)
+    exp_id = ensure_experiment(client, "panelled", store)
+    panels = [("data.partition=case1", "Case 1"), ("data.partition=case2", "Case 2")]
+    ensure_panel_views(client, exp_id, panels)
+    tags = client.get_experiment(exp_id).tags
+    second = json.loads(tags["mlflow.sharedViewState.fedsweep-panel-2"])
+    assert second["name"] == "fedsweep: Case 2"
+    state = json.loads(second["state"])
+    assert state["searchFilter"] == "tags.`fedsweep.panel` = 'data.partition=case2'"
+    assert state["groupBy"] == json.loads(json.loads(tags[VIEW_TAG])["state"])["groupBy"]
+    ensure_panel_views(client, exp_id, panels)  # unchanged: not rewritten
+    assert client.get_experiment(exp_id).tags == tags
+    assert panel_views(panels[:1]) == {}  # one panel: the figure's view is the panel's
+    assert list(panel_views([("k='x'", "odd"), *panels])) == [
+        "fedsweep-panel-2",
+        "fedsweep-panel-3",
+    ]
 
 
 def test_run_name_says_what_differs_from_the_config_file():
