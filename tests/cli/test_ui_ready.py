@@ -75,9 +75,7 @@ def test_ui_base_precedence(tmp_path, monkeypatch):
     assert ui_base(None) == DEFAULT_UI_BASE
 
 
-def test_a_link_to_a_ui_nothing_serves_comes_with_the_command_that_serves_it(
-    tmp_path, monkeypatch
-):
+def test_a_link_to_a_ui_nothing_serves_comes_with_the_command_that_serves_it(tmp_path, monkeypatch):
     """Issue 65, item 8: a figure drawn while no `fedsweep ui` serves its store links
     http://127.0.0.1:5000; the hint says how to start it there. A UI that is known (served for
     the store, --ui-url, $FEDSWEEP_UI_URL, a tracking server) needs none."""
