@@ -332,9 +332,8 @@ def ui(
     Prints each figure's link (its trials grouped by figure line, charted) and the experiment
     list's URL, http://HOST:PORT/#/experiments, once the server answers; a new browser opens
     in MLflow's training view, not its GenAI one. The server's log goes to ui-PORT.log beside
-    the store. SIGINT, SIGTERM and SIGHUP stop the
-    whole process tree (server, web workers, job consumer), then it exits 128 + the signal
-    (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
+    the store. SIGINT, SIGTERM and SIGHUP stop the whole process tree (server, web workers,
+    job consumer), then it exits 128 + the signal (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
     from fedsweep.tracking.store import prepare_store, resolve_tracking_uri
 
     with clean_errors():

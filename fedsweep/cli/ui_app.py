@@ -18,7 +18,9 @@ third of the page from the charts). And an experiment with fedsweep's saved view
 its own runs page state (MLflow keeps one per experiment, ``MLflowLocalStorage-1.1-
 ExperimentPage-["<id>"]-ReactComponentState``): a click on it in the experiment list shows its
 trials in one flat list grouped by figure line, not one collapsed parent run. A key the browser
-already has (the switch used, the panel opened, an experiment's page changed) is left as it is. Registered as the MLflow app plugin ``fedsweep`` (``pyproject.toml``:
+already has (the switch used, the panel opened, an experiment's page changed) is left as it is.
+
+Registered as the MLflow app plugin ``fedsweep`` (``pyproject.toml``:
 ``[project.entry-points."mlflow.app"]``, as MLflow registers its ``basic-auth``), which
 ``fedsweep ui`` starts with ``mlflow ui --app-name fedsweep``.
 """
