@@ -292,6 +292,7 @@ def build_figures(
         missing_store_message,
         resolve_tracking_uri,
         ui_base,
+        ui_open_hint,
     )
 
     options = options or FigureOptions()
@@ -337,6 +338,8 @@ def build_figures(
         )
         result = _build_one(fid, ctx)
         result.experiment_url = experiment_url(client, fid, ui_base(uri, ui_url))
+        if result.experiment_url:  # a link to a UI nothing says runs: how to start it
+            result.experiment_hint = ui_open_hint(uri, ui_url)
         results.append(result)
         if extras and not result.error and result.runs:
             page = _runs_page(result, ctx)
@@ -365,7 +368,10 @@ def build_figures(
             if runs_page is not None:
                 links.append(("runs (parallel coordinates)", f"{base}-parcoords.html"))
             if r.experiment_url:
-                links.append((f"MLflow experiment {r.figure_id}", r.experiment_url))
+                label = f"MLflow experiment {r.figure_id}"
+                if r.experiment_hint:  # no UI was known to serve the store: say how
+                    label += f" (start it with: {r.experiment_hint})"
+                links.append((label, r.experiment_url))
             write_html(fig, html, f"{r.title} ({stem})", links, reload_s=options.reload_s)
             r.files.append(html)
             r.html = r.html or html

@@ -187,6 +187,7 @@ def entry(
         "error": r.error,
         "band": r.band,
         "experiment_url": r.experiment_url,
+        "experiment_hint": r.experiment_hint,
         "tracking_uri": _portable(tracking_uri),
         "built": dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
         "files": files,
@@ -256,7 +257,9 @@ def _figure_section(e: dict[str, Any]) -> str:
     if e.get("experiment_url"):
         url = escape(e["experiment_url"])
         name = escape(e.get("figure") or e["figure_id"])  # a --set entry: the figure's experiment
-        rows.append(_row("MLflow", f'<a href="{url}">experiment {name}</a>'))
+        hint = e.get("experiment_hint")  # no UI was known to serve the store: how to start it
+        how = f" (start it with: <code>{escape(hint)}</code>)" if hint else ""
+        rows.append(_row("MLflow", f'<a href="{url}">experiment {name}</a>{how}'))
     if e["error"]:
         rows.append(_row("error", f"<code>{escape(e['error'])}</code>"))
     if e["notes"]:

@@ -206,6 +206,9 @@ class FigureResult:
     #: every file written for the figure (HTML, PNG, PDF, SVG of each part)
     files: list[Path] = field(default_factory=list)
     experiment_url: str = ""
+    #: the command that serves ``experiment_url`` when no MLflow UI was known to serve the
+    #: store as the figure was drawn (``tracking.store.ui_open_hint``), else ""
+    experiment_hint: str = ""
     band: str = "std"
     #: extra text files written beside the figure: file suffix -> content, written as
     #: ``<id>.<suffix>`` (e.g. ``{"csv": ..., "tex": ...}`` for a table figure); listed in

@@ -8,6 +8,12 @@ to a log file beside the store, ``ui-<port>.log``, whose path is printed once. W
 print (``fedsweep runs``, figures' links to MLflow) use the port really served
 (:func:`fedsweep.tracking.store.served_ui`); it is removed when the UI stops.
 
+The server is MLflow's app through fedsweep's MLflow app plugin (``mlflow ui --app-name
+fedsweep``: :mod:`fedsweep.cli.ui_app`), whose page opens a new browser in MLflow's training
+view and each fedsweep experiment in its saved view's layout. Once it answers, each figure's
+link (:func:`figure_links`: the experiments with fedsweep's saved view) is printed before the
+experiment list's address.
+
 ``mlflow ui`` starts a server process that starts uvicorn with several web workers (and, unless
 its job execution is off, as fedsweep starts it: :func:`fedsweep.core.processes.mlflow_server_env`,
 a job runner and consumers, some of which open sessions of their own). Sending SIGTERM to the
@@ -248,6 +254,52 @@ def _last_line(path: Path) -> str:
     return lines[-1][:200] if lines else ""
 
 
+#: how many experiments' links ``fedsweep ui`` prints (the most recently updated first)
+LINKS_SHOWN = 10
+
+
+def app_registered() -> bool:
+    """fedsweep's MLflow app plugin (:mod:`fedsweep.cli.ui_app`) is installed: the entry point
+    ``mlflow.app`` / ``fedsweep`` of ``pyproject.toml`` (an install older than it has none)."""
+    from importlib.metadata import entry_points
+
+    from fedsweep.cli.ui_app import APP_NAME
+
+    return any(
+        ep.name == APP_NAME and ep.value.startswith("fedsweep.cli.ui_app:")
+        for ep in entry_points(group="mlflow.app")
+    )
+
+
+def figure_links(uri: str, base: str, limit: int = LINKS_SHOWN) -> list[str]:
+    """One line per experiment of the store that has fedsweep's saved view (a figure's
+    experiment is named by its id), the most recently updated first: its name and the link that
+    opens its trials grouped by figure line, charted (``store.ui_url``); at most ``limit`` and a
+    line for the rest. [] where the store cannot be read (the UI starts all the same)."""
+    from fedsweep.tracking.store import PANEL_VIEW_ID, VIEW_TAG, VIEW_TAG_PREFIX, get_client, ui_url
+
+    try:
+        client = get_client(uri, create=False)
+        experiments = client.search_experiments(
+            max_results=1000, order_by=["last_update_time DESC"]
+        )
+    except Exception:  # noqa: BLE001 - links are a convenience, the UI still serves
+        return []
+    ours = [e for e in experiments if VIEW_TAG in (e.tags or {})]
+    if not ours:
+        return []
+    width = max(len(e.name) for e in ours[:limit])
+    panel = VIEW_TAG_PREFIX + PANEL_VIEW_ID.format(n="")  # a panel's view: store.panel_views
+    lines = []
+    for e in ours[:limit]:
+        panels = sum(key.startswith(panel) for key in e.tags)
+        also = f"  (+{panels} panel views: its Views menu)" if panels else ""
+        lines.append(f"  {e.name:<{width}}  {ui_url(base, e.experiment_id)}{also}")
+    if len(ours) > limit:
+        lines.append(f"  ... and {len(ours) - limit} more in the experiment list")
+    return ["figures (each opens its trials grouped by figure line, charted):", *lines]
+
+
 def ui(
     port: Annotated[
         int, typer.Option(metavar="PORT", min=1, max=65535, help="Port to serve on.")
@@ -277,10 +329,11 @@ def ui(
 ) -> None:
     """Serve the MLflow web UI for the project's store (Ctrl-C stops it and all its workers).
 
-    Prints the experiment list's URL, http://HOST:PORT/#/experiments, once the server answers;
-    the server's log goes to ui-PORT.log beside the store. SIGINT, SIGTERM and SIGHUP stop the
-    whole process tree (server, web workers, job consumer), then it exits 128 + the signal
-    (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
+    Prints each figure's link (its trials grouped by figure line, charted) and the experiment
+    list's URL, http://HOST:PORT/#/experiments, once the server answers; a new browser opens
+    in MLflow's training view, not its GenAI one. The server's log goes to ui-PORT.log beside
+    the store. SIGINT, SIGTERM and SIGHUP stop the whole process tree (server, web workers,
+    job consumer), then it exits 128 + the signal (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
     from fedsweep.tracking.store import prepare_store, resolve_tracking_uri
 
     with clean_errors():
@@ -314,6 +367,11 @@ def ui(
     workers = workers or default_workers()
     cmd = [sys.executable, "-m", "mlflow", "ui"]
     cmd += [] if password else ["--backend-store-uri", uri]
+    plugin = app_registered()
+    if plugin:  # MLflow's app whose page opens a new browser in "Model training" (ui_app)
+        from fedsweep.cli.ui_app import APP_NAME
+
+        cmd += ["--app-name", APP_NAME]
     cmd += ["--host", host, "--port", str(port), "--workers", str(workers)]
     base = f"http://{url_host(host)}:{port}"
     log = log_path(uri, port)
@@ -345,6 +403,7 @@ def ui(
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
+        links = figure_links(uri, base)  # read while the server starts
         deadline = time.monotonic() + start_timeout
         while not answers(base + HEALTH_PATH):
             if proc.poll() is not None:
@@ -361,8 +420,17 @@ def ui(
             time.sleep(PROBE_EVERY_S)
         if not failure:
             remembered = remember(uri, base)
-            # the query opens the "Model training" view (MLflow 3.17 starts a new browser in
-            # GenAI's); an experiment's link adds fedsweep's saved view (store.ui_path)
+            for line in links:
+                typer.echo(line)
+            if not plugin:
+                typer.echo(
+                    "note: fedsweep's MLflow app is not installed (pip install -e . registers "
+                    "it): a new browser opens an experiment in MLflow's GenAI view; the links "
+                    "printed here open its runs"
+                )
+            # the query opens the "Model training" view for this URL (MLflow 3.17 starts a new
+            # browser in GenAI's, unless fedsweep's app serves the page: ui_app); an
+            # experiment's link adds fedsweep's saved view (store.ui_path)
             typer.echo(f"experiments: {base}/{ui_path()}  (Ctrl-C to stop)")
             code = proc.wait()
             if code not in (0, -signal.SIGTERM, -signal.SIGINT):

@@ -32,7 +32,7 @@ from fedsweep.specs.curves import (
     value_in,
 )
 from fedsweep.specs.search import TUNED, bounded_budget
-from fedsweep.tracking.naming import trial_run_name
+from fedsweep.tracking.naming import trial_line_name, trial_run_name
 
 PROFILES = ("paper", "quick", "smoke")
 #: a figure id: it names the MLflow experiment and a folder under the store's ray_results (which
@@ -585,6 +585,11 @@ class Trial:
     def run_name(self) -> str:
         """The MLflow run name: ``seed 1 · α=0.3 · Case 2``."""
         return trial_run_name(self.curve, self.panel_label, self.seed)
+
+    @property
+    def line_name(self) -> str:
+        """The figure line this trial is a seed of: ``α=0.3 · Case 2 · quick profile``."""
+        return trial_line_name(self.curve, self.panel_label, self.profile)
 
     @property
     def panel_id(self) -> str:

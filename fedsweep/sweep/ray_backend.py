@@ -20,6 +20,7 @@ from fedsweep.specs.search import early_stop_of
 from fedsweep.sweep.report import SweepReport
 from fedsweep.sweep.store_index import used_by_tag
 from fedsweep.tracking.outage import relay_sigint
+from fedsweep.tracking.store import LINE_TAG
 
 #: in a sweep's folder (``<store>/ray_results/<figure>-<profile>-<key>``), beside STATE_FILE:
 #: the trials' checkpoint folders, one per config hash (fedsweep's own), and Ray Tune's
@@ -77,6 +78,7 @@ def trial_payload(
             "fedsweep.curve": trial.curve,
             "fedsweep.panel": trial.panel_id,
             "fedsweep.panel_label": trial.panel_label,
+            LINE_TAG: trial.line_name,  # the UI's group of the line (tracking.store.VIEW_STATE)
             used_by_tag(trial.figure): trial.profile,
             "fedsweep.seed": str(trial.seed),
             "fedsweep.config_hash": trial.config_hash,

@@ -106,6 +106,7 @@ from fedsweep.tracking.store import (
     check_tracking_uri,
     default_store_dir,
     ensure_experiment,
+    ensure_panel_views,
     get_client,
     ray_results_dir,
     resolve_tracking_uri,
@@ -224,6 +225,9 @@ def run_sweep(
                 overwrite=True,
                 artifacts=artifact_root,
             )
+            # one saved view per panel: MLflow draws all of a view's runs in each chart
+            labels = {t.panel_id: t.panel_label for t in figure.trials}
+            ensure_panel_views(client, experiment_id, list(labels.items()))
             where = client.get_experiment(experiment_id).artifact_location
             if artifact_root and where != store_artifact_root(uri, artifact_root):
                 echo(

@@ -116,6 +116,14 @@ def run_name(config: RunConfig, overrides: dict[str, Any] | None = None) -> str:
     return " ".join([describe(config), *extra])
 
 
+def trial_line_name(curve: str, panel_label: str, profile: str) -> str:
+    """The figure line a trial draws, as the MLflow UI's groups and chart legends name it
+    (the tag ``fedsweep.line``): ``α=0.3 · Case 2 · quick profile``; the curve first (legends
+    cut long names at their end), the panel (absent for a spec without panels), the profile
+    (a figure's profiles are different runs of the same curve)."""
+    return SEP.join(part for part in (curve, panel_label, f"{profile} profile") if part)
+
+
 def trial_run_name(curve: str, panel_label: str, seed: int) -> str:
     """``seed 1 · α=0.3 · Case 2``; ``seed 1 · α=0.3`` for a spec without panels."""
     return SEP.join(part for part in (f"seed {seed}", curve, panel_label) if part)

@@ -706,6 +706,8 @@ TRAINING_VIEW_QUERY = "workflowType=machine_learning"
 #: the envelope; ``5439.*``: ``openView``; ``3878.*``: the loader). fedsweep gives every
 #: experiment it touches the view :data:`VIEW_STATE` and links to it (:func:`ui_path`).
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
+#: a sweep trial's figure line, readable (``naming.trial_line_name``): what the view groups by
+LINE_TAG = "fedsweep.line"
 VIEW_ID = "fedsweep-trials"
 VIEW_TAG = VIEW_TAG_PREFIX + VIEW_ID
 VIEW_NAME = "fedsweep: every trial, charted"
@@ -722,16 +724,14 @@ VIEW_STATE = {
     "selectedColumns": ["metrics.`Global/test_acc`", "metrics.`Global/test_loss`"],
     # the chart view draws every run, not the first 10 (MLflow's default)
     "runsHiddenMode": "SHOW_ALL",
-    # one group per line of the figure (profile, panel, curve), its seeds' mean drawn in the
-    # charts (MLflow 3.17's "Group by", ``useGroupedValuesInCharts`` on by default): the charts
-    # look like the figure (issue 52, item 2)
+    # one group per line of the figure, its seeds' mean drawn in the charts (MLflow 3.17's "Group
+    # by", ``useGroupedValuesInCharts`` on by default): the charts look like the figure (issue 52,
+    # item 2). One key, the trial's tag LINE_TAG: MLflow names a group of one key by its value
+    # alone ("α=0.3 · Case 2 · quick profile"), of several keys "key: value, key: value" (the
+    # legends read "fedsweep.profile: smoke, feds…", issue 65)
     "groupBy": {
         "aggregateFunction": "average",
-        "groupByKeys": [
-            {"mode": "tag", "groupByData": "fedsweep.profile"},
-            {"mode": "tag", "groupByData": "fedsweep.panel_label"},
-            {"mode": "tag", "groupByData": "fedsweep.curve"},
-        ],
+        "groupByKeys": [{"mode": "tag", "groupByData": LINE_TAG}],
     },
 }
 #: the view a link opens in: the chart view (``TABLE``: the runs table with the metric columns)
@@ -858,6 +858,21 @@ def ui_base(tracking_uri: str | None, explicit: str | None = None) -> str:
     return served or DEFAULT_UI_BASE
 
 
+def ui_open_hint(tracking_uri: str | None, explicit: str | None = None) -> str:
+    """How to open the UI that :func:`ui_base` links when nothing says it runs, else "": the
+    links of a figure drawn while no ``fedsweep ui`` serves its store (no ``--ui-url``, no
+    ``$FEDSWEEP_UI_URL``, no tracking server) point at ``fedsweep ui``'s default address,
+    http://127.0.0.1:5000, where nothing may answer (issue 65, item 8): the command that serves
+    it there, e.g. ``fedsweep ui --tracking-uri sqlite:////abs/mlruns/mlflow.db``."""
+    if explicit or os.environ.get(UI_URL_ENV):
+        return ""
+    if not tracking_uri or credentials.scheme(tracking_uri) in ("http", "https"):
+        return ""
+    if served_ui(tracking_uri):
+        return ""
+    return f"fedsweep ui --tracking-uri {credentials.redact(tracking_uri)}"
+
+
 def ui_url(
     base: str, experiment_id: str | None = None, run_id: str | None = None, *, view: bool = True
 ) -> str:
@@ -878,13 +893,20 @@ def experiment_note(description: str, experiment_id: str) -> str:
     return f"{first} · {link}{newline}{rest}"
 
 
-def view_tag_value(current: str | None, now_ms: int | None = None) -> str | None:
+def view_tag_value(
+    current: str | None,
+    now_ms: int | None = None,
+    *,
+    name: str = VIEW_NAME,
+    view: dict | None = None,
+) -> str | None:
     """The value to give an experiment's ``VIEW_TAG``, or None to leave it: ``current`` is
     missing or unreadable, or fedsweep's own view (``VIEW_OWNER_KEY``) with another name or
-    state (written by another fedsweep version); a view someone overwrote in the UI stays."""
+    state (written by another fedsweep version); a view someone overwrote in the UI stays.
+    ``name`` and ``view``: another of fedsweep's views (default: :data:`VIEW_STATE`)."""
     import time
 
-    state = json.dumps(VIEW_STATE, separators=(",", ":"))
+    state = json.dumps(VIEW_STATE if view is None else view, separators=(",", ":"))
     old = None
     if current:
         try:
@@ -893,18 +915,52 @@ def view_tag_value(current: str | None, now_ms: int | None = None) -> str | None
             old = None
     if isinstance(old, dict) and not old.get(VIEW_OWNER_KEY) and isinstance(old.get("state"), str):
         return None  # someone's own view under this id
-    if isinstance(old, dict) and (old.get("name"), old.get("state")) == (VIEW_NAME, state):
+    if isinstance(old, dict) and (old.get("name"), old.get("state")) == (name, state):
         return None
     now = int(time.time() * 1000) if now_ms is None else now_ms
     created = old.get("createdAt") if isinstance(old, dict) else None
     envelope = {
-        "name": VIEW_NAME,
+        "name": name,
         "createdAt": created if isinstance(created, int) else now,
         "updatedAt": now,
         "state": state,
         VIEW_OWNER_KEY: 1,
     }
     return json.dumps(envelope, separators=(",", ":"))
+
+
+#: a figure's saved view per panel: ``mlflow.sharedViewState.fedsweep-panel-<n>``
+PANEL_VIEW_ID = "fedsweep-panel-{n}"
+
+
+def panel_views(panels: list[tuple[str, str]]) -> dict[str, tuple[str, dict]]:
+    """fedsweep's saved view of each panel of a figure with several, ``panels`` = (panel id,
+    panel label) in the figure's order: view id -> (name, state). MLflow 3.17 draws every
+    visible run in every chart (a chart has no run filter of its own), so a figure's panels
+    share one chart per metric in :data:`VIEW_STATE`; a panel's view is that view searched down
+    to the panel's trials (tag ``fedsweep.panel``): its charts draw that panel's lines only."""
+    if len(panels) < 2:
+        return {}
+    out = {}
+    for n, (panel, label) in enumerate(panels, 1):
+        if "'" in panel:  # not quotable in MLflow's search syntax: the figure's view shows it
+            continue
+        state = {**VIEW_STATE, "searchFilter": f"tags.`fedsweep.panel` = '{panel}'"}
+        out[PANEL_VIEW_ID.format(n=n)] = (f"fedsweep: {label or panel}", state)
+    return out
+
+
+def ensure_panel_views(client, experiment_id: str, panels: list[tuple[str, str]]) -> None:
+    """Give the experiment :func:`panel_views` (each written as :func:`view_tag_value` says:
+    once, and never over a view someone saved under its id)."""
+    if not panels:
+        return
+    tags = client.get_experiment(experiment_id).tags or {}
+    for view_id, (name, state) in panel_views(panels).items():
+        key = VIEW_TAG_PREFIX + view_id
+        value = view_tag_value(tags.get(key), name=name, view=state)
+        if value is not None:
+            client.set_experiment_tag(experiment_id, key, value)
 
 
 def ensure_experiment(

@@ -25,6 +25,7 @@ from fedsweep.tracking.store import (
     prepare_store,
     served_ui,
     ui_base,
+    ui_open_hint,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,6 +73,22 @@ def test_ui_base_precedence(tmp_path, monkeypatch):
     assert ui_base(uri) == "http://127.0.0.1:5077"
     assert ui_base("postgresql://u@db/mlflow") == DEFAULT_UI_BASE  # no store folder: no file
     assert ui_base(None) == DEFAULT_UI_BASE
+
+
+def test_a_link_to_a_ui_nothing_serves_comes_with_the_command_that_serves_it(tmp_path, monkeypatch):
+    """Issue 65, item 8: a figure drawn while no `fedsweep ui` serves its store links
+    http://127.0.0.1:5000; the hint says how to start it there. A UI that is known (served for
+    the store, --ui-url, $FEDSWEEP_UI_URL, a tracking server) needs none."""
+    monkeypatch.delenv(UI_URL_ENV, raising=False)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert ui_base(uri) == DEFAULT_UI_BASE
+    assert ui_open_hint(uri) == f"fedsweep ui --tracking-uri {uri}"
+    assert ui_open_hint(uri, explicit="http://given:2") == ""
+    assert ui_open_hint("https://mlflow.lab") == ""
+    _remember(tmp_path, uri, "http://127.0.0.1:5077", os.getpid())
+    assert ui_open_hint(uri) == ""  # served: its link works
+    monkeypatch.setenv(UI_URL_ENV, "http://env:1")
+    assert ui_open_hint(f"sqlite:///{tmp_path / 'other.db'}") == ""
 
 
 # ---------------------------------------------------------------------- the real server

@@ -153,6 +153,8 @@ def test_figures_spec_outside_sweeps_draws_the_generic_layout(store, specs, tmp_
     # the figure page links to its MLflow experiment (looked up by name = figure id)
     exp = get_client(store).get_experiment_by_name("my-alpha-study")
     assert f"http://127.0.0.1:5000/#/experiments/{exp.experiment_id}" in html
+    # no UI serves the store: the page says how to start the one its link points at (issue 65)
+    assert f"(start it with: fedsweep ui --tracking-uri {store})" in html
     entry = json.loads((out / "my-alpha-study.json").read_text())
     assert entry["runs"] == entry["expected_runs"] == 8 and entry["status"] == "complete"
     # T=3 cannot test "α=1.0 matches FedAvg": not testable with the reason, never "no"

@@ -79,6 +79,9 @@ def test_sweep_runs_trials_as_child_runs_with_exact_metric_counts(ray_session, t
         assert tags["fedsweep.figure"] == "test-fig" and tags["fedsweep.profile"] == "smoke"
         assert tags["fedsweep.status"] == "finished" and tags["fedsweep.threads"] == "1"
         seen.add((tags["fedsweep.curve"], tags["fedsweep.seed"]))
+        # the MLflow UI's group of the trial: its figure line, readable (issue 65)
+        line = f"{tags['fedsweep.curve']} · {tags['fedsweep.panel_label']} · smoke profile"
+        assert tags["fedsweep.line"] == line.replace(" ·  · ", " · ")
         for key in ("test_loss", "test_acc", "client/0/dist", "round_time"):
             assert [m.step for m in client.get_metric_history(run.info.run_id, key)] == [1, 2, 3, 4]
     assert seen == {("alpha=0.5", "0"), ("alpha=0.5", "1"), ("alpha=1.0", "0"), ("alpha=1.0", "1")}

@@ -19,7 +19,7 @@ from fedsweep.config.load import load_config
 from fedsweep.specs import load as spec_module
 from fedsweep.specs.load import SpecError, expand, load_spec, spec_paths
 from fedsweep.sweep.store_index import membership_filter, used_by_tag
-from fedsweep.tracking.naming import run_name, trial_run_name
+from fedsweep.tracking.naming import run_name, trial_line_name, trial_run_name
 from fedsweep.tracking.store import (
     GENERIC_DESCRIPTION,
     KIND_TAG,
@@ -28,7 +28,9 @@ from fedsweep.tracking.store import (
     VIEW_NAME,
     VIEW_TAG,
     ensure_experiment,
+    ensure_panel_views,
     get_client,
+    panel_views,
     view_tag_value,
 )
 from tests.helpers import small_run, small_spec, smoke_sweep, sweep_runs, write_yaml
@@ -84,6 +86,46 @@ def test_trial_run_names_lead_with_the_seed_and_the_curve():
     )
     assert trial_run_name("α=0.3", "", 12) == "seed 12 · α=0.3"  # a spec without panels
     assert trial_run_name("α=0.3", "Case 2", 1)[:20].startswith("seed 1 · α=0.3")
+
+
+def test_a_trial_is_tagged_with_its_readable_figure_line(tmp_path):
+    """Issue 65: the MLflow UI groups a sweep's trials by the tag fedsweep.line, which names the
+    line as the figure's legend does (curve first: legends cut long names at their end), its
+    panel and its profile (two profiles' runs are different lines), never a key."""
+    from fedsweep.sweep.ray_backend import trial_payload
+
+    assert trial_line_name("α=0.3", "Case 2", "quick") == "α=0.3 · Case 2 · quick profile"
+    assert trial_line_name("α=0.3", "", "smoke") == "α=0.3 · smoke profile"  # no panels
+    spec = load_spec(ROOT / "sweeps/bherd-fig3a.yaml")
+    trials = expand(spec, "smoke")
+    lines = {t.line_name for t in trials}
+    assert len(lines) == len({(t.panel_id, t.curve) for t in trials})  # one per line, no more
+    trial = next(t for t in trials if t.curve == "α=0.3" and t.panel_label == "Case 2")
+    tags = trial_payload(trial, spec, f"sqlite:///{tmp_path / 'm.db'}", "f", "p")["tags"]
+    assert tags["fedsweep.line"] == "α=0.3 · Case 2 · smoke profile"
+
+
+def test_a_figure_with_several_panels_gets_a_saved_view_per_panel(store):
+    """Issue 65: MLflow 3.17 draws every visible run in every chart (its chart configs have no
+    run filter), so a figure's panels share one chart per metric in the figure's view; each panel
+    gets a view searched down to its trials, named by its label, written once."""
+    client = get_client(store)
+    exp_id = ensure_experiment(client, "panelled", store)
+    panels = [("data.partition=case1", "Case 1"), ("data.partition=case2", "Case 2")]
+    ensure_panel_views(client, exp_id, panels)
+    tags = client.get_experiment(exp_id).tags
+    second = json.loads(tags["mlflow.sharedViewState.fedsweep-panel-2"])
+    assert second["name"] == "fedsweep: Case 2"
+    state = json.loads(second["state"])
+    assert state["searchFilter"] == "tags.`fedsweep.panel` = 'data.partition=case2'"
+    assert state["groupBy"] == json.loads(json.loads(tags[VIEW_TAG])["state"])["groupBy"]
+    ensure_panel_views(client, exp_id, panels)  # unchanged: not rewritten
+    assert client.get_experiment(exp_id).tags == tags
+    assert panel_views(panels[:1]) == {}  # one panel: the figure's view is the panel's
+    assert list(panel_views([("k='x'", "odd"), *panels])) == [
+        "fedsweep-panel-2",
+        "fedsweep-panel-3",
+    ]
 
 
 def test_run_name_says_what_differs_from_the_config_file():
@@ -178,10 +220,11 @@ def test_experiments_get_fedsweeps_saved_view_and_someones_own_view_stays(store)
     assert state["orderByKey"] == "tags.`fedsweep.trial_id`"  # not start time: no nesting
     assert state["runsHiddenMode"] == "SHOW_ALL"
     assert "metrics.`Global/test_acc`" in state["selectedColumns"]
-    # issue 52, item 2: one group per line of the figure, its seed mean drawn in the charts
+    # issue 52, item 2: one group per line of the figure, its seed mean drawn in the charts;
+    # issue 65: by one key, the readable tag fedsweep.line (MLflow names a group of several
+    # keys "fedsweep.profile: smoke, feds…" in every legend, of one key by its value)
     assert state["groupBy"] == {"aggregateFunction": "average", "groupByKeys": [
-        {"mode": "tag", "groupByData": f"fedsweep.{key}"}
-        for key in ("profile", "panel_label", "curve")]}  # fmt: skip
+        {"mode": "tag", "groupByData": "fedsweep.line"}]}  # fmt: skip
     # the description links to it: one click from the page the experiment list opens
     note = client.get_experiment(exp_id).tags[NOTE_TAG]
     assert note.startswith(GENERIC_DESCRIPTION + " · [every trial, by curve, charted](")
