@@ -271,6 +271,42 @@ def app_registered() -> bool:
     )
 
 
+#: the most runs :func:`name_lines` tags in one start of the UI (a store swept before the tag
+#: existed gets the rest at the next start)
+LINES_NAMED = 5000
+
+
+def name_lines(client, experiment_ids: list[str], limit: int = LINES_NAMED) -> int:
+    """Tag the trials of ``experiment_ids`` swept before ``fedsweep.line`` existed with it (their
+    curve, panel and profile tags name it: ``naming.trial_line_name``), so that the saved view,
+    which groups by it, groups them too instead of leaving them under "Additional runs"; at most
+    ``limit`` runs. The number tagged; a store that cannot be written is left as it is."""
+    from fedsweep.tracking.naming import trial_line_name
+    from fedsweep.tracking.store import LINE_TAG
+
+    done = 0
+    try:
+        runs = client.search_runs(
+            experiment_ids,
+            filter_string="tags.`fedsweep.curve` LIKE '%'",
+            max_results=min(limit * 4, 50000),
+        )
+        for run in runs:
+            tags = run.data.tags
+            if LINE_TAG in tags or "fedsweep.profile" not in tags or done >= limit:
+                continue
+            line = trial_line_name(
+                tags["fedsweep.curve"],
+                tags.get("fedsweep.panel_label", ""),
+                tags["fedsweep.profile"],
+            )
+            client.set_tag(run.info.run_id, LINE_TAG, line)
+            done += 1
+    except Exception:  # noqa: BLE001 - a convenience: the UI serves the store all the same
+        pass
+    return done
+
+
 def figure_links(uri: str, base: str, limit: int = LINKS_SHOWN) -> list[str]:
     """One line per experiment of the store that has fedsweep's saved view (a figure's
     experiment is named by its id), the most recently updated first: its name and the link that
@@ -288,6 +324,7 @@ def figure_links(uri: str, base: str, limit: int = LINKS_SHOWN) -> list[str]:
     ours = [e for e in experiments if VIEW_TAG in (e.tags or {})]
     if not ours:
         return []
+    name_lines(client, [e.experiment_id for e in ours])
     width = max(len(e.name) for e in ours[:limit])
     panel = VIEW_TAG_PREFIX + PANEL_VIEW_ID.format(n="")  # a panel's view: store.panel_views
     lines = []

@@ -381,3 +381,26 @@ def test_servers_fedsweep_starts_run_no_mlflow_jobs_unless_asked(monkeypatch):
         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
         "MLFLOW_DISABLE_TELEMETRY": "true",
     }
+
+
+def test_trials_swept_before_the_line_tag_get_it_when_the_ui_lists_their_figure(tmp_path):
+    """The saved view groups by ``fedsweep.line`` (issue 65, item 1); a trial swept before the
+    tag existed would sit under MLflow's "Additional runs": ``fedsweep ui`` names its line from
+    its curve, panel and profile tags while it lists the figures. A run that has the tag keeps
+    it; a run that is not a sweep trial is left alone."""
+    from fedsweep.cli.ui import figure_links
+    from fedsweep.tracking.store import LINE_TAG, VIEW_TAG, get_client
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = get_client(uri)
+    exp = client.create_experiment("bherd-fig4e", tags={VIEW_TAG: "{}"})
+    old = {"fedsweep.curve": "RR", "fedsweep.panel_label": "Case 2", "fedsweep.profile": "smoke"}
+    old_run = client.create_run(exp, tags=old).info.run_id
+    new_run = client.create_run(exp, tags={**old, LINE_TAG: "kept"}).info.run_id
+    other = client.create_run(exp, tags={"fedsweep.curve": "RR"}).info.run_id
+
+    lines = figure_links(uri, "http://127.0.0.1:5000")
+    assert any("bherd-fig4e" in line for line in lines), lines
+    assert client.get_run(old_run).data.tags[LINE_TAG] == "RR · Case 2 · smoke profile"
+    assert client.get_run(new_run).data.tags[LINE_TAG] == "kept"
+    assert LINE_TAG not in client.get_run(other).data.tags
