@@ -23,6 +23,7 @@ from fedsweep.cli.common import (
     on_sigterm,
 )
 from fedsweep.cli.early import refuse_run_early
+from fedsweep.core.shipped import resolve_shipped
 
 SUMMARY_WIDTH = 100
 #: exit status of ``fedsweep run`` stopped by SIGTERM (128 + 15, as a shell reports a process
@@ -210,6 +211,7 @@ def run(
     logged with status diverged), 2 for bad input, 3 for a missing data set. Ctrl-C or SIGTERM
     ends the MLflow run as KILLED (tag fedsweep.status=killed) and exits 130 or 143."""
     started = time.perf_counter()
+    config = resolve_shipped(config, "configs")  # configs/x.yaml from any folder
     try:
         with sigterm_as_interrupt() as term:
             tracked, wall, training = _run(
@@ -292,6 +294,7 @@ def validate(config: ConfigArg, set_: SetOption = None, plugin: PluginOption = N
     from fedsweep.components.compose import config_sections, method_label
     from fedsweep.specs.load import config_hash
 
+    config = resolve_shipped(config, "configs")  # configs/x.yaml from any folder
     with clean_errors():
         _refuse_sweep_spec(config)
         cfg = _load(config, set_, None, None, plugin)

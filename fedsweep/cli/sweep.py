@@ -576,10 +576,15 @@ def _grid_study(
     from fedsweep.specs.extends import unwritten_spec
     from fedsweep.specs.grid_study import parse_grids, study_place, study_tree, write_study
     from fedsweep.specs.load import load_spec
+    from fedsweep.specs.names import SHIPPED_SWEEPS
 
     grids = parse_grids(grid)
     parent = load_spec(path)
-    shipped = not Path(name).is_file() and Path(sweeps_dir).resolve() == Path("sweeps").resolve()
+    # a figure of ./sweeps or fedsweep's own (from any folder): its study goes to ./studies
+    shipped = not Path(name).is_file() and (
+        Path(sweeps_dir).resolve() == Path("sweeps").resolve()
+        or Path(path).resolve().parent == SHIPPED_SWEEPS
+    )
     tree = study_tree(parent.figure, parent.title, grids)
     if unwritten is not None:
         place, tree = study_place(path, shipped, tree)
