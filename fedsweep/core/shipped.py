@@ -37,14 +37,17 @@ def shipped_dir(kind: Kind) -> Path:
 
 def shipped_copy(name: str | Path, kind: Kind) -> Path | None:
     """The shipped file a relative name that is no file here means, or None: ``configs/x.yaml``
-    (``sweeps/x.yaml`` for ``kind="sweeps"``), a bare ``x.yaml``, or a bare ``x`` (a config's
-    name: ``demo-mnist5k``)."""
+    (``sweeps/x.yaml`` for ``kind="sweeps"``); for a config also a bare ``x.yaml`` or ``x``
+    (``demo-mnist5k``: a spec's bare name is its figure id, a bare file name gets a "did you
+    mean")."""
     path = Path(name)
     if path.is_absolute() or path.is_file():
         return None
     parts = path.parts
     if len(parts) == 2 and parts[0] == kind:
         parts = parts[1:]
+    elif kind != "configs":
+        return None
     if len(parts) != 1 or parts[0] in ("", ".", ".."):
         return None
     stem = parts[0]
