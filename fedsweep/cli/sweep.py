@@ -822,10 +822,12 @@ def _store_option(tracking_uri: str | None) -> str:
 
 
 def _figure_name(path, figure: str) -> str:
-    """How a command names the figure of spec ``path``: its id where ``sweeps/<id>.yaml`` is
-    that spec, else the spec's path."""
-    default = Path("sweeps") / f"{figure}.yaml"
-    same = default.is_file() and default.resolve() == Path(path).resolve()
+    """How a command names the figure of spec ``path``: its id where the id names that spec
+    here (``sweeps/<id>.yaml``, else fedsweep's shipped spec), else the spec's path."""
+    from fedsweep.specs.names import figure_file
+
+    default = figure_file(figure)
+    same = default is not None and default.resolve() == Path(path).resolve()
     return figure if same else str(path)
 
 
