@@ -125,8 +125,8 @@ _fold_long_words()
 
 
 def complete_figure(incomplete: str) -> list[str]:
-    """Shell completion of a figure argument: the ids of the specs in ./sweeps (a spec's id is
-    its file name)."""
+    """Shell completion of a figure argument: the ids of the specs in ./sweeps, or fedsweep's
+    shipped ones where there is no ./sweeps (a spec's id is its file name)."""
     from fedsweep.specs.names import spec_paths
 
     return [p.stem for p in spec_paths() if p.stem.startswith(incomplete)]

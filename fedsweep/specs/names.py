@@ -81,9 +81,10 @@ def name_problem(name: str | Path, sweeps_dir: str | Path = "sweeps") -> str | N
     if not looks_like_path(text):
         if figure_file(text, folder) is not None:
             return None
-        allowed = ", ".join(ids) if ids else f"none ({folder} has no spec)"
+        known = sorted({*ids, *(p.stem for p in SHIPPED_SWEEPS.glob("*.yaml"))})
+        allowed = ", ".join(known) if known else f"none ({folder} has no spec)"
         return (
-            f"unknown figure id {text!r}{did_you_mean(text, ids)}; allowed: {allowed} "
+            f"unknown figure id {text!r}{did_you_mean(text, known)}; allowed: {allowed} "
             "(or give a spec file's path)"
         )
     if shipped_copy(text, "sweeps") is not None:

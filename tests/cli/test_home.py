@@ -108,6 +108,8 @@ def test_a_file_here_and_a_local_sweeps_folder_come_before_the_shipped_copy(
     # an id ./sweeps lacks still means the shipped spec
     other = invoke("sweep", "bherd-fig4d", "--profile", "smoke", "--plan")
     assert other.exit_code == 0 and plan_rows(other.stdout, "bherd-fig4d"), other.output
+    typo = invoke("sweep", "bherd-fig4dd", "--plan")  # the nearest id, shipped ones included
+    assert typo.exit_code == 2 and "did you mean 'bherd-fig4d'?" in typo.output, typo.output
     # a config file here wins over the shipped one of the same path, without a note
     text = (ROOT / "configs" / "demo-mnist5k.yaml").read_text()
     (here / "configs" / "demo-mnist5k.yaml").write_text(text.replace("alpha: 0.5", "alpha: 0.25"))
