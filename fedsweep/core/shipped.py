@@ -10,7 +10,7 @@ A command resolves a name the user gave in this order: a path that exists relati
 working directory; then ``./sweeps`` (``--sweeps-dir``) for a figure id; then the shipped copy.
 Outputs (the store, figures, reports, studies) stay relative to the working directory.
 
-Nothing here imports more than :mod:`pathlib` (the commands ask before their heavy imports)."""
+Nothing here imports beyond the standard library (the commands ask before their heavy imports)."""
 
 from __future__ import annotations
 
