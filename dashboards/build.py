@@ -49,6 +49,7 @@ from fedsweep.specs.load import (
     load_spec,
     shadow_warning,
     spec_paths,
+    sweeps_home,
 )
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -74,7 +75,7 @@ def load_specs(sweeps_dir: str | Path, wanted: list[str] | None) -> dict[str, Sw
     (loading a spec checks every trial of every profile: seconds for a folder of them)."""
     specs: dict[str, SweepSpec] = {}
     errors: dict[str, SpecError] = {}
-    folder = Path(sweeps_dir)
+    folder = sweeps_home(sweeps_dir)  # ./sweeps, or the shipped specs where there is none
     if not folder.is_dir():
         what = "is a file, not a folder" if folder.exists() else "does not exist"
         raise FigureSelectionError(

@@ -125,12 +125,11 @@ _fold_long_words()
 
 
 def complete_figure(incomplete: str) -> list[str]:
-    """Shell completion of a figure argument: the ids of the specs in ./sweeps (a spec's id is
-    its file name)."""
-    folder = Path("sweeps")
-    if not folder.is_dir():
-        return []
-    return sorted(p.stem for p in folder.glob("*.yaml") if p.stem.startswith(incomplete))
+    """Shell completion of a figure argument: the ids of the specs in ./sweeps, or fedsweep's
+    shipped ones where there is no ./sweeps (a spec's id is its file name)."""
+    from fedsweep.specs.names import spec_paths
+
+    return [p.stem for p in spec_paths() if p.stem.startswith(incomplete)]
 
 
 def ui_hint(tracking_uri: str | None, store_option: str = "") -> str:
@@ -176,15 +175,18 @@ def figure_names(names: list[str] | None, sweeps_dir: Path) -> tuple[list[str], 
     ``<sweeps_dir>/<id>.yaml`` is the id; an id is returned as given (the command checks it
     against the figures it knows, with a "did you mean")."""
     from fedsweep.specs.load import find_spec, looks_like_path
+    from fedsweep.specs.names import figure_file, sweeps_home
 
     ids: list[str] = []
     files: list[Path] = []
     for name in names or []:
         if not looks_like_path(name) and not Path(name).is_file():
-            ids.append(name)
-            continue
+            path = figure_file(name, sweeps_dir)  # a shipped spec ./sweeps lacks: as its file
+            if path is None or path.parent == sweeps_home(sweeps_dir):
+                ids.append(name)
+                continue
         path = find_spec(name, sweeps_dir)
-        in_folder = sweeps_dir / f"{path.stem}.yaml"
+        in_folder = sweeps_home(sweeps_dir) / f"{path.stem}.yaml"
         if in_folder.is_file() and in_folder.resolve() == path.resolve():
             ids.append(path.stem)
         else:

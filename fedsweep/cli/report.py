@@ -105,7 +105,7 @@ def report(
         # reported beside the folder's figures; its claims checked before the store is read
         from dashboards.registry import claim_problem
         from fedsweep.specs.claims import profile_claim_problem
-        from fedsweep.specs.load import expand, load_spec, spec_paths
+        from fedsweep.specs.load import expand, load_spec, spec_paths, sweeps_home
 
         studies = [load_spec(path) for path in files]
         for path, study in zip(files, studies, strict=True):
@@ -170,7 +170,7 @@ def report(
                     for add_section in REPORT_SECTIONS.values():
                         add_section(results, rebuild, uri, profile, sweeps_dir)
             with confidence(level):
-                meta = build_meta(profile, sweeps_dir.resolve())
+                meta = build_meta(profile, sweeps_home(sweeps_dir).resolve())
                 files, rows = write_report(results, out_dir, meta, force=force)
         except (FigureSelectionError, ReportConflict) as err:
             raise UsageError(str(err)) from None

@@ -340,8 +340,10 @@ def command_line(figure, spec_path: Path, sweeps_dir: Path, key, values, profile
     """The command that makes the map (a figure id as typed; a path without this machine's
     folders), for the map's last line."""
     from dashboards.report import _clean
+    from fedsweep.specs.names import figure_file
 
-    shown = figure if Path(spec_path) == sweeps_dir / f"{figure}.yaml" else _clean(str(spec_path))
+    by_id = Path(spec_path) == figure_file(str(figure), sweeps_dir)
+    shown = figure if by_id else _clean(str(spec_path))
     parts = [
         "fedsweep robustness",
         shown,

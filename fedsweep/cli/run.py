@@ -25,6 +25,7 @@ from fedsweep.cli.common import (
     on_sigterm,
 )
 from fedsweep.cli.early import refuse_run_early
+from fedsweep.core.shipped import resolve_shipped
 
 SUMMARY_WIDTH = 100
 #: exit status of ``fedsweep run`` stopped by SIGTERM (128 + 15, as a shell reports a process
@@ -213,6 +214,7 @@ def run(
     (one line naming where; the run is marked FAILED). Ctrl-C or SIGTERM ends the MLflow run as
     KILLED (tag fedsweep.status=killed) and exits 130 or 143."""
     started = time.perf_counter()
+    config = resolve_shipped(config, "configs")  # configs/x.yaml from any folder
     try:
         with sigterm_as_interrupt() as term:
             tracked, wall, training = _run(
@@ -336,6 +338,7 @@ def validate(config: ConfigArg, set_: SetOption = None, plugin: PluginOption = N
     printed (plus the general ones: data, model, train, eval, tracking)."""
     import yaml
 
+    config = resolve_shipped(config, "configs")  # configs/x.yaml from any folder
     with clean_errors():
         _refuse_sweep_spec(config)  # first: a file refused for its size costs no heavy import
         cfg = _load(config, set_, None, None, plugin)

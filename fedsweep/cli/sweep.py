@@ -590,10 +590,15 @@ def _grid_study(
     from fedsweep.specs.extends import unwritten_spec
     from fedsweep.specs.grid_study import parse_grids, study_place, study_tree, write_study
     from fedsweep.specs.load import load_spec
+    from fedsweep.specs.names import SHIPPED_SWEEPS
 
     grids = parse_grids(grid)
     parent = load_spec(path)
-    shipped = not Path(name).is_file() and Path(sweeps_dir).resolve() == Path("sweeps").resolve()
+    # a figure of ./sweeps or fedsweep's own (from any folder): its study goes to ./studies
+    shipped = not Path(name).is_file() and (
+        Path(sweeps_dir).resolve() == Path("sweeps").resolve()
+        or Path(path).resolve().parent == SHIPPED_SWEEPS
+    )
     tree = study_tree(parent.figure, parent.title, grids)
     if unwritten is not None:
         place, tree = study_place(path, shipped, tree)
@@ -831,10 +836,12 @@ def _store_option(tracking_uri: str | None) -> str:
 
 
 def _figure_name(path, figure: str) -> str:
-    """How a command names the figure of spec ``path``: its id where ``sweeps/<id>.yaml`` is
-    that spec, else the spec's path."""
-    default = Path("sweeps") / f"{figure}.yaml"
-    same = default.is_file() and default.resolve() == Path(path).resolve()
+    """How a command names the figure of spec ``path``: its id where the id names that spec
+    here (``sweeps/<id>.yaml``, else fedsweep's shipped spec), else the spec's path."""
+    from fedsweep.specs.names import figure_file
+
+    default = figure_file(figure)
+    same = default is not None and default.resolve() == Path(path).resolve()
     return figure if same else str(path)
 
 

@@ -22,6 +22,7 @@ from fedsweep.config.schema import (
 from fedsweep.config.yamlio import YamlFileError, loads, read_yaml
 from fedsweep.core.registry import SLOTS
 from fedsweep.core.section import _numeric_kind
+from fedsweep.core.shipped import resolve_shipped, shipped_dir
 from fedsweep.core.suggest import closest
 
 #: pydantic's error types of a numeric bound (ge/gt/le/lt): the message adds the allowed range
@@ -320,11 +321,16 @@ def unread_problems(config: RunConfig, tree: dict[str, Any], overrides: dict[str
 
 
 def load_config(path: str | Path, overrides: list[str] | dict[str, Any] | None = None) -> RunConfig:
-    path = Path(path)
+    path = resolve_shipped(path, "configs")  # configs/x.yaml from any folder: the shipped copy
     if not path.is_file():
         near = [p.name for p in path.parent.glob("*.y*ml")] if path.parent.is_dir() else []
         best = closest(path.name, near)
         hint = f" (did you mean {str(path.parent / best)!r}?)" if best else ""
+        shipped = [p.name for p in shipped_dir("configs").glob("*.yaml")]
+        if not best and not path.is_absolute() and closest(path.name, shipped):
+            hint = (
+                f" (did you mean 'configs/{closest(path.name, shipped)}', shipped with fedsweep?)"
+            )
         raise ConfigError(f"config file not found: {path}{hint}")
     try:
         tree = read_yaml(path, "config file")

@@ -19,11 +19,12 @@ from fedsweep.config.schema import RunConfig
 from fedsweep.config.yamlio import YamlFileError, read_yaml
 from fedsweep.specs.curves import CurveGrid
 from fedsweep.specs.model import SpecError, SweepSpec, figure_id_problem
+from fedsweep.specs.names import SHIPPED_SWEEPS
 
 #: where ``extends: <figure id>`` looks after the extending file's own folder (the working
 #: directory's ``sweeps/``, then fedsweep's own); with that folder, the only folders an
 #: ``extends`` path may point into
-SWEEPS_DIRS = (Path("sweeps"), Path(__file__).resolve().parents[2] / "sweeps")
+SWEEPS_DIRS = (Path("sweeps"), SHIPPED_SWEEPS)
 SPEC_SUFFIXES = (".yaml", ".yml")
 from fedsweep.specs.names import SPEC_MARKERS  # noqa: E402,F401  (read before heavy imports)
 

@@ -152,7 +152,13 @@ from fedsweep.specs.model import (  # noqa: F401  (the spec's types, re-exported
     figure_id_problem,
     panel_id,
 )
-from fedsweep.specs.names import looks_like_path, name_problem, spec_paths  # noqa: F401  (re-exported)
+from fedsweep.specs.names import (  # noqa: F401  (re-exported)
+    find_spec_file,
+    looks_like_path,
+    name_problem,
+    spec_paths,
+    sweeps_home,
+)
 from fedsweep.specs.search import TUNED, search_label
 
 
@@ -661,6 +667,7 @@ def find_spec(name: str | Path, sweeps_dir: str | Path = "sweeps") -> Path:
     problem = name_problem(text, sweeps_dir)
     if problem:
         raise SpecError(problem)
-    candidate = Path(sweeps_dir) / f"{text}.yaml"
-    shadow_warning(candidate, text, f"FIGURE {text}")
+    candidate = find_spec_file(text, sweeps_dir)
+    if not looks_like_path(text):
+        shadow_warning(candidate, text, f"FIGURE {text}")
     return candidate

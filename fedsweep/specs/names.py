@@ -9,8 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-#: fedsweep's own specs (``fedsweep.specs.extends.SWEEPS_DIRS``' last folder)
-SHIPPED_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
+from fedsweep.core.shipped import resolve_shipped, shipped_copy, shipped_dir
+
+#: fedsweep's own specs (``fedsweep.specs.extends.SWEEPS_DIRS``' last folder), found from any
+#: working directory and in an installed package (:mod:`fedsweep.core.shipped`)
+SHIPPED_SWEEPS = shipped_dir("sweeps")
+#: the commands' default ``--sweeps-dir``
+DEFAULT_SWEEPS = Path("sweeps")
 #: where ``sweep --grid`` writes a shipped figure's study (``fedsweep.specs.grid_study``)
 STUDIES = Path("studies")
 
@@ -31,8 +36,30 @@ def sweep_spec_refusal(path, tree, command: str) -> str | None:
     )
 
 
+def sweeps_home(sweeps_dir: str | Path = "sweeps") -> Path:
+    """The folder of specs ``sweeps_dir`` means: itself, or, for the default ``sweeps`` in a
+    working directory that has no ``sweeps/`` folder, fedsweep's shipped specs (so a figure id
+    and "every spec" mean the shipped ones from any folder)."""
+    folder = Path(sweeps_dir)
+    if folder == DEFAULT_SWEEPS and not folder.is_dir():
+        return SHIPPED_SWEEPS
+    return folder
+
+
+def figure_file(figure: str, sweeps_dir: str | Path = "sweeps") -> Path | None:
+    """The spec file of figure id ``figure``: ``<sweeps_dir>/<id>.yaml`` (:func:`sweeps_home`),
+    else fedsweep's shipped spec of that id; None when neither is a file."""
+    for candidate in (
+        sweeps_home(sweeps_dir) / f"{figure}.yaml",
+        SHIPPED_SWEEPS / f"{figure}.yaml",
+    ):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
 def spec_paths(folder: str | Path = "sweeps") -> list[Path]:
-    return sorted(Path(folder).glob("*.yaml"))
+    return sorted(sweeps_home(folder).glob("*.yaml"))
 
 
 def looks_like_path(name: str) -> bool:
@@ -47,18 +74,21 @@ def name_problem(name: str | Path, sweeps_dir: str | Path = "sweeps") -> str | N
 
     text = str(name)
     path = Path(text)
-    folder = Path(sweeps_dir)
+    folder = sweeps_home(sweeps_dir)
     if path.is_file():
         return None
     ids = [p.stem for p in spec_paths(folder)] if folder.is_dir() else []
     if not looks_like_path(text):
-        if (folder / f"{text}.yaml").is_file():
+        if figure_file(text, folder) is not None:
             return None
-        allowed = ", ".join(ids) if ids else f"none ({folder} has no spec)"
+        known = sorted({*ids, *(p.stem for p in SHIPPED_SWEEPS.glob("*.yaml"))})
+        allowed = ", ".join(known) if known else f"none ({folder} has no spec)"
         return (
-            f"unknown figure id {text!r}{did_you_mean(text, ids)}; allowed: {allowed} "
+            f"unknown figure id {text!r}{did_you_mean(text, known)}; allowed: {allowed} "
             "(or give a spec file's path)"
         )
+    if shipped_copy(text, "sweeps") is not None:
+        return None  # sweeps/<id>.yaml from a folder without it: the shipped spec
     parent = path.parent
     near = closest(path.name, [p.name for p in parent.glob("*.y*ml")] if parent.is_dir() else [])
     if near:
@@ -73,17 +103,31 @@ def name_problem(name: str | Path, sweeps_dir: str | Path = "sweeps") -> str | N
 
 def spec_path(name: str | Path, sweeps_dir: str | Path = "sweeps") -> Path:
     """The spec file ``name`` names, as :func:`fedsweep.specs.load.find_spec` finds it (an
-    existing file, else ``<sweeps_dir>/<name>.yaml``), for a check that comes after
-    :func:`name_problem` and before the heavy imports."""
+    existing file, else the spec of that figure id: ``<sweeps_dir>/<name>.yaml`` or the shipped
+    one, else the shipped copy of a path such as ``sweeps/<id>.yaml``), for a check that comes
+    after :func:`name_problem` and before the heavy imports."""
     path = Path(str(name))
-    return path if path.is_file() else Path(sweeps_dir) / f"{name}.yaml"
+    if path.is_file():
+        return path
+    if not looks_like_path(str(name)):
+        return figure_file(str(name), sweeps_dir) or sweeps_home(sweeps_dir) / f"{name}.yaml"
+    return shipped_copy(path, "sweeps") or path
+
+
+def find_spec_file(name: str | Path, sweeps_dir: str | Path = "sweeps") -> Path:
+    """:func:`spec_path` for a name :func:`name_problem` accepted, saying on stderr when a path
+    that is no file here resolved to fedsweep's shipped copy."""
+    text = str(name)
+    if looks_like_path(text) and not Path(text).is_file():
+        return resolve_shipped(text, "sweeps")
+    return spec_path(text, sweeps_dir)
 
 
 def local_figure_ids(sweeps_dir: str | Path = "sweeps") -> list[str]:
     """The figure ids of the spec files here (``sweeps_dir``, ``studies/``) and fedsweep's
     shipped specs: the ids a command knows without opening a store."""
     ids: set[str] = set()
-    for folder in (Path(sweeps_dir), STUDIES, SHIPPED_SWEEPS):
+    for folder in (sweeps_home(sweeps_dir), STUDIES, SHIPPED_SWEEPS):
         if folder.is_dir():
             ids |= {p.stem for p in folder.glob("*.yaml")}
     return sorted(ids)

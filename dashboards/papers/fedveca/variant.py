@@ -425,6 +425,7 @@ def add_variant_section(
     has no FedVeca figure."""
     from dashboards.store import RunIndex
     from fedsweep.specs.load import load_spec
+    from fedsweep.specs.names import figure_file
     from fedsweep.tracking.store import get_client
 
     veca = [r for r in results if r.figure_id in FIGURES]
@@ -437,7 +438,7 @@ def add_variant_section(
     if FIG6 in ids and any(r.runs for r in variant):
         client = get_client(tracking_uri, create=False)
         index = RunIndex.load(client)
-        spec = load_spec(Path(sweeps_dir) / f"{FIG6}.yaml")
+        spec = load_spec(figure_file(FIG6, sweeps_dir) or Path(sweeps_dir) / f"{FIG6}.yaml")
         trends["R1 (our reconstruction)"] = trend(histories(client, index, spec, profile, {}))
         trends[variant_label(overrides)] = trend(histories(client, index, spec, profile, overrides))
     text = variant_section(veca, variant, trends, profile, overrides)
