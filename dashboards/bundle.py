@@ -444,7 +444,10 @@ def _same_number(a: Any, b: Any) -> bool:
 def store_runs(uri: str, figure: str, runs: list[dict[str, Any]]) -> None:
     """A fresh local MLflow store at ``uri`` with one done run per config hash of ``runs``:
     tagged with its hash, status and blow-up text, its metric histories logged as bundled."""
+    import yaml
+
     from dashboards.store import BLOWUP_TAG
+    from fedsweep.tracking.run_logger import CONFIG_FILE
     from fedsweep.tracking.runstore import open_store
     from fedsweep.tracking.store import ensure_experiment, get_client
 
@@ -453,6 +456,10 @@ def store_runs(uri: str, figure: str, runs: list[dict[str, Any]]) -> None:
     for run in unique_runs(runs):
         tags = {"fedsweep.config_hash": run["config_hash"], "fedsweep.figure": figure}
         run_id, _ = store.create_run(experiment, tags, trial_label(run))
+        # its config, as the run logger writes it: figures draw a run only when its logged
+        # config hashes to its tag (``fedsweep.tracking.provenance``)
+        text = yaml.safe_dump(run["config"], sort_keys=False)
+        store.log_text(run_id, store.artifact_uri(run_id), text, CONFIG_FILE)
         rows = [
             (key, float(value), 0, int(step))
             for key, points in run["history"].items()

@@ -85,6 +85,8 @@ def test_bundle_verifies_then_names_a_tampered_metric(tmp_path, ray_session):
     } <= set(members)
     claims = json.loads(members["claims.json"])
     assert [c["id"] for c in claims] == ["alpha-equivalent"]
+    # the claim's numbers come from all six runs: a rebuild that drew none would not match them
+    assert claims[0]["effect"] is not None and claims[0]["seeds"] == 3, claims[0]
     assert json.loads(members["environment.json"])["torch"]["cpu_capability"]
 
     res = invoke("verify", bundle, "--sample", 2, "--seed", 0)
