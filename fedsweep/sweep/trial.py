@@ -57,10 +57,6 @@ REUSED_KEY = "reused_run"
 NOTE_KEY = "fedsweep_note"  # = tune_events.NOTE_KEY (that module imports Ray at its top)
 
 
-class InjectedFailure(RuntimeError):
-    """Raised on purpose by the fault-injection hook (tests of crash handling)."""
-
-
 class StoreFullError(OSError):
     """A write of the trial (checkpoint, MLflow store) failed because its file system is full
     (``ENOSPC``, or SQLite's "database or disk is full"). The message names the path."""
@@ -218,18 +214,13 @@ def _claimed_trial(payload: dict, config: RunConfig) -> None:
             # the per-round records, on disk beside the checkpoints (cut back to a restored one)
             records_dir=state_dir / RECORDS_DIR if state_dir else None,
         )
-        # fault injection (tests): crash at this round, unless this attempt continues from a
-        # checkpoint (so a retried trial gets past it)
-        fail_at = payload.get("fail_at_round") if state is None else None
-        reporter = TuneReporter(
-            tracked, payload["checkpoint_every"], fail_at, payload["trial_id"], state_dir
-        )
+        reporter = TuneReporter(tracked, payload["checkpoint_every"], state_dir=state_dir)
         reporter.config_hash = config_hash
-        reporter.fail_with = payload.get("fail_with")
         reporter.rungs = frozenset((payload.get("early_stop") or {}).get("rungs") or ())
         reporter.remote = remote
+        watchers = plugin_observers(payload, state_dir, resumed=state is not None)
         with retries.watching(reporter.notes.append):  # to the driver with the next report
-            tracked.execute(observers=[reporter])
+            tracked.execute(observers=[*watchers, reporter])
         if state_dir is not None:  # the run ended (finished or diverged): no resume needs it
             shutil.rmtree(state_dir, ignore_errors=True)
             if remote is not None:
@@ -239,6 +230,25 @@ def _claimed_trial(payload: dict, config: RunConfig) -> None:
         if full is not None:  # one line for the driver, not Ray's chain of tracebacks
             raise full from None
         raise
+
+
+#: the function a ``--plugin`` module may define to watch the rounds of every trial of the sweep
+PLUGIN_OBSERVERS = "trial_observers"
+
+
+def plugin_observers(payload: dict, state_dir: Path | None, resumed: bool) -> list[Observer]:
+    """The observers the trial's ``--plugin`` modules add to it, before its reporter: each
+    module's ``trial_observers(trial_id, state_dir, resumed)``, when it defines one (``resumed``:
+    this attempt goes on from a checkpoint). The tests' crashes on purpose come this way
+    (``tests.faults``): the payload carries no test field."""
+    import sys
+
+    out: list[Observer] = []
+    for module, _root in payload.get("plugins") or []:
+        make = getattr(sys.modules.get(module), PLUGIN_OBSERVERS, None)
+        if make is not None:
+            out.extend(make(payload["trial_id"], state_dir, resumed))
+    return out
 
 
 #: seconds between two plain progress reports to Ray Tune (every round still goes to MLflow;
@@ -254,16 +264,10 @@ class TuneReporter(Observer):
     training)."""
 
     def __init__(
-        self,
-        tracked: TrackedRun,
-        every: int,
-        fail_at: int | None = None,
-        label: str = "",
-        state_dir: str | Path | None = None,
+        self, tracked: TrackedRun, every: int, state_dir: str | Path | None = None
     ) -> None:
-        self.tracked, self.every, self.fail_at, self.label = tracked, every, fail_at, label
+        self.tracked, self.every = tracked, every
         self.state_dir = None if state_dir is None else Path(state_dir)
-        self.fail_with: str | None = None  # "enospc": the injected failure is a full disk
         #: the checkpoints' mirror on an object store (``remote_state.RemoteFolder``), or None
         self.remote = None
         #: the trial's config hash, written into every checkpoint (issue 53)
@@ -279,11 +283,6 @@ class TuneReporter(Observer):
     def on_round(self, t, metrics, result) -> None:
         from ray import tune
 
-        if self.fail_at is not None and t == self.fail_at:
-            if self.fail_with == "enospc":
-                where = self.state_dir / checkpoint_name(t) if self.state_dir else None
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(where))
-            raise InjectedFailure(f"injected failure at round {t} ({self.label})")
         report = {k: metrics[k] for k in REPORTED if k in metrics}
         report["round"] = t
         if self.notes:
