@@ -36,8 +36,10 @@ The figure's plan (its trials, step 3's data check, the derived trials' resoluti
 the spec layer (:mod:`fedsweep.specs.figure`); the parts of the run live beside this module:
 :mod:`~fedsweep.sweep.store_index` (finished runs by hash, figure membership, the parent run),
 :mod:`~fedsweep.sweep.locking` (one driver per sweep, the state file, ``--resume`` checks),
-:mod:`~fedsweep.sweep.ray_backend` (Ray up and down, the Tune fit) and
-:mod:`~fedsweep.sweep.report` (the report); this module drives the stages.
+:mod:`~fedsweep.sweep.ray_backend` (Ray up and down, the trials' payloads),
+:mod:`~fedsweep.sweep.tune_fit` (the Tune fit), :mod:`~fedsweep.sweep.stage` (one stage: plan,
+resume, fit, tally) and :mod:`~fedsweep.sweep.report` (the report); this module checks the
+inputs and drives the stages.
 """
 
 from __future__ import annotations
@@ -144,16 +146,8 @@ def run_sweep(
         echo(f"{spec.figure} [{profile}]: no trial can run without its data; nothing to schedule")
         return report
 
-    remote = str(storage_dir) if is_remote(storage_dir) else None
-    # an object store holds the trials' checkpoints; Ray Tune's folder, the sweep's state file
-    # and the driver's lock stay on this machine (fedsweep.sweep.remote_state)
     tune_name = ray_experiment_name(spec.figure, profile, uri, spec_path)
-    storage = (
-        Path(str(storage_dir).removeprefix("file://")).resolve()
-        if storage_dir and not remote
-        else sweep_folder(uri, tune_name, echo)
-    )
-    storage.mkdir(parents=True, exist_ok=True)
+    storage, remote = _sweep_storage(storage_dir, uri, tune_name, echo)
     waited: list = []  # the holder this driver waited for (--wait), if any
     with (
         retries.watching(echo),  # a tracking server's outage: one line, not silence
@@ -178,6 +172,21 @@ def run_sweep(
         except BaseException:
             abandon_start()  # failed before it waited for Ray: no Ray left starting behind
             raise
+
+
+def _sweep_storage(storage_dir: str | Path | None, uri: str, tune_name: str, echo):
+    """``(storage, remote)``: the folder of the sweep's Ray experiments, state files and
+    driver lock (made now), and the object store holding the trials' checkpoints with a
+    remote ``--storage`` (else None): Ray Tune's folder, the sweep's state file and the
+    driver's lock stay on this machine (fedsweep.sweep.remote_state)."""
+    remote = str(storage_dir) if is_remote(storage_dir) else None
+    storage = (
+        Path(str(storage_dir).removeprefix("file://")).resolve()
+        if storage_dir and not remote
+        else sweep_folder(uri, tune_name, echo)
+    )
+    storage.mkdir(parents=True, exist_ok=True)
+    return storage, remote
 
 
 def _check_inputs(

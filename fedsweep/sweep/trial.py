@@ -21,6 +21,7 @@ import errno
 import json
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -161,8 +162,6 @@ def fl_trial(params: dict, secrets: dict | None = None) -> None:
 
 def _claimed_trial(payload: dict, config: RunConfig) -> None:
     """The trial, once it holds the claim on its config."""
-    from ray import tune
-
     state_dir = Path(payload["state_dir"]) if payload.get("state_dir") else None
     config_hash = payload["tags"]["fedsweep.config_hash"]
     remote = None
@@ -172,36 +171,8 @@ def _claimed_trial(payload: dict, config: RunConfig) -> None:
 
         remote = RemoteFolder(payload["state_remote"])
         remote.pull(state_dir)
-    notes: list[str] = []
     try:
-        state, saved_run = (
-            restore_newest(state_dir, warn=notes.append, config_hash=config_hash)
-            if state_dir
-            else (None, None)
-        )
-        # (a run of this config that already ended was found by fl_trial, under the claim)
-        run_id = unfinished_sibling(config.tracking.uri, payload["parent_run_id"], config_hash)
-        if state is not None and not RecordSpool(state_dir / RECORDS_DIR).fits(
-            state.get(SPOOL_KEY)
-        ):
-            notes.append(
-                f"{state_dir / RECORDS_DIR}: the per-round records of the checkpoint of round "
-                f"{state['round']} are missing; starting at round 0"
-            )
-            state = None
-        if state is not None and saved_run != run_id:
-            # a checkpoint of another run (one deleted since, or of an earlier sweep's parent):
-            # not this run's rounds; start at round 0 in the run found
-            notes.append(
-                f"{state_dir}: the newest checkpoint belongs to MLflow run {saved_run}, not to "
-                f"{run_id or 'a new run'}; starting at round 0"
-            )
-            state = None
-        for note in notes:
-            print(f"warning: {note}", flush=True)
-        if notes:
-            done = int(state["round"]) if state is not None else 0
-            tune.report({"round": done, NOTE_KEY: "\n".join(notes)})
+        state, run_id = _state_to_resume(payload, config, state_dir)
         tags = dict(payload["tags"])
         if state is not None:  # provenance: this attempt went on from a checkpoint
             tags[RESUMED_TAG] = str(int(state["round"]))
@@ -232,6 +203,44 @@ def _claimed_trial(payload: dict, config: RunConfig) -> None:
         raise
 
 
+def _state_to_resume(payload: dict, config: RunConfig, state_dir: Path | None):
+    """``(state, run_id)``: the newest checkpoint of the trial's folder that loads (None: start
+    at round 0) and its unfinished MLflow run (None: a new one). A checkpoint set aside, one
+    whose records are missing, or one of another run is said (printed, and reported to the
+    driver's console) and not resumed."""
+    from ray import tune
+
+    config_hash = payload["tags"]["fedsweep.config_hash"]
+    notes: list[str] = []
+    state, saved_run = (
+        restore_newest(state_dir, warn=notes.append, config_hash=config_hash)
+        if state_dir
+        else (None, None)
+    )
+    # (a run of this config that already ended was found by fl_trial, under the claim)
+    run_id = unfinished_sibling(config.tracking.uri, payload["parent_run_id"], config_hash)
+    if state is not None and not RecordSpool(state_dir / RECORDS_DIR).fits(state.get(SPOOL_KEY)):
+        notes.append(
+            f"{state_dir / RECORDS_DIR}: the per-round records of the checkpoint of round "
+            f"{state['round']} are missing; starting at round 0"
+        )
+        state = None
+    if state is not None and saved_run != run_id:
+        # a checkpoint of another run (one deleted since, or of an earlier sweep's parent):
+        # not this run's rounds; start at round 0 in the run found
+        notes.append(
+            f"{state_dir}: the newest checkpoint belongs to MLflow run {saved_run}, not to "
+            f"{run_id or 'a new run'}; starting at round 0"
+        )
+        state = None
+    for note in notes:
+        print(f"warning: {note}", flush=True)
+    if notes:
+        done = int(state["round"]) if state is not None else 0
+        tune.report({"round": done, NOTE_KEY: "\n".join(notes)})
+    return state, run_id
+
+
 #: the function a ``--plugin`` module may define to watch the rounds of every trial of the sweep
 PLUGIN_OBSERVERS = "trial_observers"
 
@@ -241,8 +250,6 @@ def plugin_observers(payload: dict, state_dir: Path | None, resumed: bool) -> li
     module's ``trial_observers(trial_id, state_dir, resumed)``, when it defines one (``resumed``:
     this attempt goes on from a checkpoint). The tests' crashes on purpose come this way
     (``tests.faults``): the payload carries no test field."""
-    import sys
-
     out: list[Observer] = []
     for module, _root in payload.get("plugins") or []:
         make = getattr(sys.modules.get(module), PLUGIN_OBSERVERS, None)
