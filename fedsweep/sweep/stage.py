@@ -130,7 +130,7 @@ class _Fitted:
 
     payloads: list[dict]
     results: object  # Ray Tune's ResultGrid
-    stopped: list  # the search trials an early-stopping scheduler stopped (their run ids)
+    stopped: list  # the search trials the early-stopping scheduler stopped (early_stop.Stopped)
 
 
 def run_stage(
