@@ -1,7 +1,8 @@
 """Ray for a sweep: start, attach to (``--address``, failing in seconds when unreachable) and
-stop Ray, check that a node can hold one trial, and run the trials with a fresh Ray Tune
-experiment (:func:`fit_trials`): each trial's payload (:func:`trial_payload`), names and
-folders, and the removal of Ray's folders, only ever inside the store's ray_results."""
+stop Ray, check that a node can hold one trial, and what the Ray Tune fit of the trials
+(``sweep.tune_fit.fit_trials``) is made of: each trial's payload (:func:`trial_payload`), names
+and folders, the trial actors' environment, and the removal of Ray's folders, only ever inside
+the store's ray_results."""
 
 from __future__ import annotations
 
@@ -13,13 +14,10 @@ import shutil
 import socket
 from pathlib import Path
 
-from fedsweep.core import atomic
 from fedsweep.core.errors import first_line
 from fedsweep.specs.load import SpecError, SweepSpec, Trial
 from fedsweep.specs.search import early_stop_of
-from fedsweep.sweep.report import SweepReport
 from fedsweep.sweep.store_index import used_by_tag
-from fedsweep.tracking.outage import relay_sigint
 from fedsweep.tracking.store import LINE_TAG
 
 #: in a sweep's folder (``<store>/ray_results/<figure>-<profile>-<key>``), beside STATE_FILE:
@@ -41,7 +39,6 @@ def trial_payload(
     tracking_uri: str,
     experiment: str,
     parent_run_id: str,
-    fail_at_round: int | tuple[int, str] | None = None,
     plugins: list | None = None,
     state_dir: str | Path | None = None,
     state_remote: str | None = None,
@@ -58,9 +55,6 @@ def trial_payload(
         "config": cfg.model_dump(mode="json"),
         "parent_run_id": parent_run_id,
         "checkpoint_every": spec.checkpoint_every,
-        # fault injection (tests): a round, or (round, "enospc") for a full file system
-        "fail_at_round": fail_at_round[0] if isinstance(fail_at_round, tuple) else fail_at_round,
-        "fail_with": fail_at_round[1] if isinstance(fail_at_round, tuple) else None,
         "state_dir": None if state_dir is None else str(state_dir),
         "state_remote": state_remote,
         "plugins": [list(p) for p in plugins or []],  # --plugin modules, imported first
@@ -550,90 +544,6 @@ def shutdown_ray() -> None:
     ray_watchdog.stop()
 
 
-def fit_trials(
-    payloads,
-    spec,
-    storage: Path,
-    tune_name: str,
-    state_path: Path,
-    state: dict,
-    restore: bool,
-    max_concurrent,
-    verbose,
-    report: SweepReport | None = None,
-    listener=None,
-    echo=None,
-    env: dict | None = None,
-    scheduler=None,
-):
-    """Run the trials with a fresh Ray Tune experiment; Ray must be up. ``env``: variables the
-    trials need besides the tracking credentials (an object storage's), handed over with them.
-    ``scheduler``: Tune's trial scheduler (``sweep.early_stop.EarlyStopByGroup`` for search
-    trials that declare one; None: FIFO). With ``restore``
-    (``--resume``) the trials' checkpoint folders (``TRIALS_DIR``) are kept and each trial goes
-    on from its newest checkpoint; without, they are removed first. Ray's own experiment folder
-    (``RAY_DIR``, its pickles included) is removed before the fit and never read: Ray restores
-    nothing, a resumed sweep is a new experiment over the pending trials."""
-    from ray import tune
-
-    from fedsweep.sweep.trial import fl_trial
-    from fedsweep.tracking.credentials import secret_env
-
-    with secrets_kept_from_ray() as held, plain_trial_workers():
-        secrets = {**secret_env(), **held, **(env or {})}
-        # credentials reach trials on other nodes through Ray's object store, never through a
-        # trial's config (which Ray writes to disk) nor its runtime_env (which Ray logs):
-        # fedsweep.tracking.credentials, secrets_kept_from_ray
-        function = tune.with_parameters(fl_trial, secrets=secrets) if secrets else fl_trial
-        return _fit(
-            function, payloads, spec, storage, tune_name, state_path, state, restore,
-            max_concurrent, verbose, report, listener, echo, scheduler,
-        )  # fmt: skip
-
-
-def _fit(
-    function, payloads, spec, storage, tune_name, state_path, state, restore, max_concurrent,
-    verbose, report, listener, echo, scheduler=None,
-):  # fmt: skip
-    from ray import tune
-
-    from fedsweep.sweep.tune_events import TrialEvents, listening
-
-    trainable = tune.with_resources(
-        function, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
-    )
-    path = storage / tune_name
-    if not restore and path.exists():  # a stale sweep folder: its checkpoints are not used
-        remove_inside(path, storage)
-    if (path / RAY_DIR).exists():  # an earlier fit's Ray experiment: never read back
-        remove_inside(path / RAY_DIR, storage)
-    tuner = tune.Tuner(
-        trainable,
-        param_space={"trial": tune.grid_search(payloads)},
-        tune_config=tune.TuneConfig(
-            max_concurrent_trials=max_concurrent,
-            reuse_actors=True,
-            scheduler=scheduler,
-            trial_name_creator=trial_name,
-            trial_dirname_creator=trial_dirname,
-        ),
-        run_config=tune.RunConfig(
-            name=RAY_DIR,
-            storage_path=str(path),
-            # a retried trial goes on from its newest checkpoint, which it finds itself
-            failure_config=tune.FailureConfig(max_failures=spec.max_failures),
-            verbose=verbose,
-            callbacks=[TrialEvents()],
-        ),
-    )
-    (path / TRIALS_DIR).mkdir(parents=True, exist_ok=True)
-    atomic.write_text(state_path, json.dumps(state))  # a --resume sees old or new, never half
-    if listener is not None and report is not None:
-        listener.begin(report)
-    with listening(_Notes(listener, echo, report)):
-        return tuner.fit()
-
-
 #: credentials Ray Tune copies from the driver's environment into every trial actor's
 #: ``runtime_env`` (Ray 2.60: ``ray.tune.execution.class_cache.ENV_VARS_TO_PROPAGATE``), which
 #: Ray's runtime-env agent then writes, in clear, into ``<session>/logs/runtime_env_agent.log``
@@ -709,88 +619,3 @@ def plain_trial_workers():
         yield
     finally:
         defaults.update(kept)
-
-
-class _Notes:
-    """The listener of a fit: Tune's trial events go to ``listener``; a trial's note goes to
-    ``listener.trial_note`` when it has one, else to ``echo`` (``warning:`` unless the note
-    says ``note:``). Faults get one line each and are counted in ``report``: a trial that
-    Ray restarts (``recover``: it goes on from its newest checkpoint) and a Ray node lost
-    (polled every :data:`NODE_POLL_S` seconds of Tune's loop)."""
-
-    def __init__(self, listener, echo, report: SweepReport | None = None):
-        self.listener, self.echo, self.report = listener, echo, report
-        self._nodes: dict[str, str] | None = None  # alive node id -> address
-        self._polled = 0.0
-
-    def trial_event(self, event, trials, trial) -> None:
-        # Tune's SIGINT handler (installed for the fit) first makes the clean-up brief, as
-        # SIGTERM does: a Ctrl-C during an outage spent MLflow's retries, minutes, on it
-        relay_sigint()
-        if event == "recover" and trial is not None:
-            if self.report is not None:
-                self.report.restarts += 1
-            why = _first_error_line(trial)
-            self._say(
-                f"note: trial {trial} failed{f' ({why})' if why else ''}; Ray restarts it, "
-                "from its newest checkpoint"
-            )
-        if event == "step":
-            self._watch_nodes()
-        if self.listener is not None:
-            self.listener.trial_event(event, trials, trial)
-
-    def _watch_nodes(self) -> None:
-        import time
-
-        now = time.monotonic()
-        if now - self._polled < NODE_POLL_S:
-            return
-        self._polled = now
-        try:
-            import ray
-
-            alive = {
-                n["NodeID"]: n.get("NodeManagerAddress", "?") for n in ray.nodes() if n.get("Alive")
-            }
-        except Exception:  # noqa: BLE001 - a display must never stop a sweep
-            return
-        if self._nodes is not None:
-            for node_id, address in self._nodes.items():
-                if node_id not in alive:
-                    self._say(
-                        f"note: Ray node {address} ({node_id[:8]}) was lost; its trials restart "
-                        f"on the other nodes from their checkpoints ({len(alive)} node(s) left)"
-                    )
-        self._nodes = alive
-
-    def _say(self, text: str) -> None:
-        if self.echo is not None:
-            self.echo(text)
-
-    def trial_note(self, trial, text: str) -> None:
-        note = getattr(self.listener, "trial_note", None)
-        if note is not None:
-            note(trial, text)
-        elif self.echo is not None:
-            for line in text.splitlines():
-                if line.startswith("note: "):
-                    self.echo(f"note: {trial}: {line[len('note: ') :]}")
-                else:
-                    self.echo(f"warning: {trial}: {line}")
-
-
-#: seconds between two looks at the Ray cluster's nodes during a fit
-NODE_POLL_S = 5.0
-
-
-def _first_error_line(trial) -> str:
-    """The last line of a Tune trial's error (the exception), or "" when Ray has none yet."""
-    try:
-        text = trial.get_error() if hasattr(trial, "get_error") else None
-        if not text and getattr(trial, "error_file", None):
-            text = Path(trial.error_file).read_text()
-        lines = [ln for ln in str(text or "").strip().splitlines() if ln.strip()]
-        return lines[-1].strip()[:200] if lines else ""
-    except Exception:  # noqa: BLE001
-        return ""

@@ -21,6 +21,7 @@ import errno
 import json
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -55,10 +56,6 @@ REUSED_KEY = "reused_run"
 #: key of a trial's report that carries a warning for the driver's console (a checkpoint set
 #: aside); ``sweep.tune_events`` forwards it
 NOTE_KEY = "fedsweep_note"  # = tune_events.NOTE_KEY (that module imports Ray at its top)
-
-
-class InjectedFailure(RuntimeError):
-    """Raised on purpose by the fault-injection hook (tests of crash handling)."""
 
 
 class StoreFullError(OSError):
@@ -165,8 +162,6 @@ def fl_trial(params: dict, secrets: dict | None = None) -> None:
 
 def _claimed_trial(payload: dict, config: RunConfig) -> None:
     """The trial, once it holds the claim on its config."""
-    from ray import tune
-
     state_dir = Path(payload["state_dir"]) if payload.get("state_dir") else None
     config_hash = payload["tags"]["fedsweep.config_hash"]
     remote = None
@@ -176,36 +171,8 @@ def _claimed_trial(payload: dict, config: RunConfig) -> None:
 
         remote = RemoteFolder(payload["state_remote"])
         remote.pull(state_dir)
-    notes: list[str] = []
     try:
-        state, saved_run = (
-            restore_newest(state_dir, warn=notes.append, config_hash=config_hash)
-            if state_dir
-            else (None, None)
-        )
-        # (a run of this config that already ended was found by fl_trial, under the claim)
-        run_id = unfinished_sibling(config.tracking.uri, payload["parent_run_id"], config_hash)
-        if state is not None and not RecordSpool(state_dir / RECORDS_DIR).fits(
-            state.get(SPOOL_KEY)
-        ):
-            notes.append(
-                f"{state_dir / RECORDS_DIR}: the per-round records of the checkpoint of round "
-                f"{state['round']} are missing; starting at round 0"
-            )
-            state = None
-        if state is not None and saved_run != run_id:
-            # a checkpoint of another run (one deleted since, or of an earlier sweep's parent):
-            # not this run's rounds; start at round 0 in the run found
-            notes.append(
-                f"{state_dir}: the newest checkpoint belongs to MLflow run {saved_run}, not to "
-                f"{run_id or 'a new run'}; starting at round 0"
-            )
-            state = None
-        for note in notes:
-            print(f"warning: {note}", flush=True)
-        if notes:
-            done = int(state["round"]) if state is not None else 0
-            tune.report({"round": done, NOTE_KEY: "\n".join(notes)})
+        state, run_id = _state_to_resume(payload, config, state_dir)
         tags = dict(payload["tags"])
         if state is not None:  # provenance: this attempt went on from a checkpoint
             tags[RESUMED_TAG] = str(int(state["round"]))
@@ -218,18 +185,13 @@ def _claimed_trial(payload: dict, config: RunConfig) -> None:
             # the per-round records, on disk beside the checkpoints (cut back to a restored one)
             records_dir=state_dir / RECORDS_DIR if state_dir else None,
         )
-        # fault injection (tests): crash at this round, unless this attempt continues from a
-        # checkpoint (so a retried trial gets past it)
-        fail_at = payload.get("fail_at_round") if state is None else None
-        reporter = TuneReporter(
-            tracked, payload["checkpoint_every"], fail_at, payload["trial_id"], state_dir
-        )
+        reporter = TuneReporter(tracked, payload["checkpoint_every"], state_dir=state_dir)
         reporter.config_hash = config_hash
-        reporter.fail_with = payload.get("fail_with")
         reporter.rungs = frozenset((payload.get("early_stop") or {}).get("rungs") or ())
         reporter.remote = remote
+        watchers = plugin_observers(payload, state_dir, resumed=state is not None)
         with retries.watching(reporter.notes.append):  # to the driver with the next report
-            tracked.execute(observers=[reporter])
+            tracked.execute(observers=[*watchers, reporter])
         if state_dir is not None:  # the run ended (finished or diverged): no resume needs it
             shutil.rmtree(state_dir, ignore_errors=True)
             if remote is not None:
@@ -239,6 +201,61 @@ def _claimed_trial(payload: dict, config: RunConfig) -> None:
         if full is not None:  # one line for the driver, not Ray's chain of tracebacks
             raise full from None
         raise
+
+
+def _state_to_resume(payload: dict, config: RunConfig, state_dir: Path | None):
+    """``(state, run_id)``: the newest checkpoint of the trial's folder that loads (None: start
+    at round 0) and its unfinished MLflow run (None: a new one). A checkpoint set aside, one
+    whose records are missing, or one of another run is said (printed, and reported to the
+    driver's console) and not resumed."""
+    from ray import tune
+
+    config_hash = payload["tags"]["fedsweep.config_hash"]
+    notes: list[str] = []
+    state, saved_run = (
+        restore_newest(state_dir, warn=notes.append, config_hash=config_hash)
+        if state_dir
+        else (None, None)
+    )
+    # (a run of this config that already ended was found by fl_trial, under the claim)
+    run_id = unfinished_sibling(config.tracking.uri, payload["parent_run_id"], config_hash)
+    if state is not None and not RecordSpool(state_dir / RECORDS_DIR).fits(state.get(SPOOL_KEY)):
+        notes.append(
+            f"{state_dir / RECORDS_DIR}: the per-round records of the checkpoint of round "
+            f"{state['round']} are missing; starting at round 0"
+        )
+        state = None
+    if state is not None and saved_run != run_id:
+        # a checkpoint of another run (one deleted since, or of an earlier sweep's parent):
+        # not this run's rounds; start at round 0 in the run found
+        notes.append(
+            f"{state_dir}: the newest checkpoint belongs to MLflow run {saved_run}, not to "
+            f"{run_id or 'a new run'}; starting at round 0"
+        )
+        state = None
+    for note in notes:
+        print(f"warning: {note}", flush=True)
+    if notes:
+        done = int(state["round"]) if state is not None else 0
+        tune.report({"round": done, NOTE_KEY: "\n".join(notes)})
+    return state, run_id
+
+
+#: the function a ``--plugin`` module may define to watch the rounds of every trial of the sweep
+PLUGIN_OBSERVERS = "trial_observers"
+
+
+def plugin_observers(payload: dict, state_dir: Path | None, resumed: bool) -> list[Observer]:
+    """The observers the trial's ``--plugin`` modules add to it, before its reporter: each
+    module's ``trial_observers(trial_id, state_dir, resumed)``, when it defines one (``resumed``:
+    this attempt goes on from a checkpoint). The tests' crashes on purpose come this way
+    (``tests.faults``): the payload carries no test field."""
+    out: list[Observer] = []
+    for module, _root in payload.get("plugins") or []:
+        make = getattr(sys.modules.get(module), PLUGIN_OBSERVERS, None)
+        if make is not None:
+            out.extend(make(payload["trial_id"], state_dir, resumed))
+    return out
 
 
 #: seconds between two plain progress reports to Ray Tune (every round still goes to MLflow;
@@ -254,16 +271,10 @@ class TuneReporter(Observer):
     training)."""
 
     def __init__(
-        self,
-        tracked: TrackedRun,
-        every: int,
-        fail_at: int | None = None,
-        label: str = "",
-        state_dir: str | Path | None = None,
+        self, tracked: TrackedRun, every: int, state_dir: str | Path | None = None
     ) -> None:
-        self.tracked, self.every, self.fail_at, self.label = tracked, every, fail_at, label
+        self.tracked, self.every = tracked, every
         self.state_dir = None if state_dir is None else Path(state_dir)
-        self.fail_with: str | None = None  # "enospc": the injected failure is a full disk
         #: the checkpoints' mirror on an object store (``remote_state.RemoteFolder``), or None
         self.remote = None
         #: the trial's config hash, written into every checkpoint (issue 53)
@@ -279,11 +290,6 @@ class TuneReporter(Observer):
     def on_round(self, t, metrics, result) -> None:
         from ray import tune
 
-        if self.fail_at is not None and t == self.fail_at:
-            if self.fail_with == "enospc":
-                where = self.state_dir / checkpoint_name(t) if self.state_dir else None
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(where))
-            raise InjectedFailure(f"injected failure at round {t} ({self.label})")
         report = {k: metrics[k] for k in REPORTED if k in metrics}
         report["round"] = t
         if self.notes:

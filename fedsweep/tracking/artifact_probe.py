@@ -10,7 +10,7 @@ an endpoint that does not answer for minutes).
 
 An S3-compatible server (MinIO, Ceph, moto) is reached through ``MLFLOW_S3_ENDPOINT_URL``;
 that and the other variables of :data:`ARTIFACT_ENV` are handed to the trials with the
-credentials (``sweep.ray_backend.fit_trials``: Ray's object store, never a trial's
+credentials (``sweep.tune_fit.fit_trials``: Ray's object store, never a trial's
 ``runtime_env``), so trials on other nodes write where the driver probed.
 """
 

@@ -223,9 +223,7 @@ def test_sweep_trials_import_the_drivers_plugins(tmp_path):
         small_spec("plugfig", base={"selector": "none", **VECA}, curves=[{"label": "V"}]),
     )
     spec = load_spec(spec_path)
-    payload = trial_payload(
-        expand(spec, "smoke")[0], spec, "sqlite:///x.db", "f", "p", None, plugins
-    )
+    payload = trial_payload(expand(spec, "smoke")[0], spec, "sqlite:///x.db", "f", "p", plugins)
     assert payload["plugins"] == [["rulespkg.mine", str(tmp_path.resolve())]]
     script = (
         "import json, sys; from fedsweep.plugins import load_plugin_list; "
@@ -386,13 +384,13 @@ def test_a_run_under_the_legacy_hash_is_reused_and_drawn(tmp_path):
 def test_sweep_plan_cli_lists_trials_without_ray_or_writes(tmp_path, cli, monkeypatch):
     """``sweep --plan``: every trial with its hash and what would happen, totals, JSON; no Ray
     started, no store created."""
-    from fedsweep.sweep import runner
+    from fedsweep.sweep import stage
 
     def no_ray(*args, **kwargs):
         raise AssertionError("--plan started Ray")
 
-    monkeypatch.setattr(runner, "init_ray", no_ray)
-    monkeypatch.setattr(runner, "fit_trials", no_ray)
+    monkeypatch.setattr(stage, "init_ray", no_ray)
+    monkeypatch.setattr(stage, "fit_trials", no_ray)
     spec_path, store, fedavg, run_id = _legacy_store(tmp_path)
     code, out = cli("sweep", spec_path, "--profile", "smoke", "--plan", "--tracking-uri", store)
     assert code == 0, out

@@ -55,12 +55,13 @@ def _own_store(tmp_path, monkeypatch):
 def no_ray_no_mlflow(monkeypatch):
     """Fail the test if a sweep gets as far as MLflow or Ray."""
     import fedsweep.sweep.runner as runner_mod
+    import fedsweep.sweep.stage as stage_mod
 
     def boom(*a, **k):
         raise AssertionError("MLflow or Ray was started")
 
     monkeypatch.setattr(runner_mod, "get_client", boom)
-    monkeypatch.setattr(runner_mod, "fit_trials", boom)
+    monkeypatch.setattr(stage_mod, "fit_trials", boom)
 
 
 def config_file(tmp_path: Path, text: str | None = None, **sections) -> Path:

@@ -70,12 +70,12 @@ def test_an_endpoint_that_does_not_answer_fails_within_the_bound(monkeypatch):
 
 
 def test_a_bad_artifact_root_stops_the_sweep_before_ray(s3, tmp_path, monkeypatch):
-    from fedsweep.sweep import runner
+    from fedsweep.sweep import stage
 
     def no_ray(*args, **kwargs):
         raise AssertionError("Ray started before the artifact root was checked")
 
-    monkeypatch.setattr(runner, "init_ray", no_ray)
+    monkeypatch.setattr(stage, "init_ray", no_ray)
     monkeypatch.chdir(tmp_path)
     spec = write_yaml(tmp_path / "art.yaml", small_spec("art", alphas=(0.5,)))
     store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"

@@ -25,6 +25,7 @@ from fedsweep.specs.load import SpecError, expand, load_spec
 from fedsweep.sweep.ray_backend import DERIVED_FROM, trial_payload
 from fedsweep.sweep.store_index import finished_runs
 from fedsweep.tracking.store import get_client
+from tests.faults import fault_plugins
 from tests.helpers import small_spec, smoke_sweep, sweep_runs, write_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -265,7 +266,7 @@ def test_two_stage_sweep_derives_resumes_its_derived_stage_and_is_idempotent(
 ):
     spec = write_yaml(tmp_path / "derived-fig.yaml", derived_tree())
     victim = trial_id(spec, "FedAvg", 0)
-    report = smoke_sweep(spec, store, tmp_path, fail_at={victim: 2})
+    report = smoke_sweep(spec, store, tmp_path, plugins=fault_plugins(tmp_path, {victim: 2}))
     assert (report.total, report.scheduled, report.finished, report.errored) == (6, 6, 5, 1)
     assert report.no_source == 0 and victim in report.errors[0]
     ray_dirs = sorted(p.name for p in (tmp_path / "ray").iterdir() if p.is_dir())
@@ -299,7 +300,9 @@ def test_failed_source_leaves_its_derived_trials_for_a_later_run(ray_session, tm
     spec = write_yaml(tmp_path / "derived-src.yaml", derived_tree("derived-src"))
     fail = {trial_id(spec, FEDVECA, 1): 2, trial_id(spec, "FedAvg", 0): 2}
     lines: list[str] = []
-    report = smoke_sweep(spec, store, tmp_path, fail_at=fail, echo=lines.append)
+    report = smoke_sweep(
+        spec, store, tmp_path, plugins=fault_plugins(tmp_path, fail), echo=lines.append
+    )
     assert (report.total, report.finished, report.errored, report.no_source) == (6, 2, 2, 2)
     assert "2 not run (source run missing) of 6 trials" in report.line()
     missing = [line for line in lines if "has no finished run" in line]

@@ -13,6 +13,7 @@ import pytest
 from fedsweep.experiment import FLRun
 from fedsweep.specs.load import expand, load_spec
 from fedsweep.sweep import trial as trial_mod
+from tests.faults import fault_plugins
 from tests.helpers import small_spec, smoke_sweep, sweep_runs, tiny_config, tiny_dataset, write_yaml
 
 
@@ -91,7 +92,9 @@ def test_swapped_checkpoints_at_the_same_round_are_not_resumed(ray_session, tmp_
     )  # fmt: skip
     a, b = expand(load_spec(spec), "smoke", extra={})
     store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
-    report = smoke_sweep(spec, store, tmp_path, fail_at={a.trial_id: 3, b.trial_id: 3})
+    report = smoke_sweep(
+        spec, store, tmp_path, plugins=fault_plugins(tmp_path, {a.trial_id: 3, b.trial_id: 3})
+    )
     assert (report.finished, report.errored) == (0, 2)
     (sweep_dir,) = [p for p in (tmp_path / "ray").iterdir() if p.is_dir()]
     first, second = (sweep_dir / "trials" / t.config_hash / "checkpoint_000002" for t in (a, b))

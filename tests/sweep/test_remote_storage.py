@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 from fedsweep.specs.load import SpecError, expand, load_spec
+from tests.faults import fault_plugins
 from tests.helpers import small_spec, sweep_runs, write_yaml
 
 ROUNDS = 4
@@ -65,7 +66,8 @@ def test_checkpoints_on_an_object_store_survive_the_loss_of_the_local_copy(
             **kw,
         )  # fmt: skip
 
-    first = sweep(fail_at={victim.trial_id: 3})  # crashes after its round-2 checkpoint
+    # the victim crashes after its round-2 checkpoint
+    first = sweep(plugins=fault_plugins(tmp_path, {victim.trial_id: 3}))
     assert (first.finished, first.errored) == (1, 1), first.errors
     remote = _files(fs, "bucket/sweeps")
     mine = [p for p in remote if f"/trials/{victim.config_hash}/" in p]

@@ -41,14 +41,15 @@ def _no_ray_no_mlflow(tmp_path, monkeypatch):
     """A sweep that gets as far as MLflow or Ray fails the test at once (and the default store
     is under tmp_path)."""
     import fedsweep.sweep.runner as runner_mod
+    import fedsweep.sweep.stage as stage_mod
 
     def boom(*a, **k):
         raise AssertionError("MLflow or Ray was started")
 
     monkeypatch.setenv("FEDSWEEP_STORE_DIR", str(tmp_path / "default-store"))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    for name in ("get_client", "fit_trials"):
-        monkeypatch.setattr(runner_mod, name, boom)
+    monkeypatch.setattr(runner_mod, "get_client", boom)
+    monkeypatch.setattr(stage_mod, "fit_trials", boom)
 
 
 def spec_file(path: Path, figure: str, **kw) -> Path:

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from fedsweep.specs.load import SpecError, expand, load_spec
+from tests.faults import fault_plugins
 from tests.helpers import small_spec, smoke_sweep, sweep_runs, write_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +66,7 @@ def test_sweep_runs_trials_as_child_runs_with_exact_metric_counts(ray_session, t
     Ray schedules again after its run ended does not run twice."""
     spec = write_spec(tmp_path, max_failures=1, checkpoint_every=1)
     victim = expand(load_spec(spec), "smoke", extra={})[0].trial_id
-    report = smoke_sweep(spec, store, tmp_path, fail_at={victim: 3})
+    report = smoke_sweep(spec, store, tmp_path, plugins=fault_plugins(tmp_path, {victim: 3}))
     assert (report.total, report.scheduled, report.finished, report.errored) == (4, 4, 4, 0)
     assert report.restarts == 1
     client, parents, children = child_runs(store, "test-fig")
@@ -128,7 +129,12 @@ def test_injected_crash_does_not_stop_the_others_and_resume_reads_no_pickle(
 
     spec = write_spec(tmp_path, max_failures=0)
     a, b = expand(load_spec(spec), "smoke", extra={})[1:3]
-    report = smoke_sweep(spec, store, tmp_path, fail_at={a.trial_id: 3, b.trial_id: (3, "enospc")})
+    report = smoke_sweep(
+        spec,
+        store,
+        tmp_path,
+        plugins=fault_plugins(tmp_path, {a.trial_id: 3, b.trial_id: (3, "enospc")}),
+    )
     assert (report.finished, report.errored) == (2, 2)
     assert "injected failure" in report.errors[1]
     full = report.errors[0]  # the full disk: one line, no traceback
@@ -156,7 +162,12 @@ def test_injected_crash_does_not_stop_the_others_and_resume_reads_no_pickle(
 
     lines: list[str] = []
     resumed = smoke_sweep(
-        spec, store, tmp_path, resume=True, fail_at={a.trial_id: 3}, echo=lines.append
+        spec,
+        store,
+        tmp_path,
+        resume=True,
+        echo=lines.append,
+        plugins=fault_plugins(tmp_path, {a.trial_id: 3}),
     )
     assert not marker.exists(), "a pickle in the store's ray_results folder was unpickled"
     assert (resumed.scheduled, resumed.finished, resumed.errored) == (2, 2, 0), resumed.errors

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from fedsweep.cli.main import app
 from fedsweep.sweep.locking import store_driver_claim
 from fedsweep.tracking.store import get_client, ray_results_dir
+from tests.faults import fault_plugins
 from tests.helpers import small_spec, write_yaml
 
 
@@ -46,7 +47,7 @@ def test_a_sweeps_ray_state_is_beside_its_store_and_its_lock_file_goes(
     (trial,) = expand(load_spec(spec), "smoke")
     report = run_sweep(  # a crash at round 2 keeps the trial's round-1 checkpoint
         spec, "smoke", tracking_uri=f"sqlite:///{store}", verbose=0, echo=print,
-        fail_at={trial.trial_id: 2},
+        plugins=fault_plugins(tmp_path, {trial.trial_id: 2}),
     )  # fmt: skip
     assert (report.finished, report.errored) == (0, 1)
     results = store.parent / "ray_results"
