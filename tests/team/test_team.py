@@ -294,7 +294,9 @@ def test_two_working_directories_drive_one_server_at_once(team, tmp_path):
         write_yaml(folder / "team-pair.yaml", small_spec("team-pair", seeds=(0, 1, 2), rounds=8))
     write_yaml(two / "team-other.yaml", small_spec("team-other", seeds=(0, 1, 2), rounds=8))
     common = ("--set", "train.lr=0.003", "--address", HEAD)
-    first = _sweep(env, one, one / "team-pair.yaml", *common)
+    # one trial at a time: the first driver still holds the figure when the second arrives,
+    # however busy the machine (with both of its CPUs it could end before the second started)
+    first = _sweep(env, one, one / "team-pair.yaml", *common, "--max-concurrent", "1")
     _until(lambda: _sql(env, "SELECT 1 FROM registered_models WHERE name = %s",
                         "fedsweep.claim.driver.team-pair.smoke"), first)  # fmt: skip
     second = _sweep(env, two, two / "team-pair.yaml", *common, "--wait")
