@@ -402,8 +402,8 @@ def _run_columns(spec_path, figure, profile, key, values, configured, run_args, 
     """Run the figure's sweep once per axis value under one console (as ``fedsweep sweep``
     does for several specs); True when a trial failed. Ctrl-C / SIGTERM: exit 130 / 143."""
     from dashboards.verdict_map import STAR
-    from fedsweep.cli.sweep import _disk_full, sigterm_as_sigint
     from fedsweep.cli.sweep_console import SweepConsole, ray_output_to
+    from fedsweep.cli.sweep_stop import disk_full_at, sigterm_as_sigint
     from fedsweep.sweep.ray_backend import shutdown_ray
     from fedsweep.sweep.runner import run_sweep
     from fedsweep.tracking.store import default_store_dir
@@ -457,7 +457,7 @@ def _run_columns(spec_path, figure, profile, key, values, configured, run_args, 
         )
         raise typer.Exit(128 + (signal.SIGTERM if terminated else signal.SIGINT)) from None
     except Exception as err:
-        full = _disk_full(err, run_args.get("tracking_uri"))
+        full = disk_full_at(err, run_args.get("tracking_uri"))
         if full is None:
             raise
         typer.secho(f"robustness failed: {full}", fg=typer.colors.RED, err=True)

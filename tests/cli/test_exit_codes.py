@@ -459,7 +459,7 @@ def test_issue_48_a_huge_grid_is_counted_and_needs_yes(tmp_path, monkeypatch):
     """issue 48, item 8: a 10,000-curve grid planned silently for minutes: beyond 2,000 trials
     at the profile it is refused without ``--yes`` (before a trial is built), and the count is
     said first."""
-    import fedsweep.cli.sweep as sweep_cli
+    import fedsweep.cli.sweep_specs as sweep_specs
 
     grid = [round(0.0001 * i, 6) for i in range(1, 2002)]  # 2,001 curves x 1 seed
     huge = write_yaml(tmp_path / "huge.yaml", small_spec("huge", alphas=grid))
@@ -469,7 +469,7 @@ def test_issue_48_a_huge_grid_is_counted_and_needs_yes(tmp_path, monkeypatch):
         "2,000",
         "Add --yes to go ahead",
     )
-    monkeypatch.setattr(sweep_cli, "MAX_TRIALS", 3)  # the same at a size a test can build
+    monkeypatch.setattr(sweep_specs, "MAX_TRIALS", 3)  # the same at a size a test can build
     small = write_yaml(tmp_path / "small.yaml", small_spec("small", alphas=(0.2, 0.4, 0.6, 0.8)))
     one_line_exit_2(
         invoke("sweep", small, "--plan", "--profile", "smoke"), "small has 4 trials", "than 3"

@@ -101,7 +101,7 @@ def test_value_text_and_stats():
 
 
 def test_next_commands_name_the_figures_and_a_store_that_is_not_the_default(tmp_path, monkeypatch):
-    from fedsweep.cli.sweep import next_commands
+    from fedsweep.cli.sweep_run import next_commands
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("FEDSWEEP_STORE_DIR", str(tmp_path / "store"))
