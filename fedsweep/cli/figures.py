@@ -129,7 +129,7 @@ def figures(
         from fedsweep.config.load import parse_overrides
         from fedsweep.core.atomic import OutputWriteError
         from fedsweep.plugins import load_plugins
-        from fedsweep.tracking.store import resolve_tracking_uri
+        from fedsweep.tracking.uri import resolve_tracking_uri
 
         load_plugins(plugin)  # parts a spec names (a tau rule of your own)
         overrides = parse_overrides(set_) if set_ else {}
@@ -278,7 +278,7 @@ def store_state(uri: str, figures: list[str]) -> tuple:
     """What changes when a run of one of ``figures``' experiments starts or ends: per
     experiment, the newest run's end time and id and how many runs are RUNNING (two small
     queries each; a store that cannot say is read as unchanged)."""
-    from fedsweep.tracking.store import get_client
+    from fedsweep.tracking.connect import get_client
 
     try:
         client = get_client(uri, create=False)

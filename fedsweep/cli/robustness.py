@@ -93,7 +93,7 @@ def robustness(
         check_figure_names([figure], sweeps_dir)  # a typo: before the heavy imports
     from fedsweep.plugins import load_plugins
     from fedsweep.specs.load import check_panel_filter, find_spec, load_spec, parse_panel_filter
-    from fedsweep.tracking.store import check_tracking_uri, resolve_tracking_uri
+    from fedsweep.tracking.uri import check_tracking_uri, resolve_tracking_uri
 
     with clean_errors():
         if plan and no_run:
@@ -406,7 +406,7 @@ def _run_columns(spec_path, figure, profile, key, values, configured, run_args, 
     from fedsweep.cli.sweep_stop import disk_full_at, sigterm_as_sigint
     from fedsweep.sweep.ray_backend import shutdown_ray
     from fedsweep.sweep.runner import run_sweep
-    from fedsweep.tracking.store import default_store_dir
+    from fedsweep.tracking.uri import default_store_dir
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log_path = (

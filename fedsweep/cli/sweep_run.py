@@ -136,7 +136,7 @@ def _log_path(name: str, profile: str, run_args: dict) -> Path:
     ``ray_results`` (the sweeps' Ray state), else the default store's (a store folder that
     cannot be made: the sweep refuses the URI, exit 2)."""
     from fedsweep.sweep.remote_state import is_remote
-    from fedsweep.tracking.store import default_store_dir, ray_results_dir, resolve_tracking_uri
+    from fedsweep.tracking.uri import default_store_dir, ray_results_dir, resolve_tracking_uri
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     storage = run_args.get("storage_dir")
@@ -228,7 +228,7 @@ def _print_end(console, specs, reports, profile: str, run_args: dict) -> None:
 
 def _store_option(tracking_uri: str | None) -> str:
     """`` --tracking-uri URI`` where the store is not the default one, else ""."""
-    from fedsweep.tracking.store import resolve_tracking_uri
+    from fedsweep.tracking.uri import resolve_tracking_uri
 
     if tracking_uri and resolve_tracking_uri(tracking_uri) != resolve_tracking_uri(None):
         return f" --tracking-uri {resolve_tracking_uri(tracking_uri)}"

@@ -123,9 +123,9 @@ def interrupted(
 def checkpoints_at(storage: str | None, tracking_uri: str | None) -> str:
     """Where a sweep keeps its trials' checkpoints: ``--storage`` (a folder, or an object store
     such as ``s3://bucket/prefix``, its credentials masked), else ``<store dir>/ray_results``
-    (``tracking.store.ray_results_dir``)."""
+    (``tracking.uri.ray_results_dir``)."""
     from fedsweep.tracking.credentials import redact
-    from fedsweep.tracking.store import ray_results_dir, resolve_tracking_uri
+    from fedsweep.tracking.uri import ray_results_dir, resolve_tracking_uri
 
     if storage:
         return redact(str(storage))
@@ -140,7 +140,7 @@ def disk_full_at(err: BaseException, tracking_uri: str | None):
     store's folder when it names no path; else None."""
     from fedsweep.sweep.store_index import store_folder
     from fedsweep.sweep.trial import disk_full
-    from fedsweep.tracking.store import default_store_dir, resolve_tracking_uri
+    from fedsweep.tracking.uri import default_store_dir, resolve_tracking_uri
 
     full = disk_full(err)
     if full is None:

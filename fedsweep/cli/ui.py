@@ -181,7 +181,7 @@ def answers(url: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
 def log_path(uri: str, port: int) -> Path:
     """Where the server's output goes: ``ui-<port>.log`` in a local store's folder, else in
     the temporary folder (a database or server store has no folder of its own here)."""
-    from fedsweep.tracking.store import store_folder
+    from fedsweep.tracking.uri import store_folder
 
     folder = store_folder(uri)
     if folder is None or not folder.is_dir() or not os.access(folder, os.W_OK):
@@ -281,7 +281,8 @@ def ui(
     the server's log goes to ui-PORT.log beside the store. SIGINT, SIGTERM and SIGHUP stop the
     whole process tree (server, web workers, job consumer), then it exits 128 + the signal
     (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
-    from fedsweep.tracking.store import prepare_store, resolve_tracking_uri
+    from fedsweep.tracking.connect import prepare_store
+    from fedsweep.tracking.uri import resolve_tracking_uri
 
     with clean_errors():
         uri = resolve_tracking_uri(tracking_uri)
@@ -305,7 +306,8 @@ def ui(
             prepare_store(uri, create=False)  # reading: never creates a store
         except OSError as err:
             raise UsageError(f"cannot use the store {uri}: {err}") from None
-    from fedsweep.tracking.store import connect_uri, ui_path
+    from fedsweep.tracking.connect import connect_uri
+    from fedsweep.tracking.store import ui_path
 
     env = mlflow_server_env()
     password = connect_uri(uri) != uri

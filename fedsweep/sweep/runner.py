@@ -99,14 +99,14 @@ from fedsweep.sweep.store_index import (
 )
 from fedsweep.tracking import retries
 from fedsweep.tracking.artifact_probe import artifact_env
+from fedsweep.tracking.connect import get_client
 from fedsweep.tracking.direct import tagged_done_hashes
 from fedsweep.tracking.outage import brief_requests
-from fedsweep.tracking.store import artifact_root as store_artifact_root
-from fedsweep.tracking.store import (
+from fedsweep.tracking.store import ensure_experiment
+from fedsweep.tracking.uri import artifact_root as store_artifact_root
+from fedsweep.tracking.uri import (
     check_tracking_uri,
     default_store_dir,
-    ensure_experiment,
-    get_client,
     ray_results_dir,
     resolve_tracking_uri,
     sqlite_path,
@@ -298,7 +298,7 @@ def start_ray_early(trials: list[Trial], uri: str) -> bool:
 
 def sweep_folder(uri: str, tune_name: str, echo) -> Path:
     """Where a sweep without ``--storage`` keeps Ray's state: ``<store dir>/ray_results``
-    (``tracking.store.ray_results_dir``), except for a sweep interrupted before 2026-11-28
+    (``tracking.uri.ray_results_dir``), except for a sweep interrupted before 2026-11-28
     whose state is still where sweeps kept it then (``$FEDSWEEP_STORE_DIR`` or
     ``./mlruns``, ``/ray_results``): it goes on there (said in one note), so ``--resume``
     finds its checkpoints."""

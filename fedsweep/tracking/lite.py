@@ -52,7 +52,7 @@ from fedsweep.tracking.direct import (
     STATUS_TAG,
     by_latest_start,
 )
-from fedsweep.tracking.store import file_uri_path, sqlite_path
+from fedsweep.tracking.uri import file_uri_path, sqlite_path
 
 #: the MLflow whose rows :class:`LiteStore` writes, and its schema revision (alembic head)
 MLFLOW_VERSION = "3.17.2"
@@ -230,7 +230,7 @@ class LiteStore:
         """MLflow's client of the store, made (and MLflow imported) on first use: for what
         this store does not do itself (a found run's artifacts on a remote location)."""
         if self._client is None:
-            from fedsweep.tracking.store import get_client
+            from fedsweep.tracking.connect import get_client
 
             self._client = get_client(self.tracking_uri)
         return self._client

@@ -248,7 +248,7 @@ def watching(
     (:func:`quick_read`) and ``say``s when it stops answering (within seconds, while MLflow's
     own requests are still being retried in silence) and when it answers again. Nothing for a
     local SQLite store (no outage to see) or without ``say``."""
-    from fedsweep.tracking.store import sqlite_path
+    from fedsweep.tracking.uri import sqlite_path
 
     if say is None or sqlite_path(tracking_uri) is not None:
         yield

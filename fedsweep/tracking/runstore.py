@@ -30,8 +30,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from fedsweep.tracking import direct
+from fedsweep.tracking.connect import connect_uri, prepare_store
 from fedsweep.tracking.lite import LiteStore, lite_db
-from fedsweep.tracking.store import connect_uri, ensure_experiment, file_uri_path, prepare_store
+from fedsweep.tracking.store import ensure_experiment
+from fedsweep.tracking.uri import file_uri_path
 
 #: MLflow's limit on the params (and on the tags) of one ``log_batch`` request
 MAX_PARAMS = 100

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from fedsweep.cli.main import app
 from fedsweep.sweep.summary import Stat, figure_summary, value_text
-from fedsweep.tracking.store import get_client
+from fedsweep.tracking.connect import get_client
 from tests.helpers import small_spec, write_yaml
 
 

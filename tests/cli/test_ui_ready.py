@@ -18,14 +18,8 @@ from pathlib import Path
 import pytest
 
 from fedsweep.core.processes import free_port
-from fedsweep.tracking.store import (
-    DEFAULT_UI_BASE,
-    UI_STATE_FILE,
-    UI_URL_ENV,
-    prepare_store,
-    served_ui,
-    ui_base,
-)
+from fedsweep.tracking.connect import prepare_store
+from fedsweep.tracking.store import DEFAULT_UI_BASE, UI_STATE_FILE, UI_URL_ENV, served_ui, ui_base
 
 ROOT = Path(__file__).resolve().parents[2]
 #: MLflow's server starts in seconds on an idle machine, in a minute or two on a busy one

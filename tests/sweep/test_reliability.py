@@ -168,7 +168,7 @@ def test_second_driver_sigterm_resume_check_and_another_store(ray_session, tmp_p
     # the store exists before the driver starts: the polling below (a plain MlflowClient) would
     # otherwise race the driver in creating it, and the driver refuse the half-made schema
     # (seen once under load, 2026-11-25)
-    from fedsweep.tracking.store import get_client
+    from fedsweep.tracking.connect import get_client
 
     get_client(store)
     with open(log_path, "w") as log:

@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from fedsweep.cli.main import app
 from fedsweep.sweep.locking import store_driver_claim
-from fedsweep.tracking.store import get_client, ray_results_dir
+from fedsweep.tracking.connect import get_client
+from fedsweep.tracking.uri import ray_results_dir
 from tests.helpers import small_spec, write_yaml
 
 

@@ -13,13 +13,9 @@ import pytest
 
 from fedsweep.tracking import claims as claims_mod
 from fedsweep.tracking import credentials
-from fedsweep.tracking.store import (
-    TrackingUriError,
-    check_tracking_uri,
-    connect_uri,
-    resolve_tracking_uri,
-    ui_base,
-)
+from fedsweep.tracking.connect import connect_uri
+from fedsweep.tracking.store import ui_base
+from fedsweep.tracking.uri import TrackingUriError, check_tracking_uri, resolve_tracking_uri
 
 SECRET = "pa:ss@w/rd%"  # every URI-special character a password may hold
 

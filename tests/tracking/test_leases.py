@@ -148,9 +148,9 @@ def _until(said: list[str], words: str, count: int = 1, timeout: float = 60.0) -
 def test_an_outage_of_a_tracking_server_is_said_when_it_starts_and_ends(monkeypatch):
     """A real HTTP server: up, away (nothing listens), back, then up but its database down
     (5xx). Each change is said within seconds, once."""
-    from fedsweep.tracking import store as store_mod
+    from fedsweep.tracking import uri as uri_mod
 
-    monkeypatch.setattr(store_mod, "_REACHABLE", set())
+    monkeypatch.setattr(uri_mod, "_REACHABLE", set())
     port = free_port()
     uri = f"http://127.0.0.1:{port}"
 

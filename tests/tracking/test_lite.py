@@ -18,7 +18,8 @@ import pytest
 
 from fedsweep.tracking import lite, runstore
 from fedsweep.tracking.claims import DESCRIPTION
-from fedsweep.tracking.store import ensure_experiment, get_client
+from fedsweep.tracking.connect import get_client
+from fedsweep.tracking.store import ensure_experiment
 from tests.tracking.test_direct import FIRST
 
 ROOT = Path(__file__).resolve().parents[2]

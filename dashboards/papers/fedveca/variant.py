@@ -425,7 +425,7 @@ def add_variant_section(
     has no FedVeca figure."""
     from dashboards.store import RunIndex
     from fedsweep.specs.load import load_spec
-    from fedsweep.tracking.store import get_client
+    from fedsweep.tracking.connect import get_client
 
     veca = [r for r in results if r.figure_id in FIGURES]
     if not veca:
