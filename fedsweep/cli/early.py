@@ -126,11 +126,11 @@ def refuse_sweep_early(
     if plan:
         return
     refuse_tracking_uri(tracking_uri)
-    from fedsweep.tracking.claims import ClaimSettingError, stale_s
+    from fedsweep.tracking.leases import LeaseSettingError, stale_s
 
     try:  # the leases' setting (trials read it too): a bad value, before anything runs
         stale_s()
-    except ClaimSettingError as err:
+    except LeaseSettingError as err:
         raise UsageError(str(err)) from None
     from fedsweep.sweep.remote_state import storage_problem
 

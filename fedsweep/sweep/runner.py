@@ -65,7 +65,7 @@ from fedsweep.sweep.locking import (
     ray_experiment_name,
     read_state,
     resumable,
-    store_driver_claim,
+    store_driver_lease,
 )
 from fedsweep.sweep.ray_backend import (  # noqa: F401  (shutdown_ray: re-exported)
     RAY_DIR,
@@ -230,7 +230,7 @@ def run_sweep(
                     f"note: the experiment {spec.figure} keeps its artifacts where it was "
                     f"created: {where}"
                 )
-            with store_driver_claim(uri, spec.figure, profile, wait, echo, waited):
+            with store_driver_lease(uri, spec.figure, profile, wait, echo, waited):
                 drive = _Drive(
                     spec,
                     spec_path,
@@ -269,7 +269,7 @@ def _no_parent_run_said(figure: str, profile: str, drive, waited: list):
     except KeyboardInterrupt as err:
         if isinstance(err, SweepInterrupted) or getattr(drive(), "parent_run_id", None):
             raise
-        from fedsweep.tracking.claims import describe
+        from fedsweep.tracking.leases import describe
 
         holder = waited[-1] if waited else None  # the store claim's tags, or the lock's text
         who = describe(holder) if isinstance(holder, dict) else holder
@@ -634,7 +634,7 @@ def _run_stage(
         planned = {t.config_hash for t in pending}
         finished = len(finished_hashes(client, planned))
         # trials that found their config trained by another sweep meanwhile (the claim on it,
-        # fedsweep.tracking.claims) reused that run: shared, not run
+        # fedsweep.tracking.leases) reused that run: shared, not run
         reused = sum(bool((r.metrics or {}).get(REUSED_KEY)) for r in results)
         report.finished += finished - reused + stopped
         report.shared += reused

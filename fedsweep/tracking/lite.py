@@ -9,8 +9,8 @@ on the tables and columns of its own models (``mlflow.store.tracking.dbmodels.mo
 tag, ``user_id`` from ``mlflow.user``, MLflow's empty source columns), tags, params (checked and
 cut as ``log_batch`` cuts them), metrics and ``latest_metrics`` (NaN stored as 0 with ``is_nan``,
 +-inf as +-max float, the latest by step, timestamp, value), a run's status and end time, an
-experiment's tags, and the registered models that hold fedsweep's claims
-(``tracking.claims``). Artifacts go into the run's local artifact folder as MLflow's local
+experiment's tags, and the registered models that hold fedsweep's leases
+(``tracking.leases``). Artifacts go into the run's local artifact folder as MLflow's local
 artifact repository writes them (a hidden ``.artifact.uploading.*`` file renamed into place).
 ``tests/tracking/test_lite.py`` checks the rows against MLflow's client on two real stores.
 
@@ -692,8 +692,8 @@ class LiteStore:
             raise LiteError(f"invalid artifact path {artifact_file!r}")
         return folder / rel
 
-    # --------------------------------------------------------------------- claims
-    def create_claim(self, name: str, tags: dict[str, str], description: str) -> bool:
+    # --------------------------------------------------------------------- leases
+    def create_lease(self, name: str, tags: dict[str, str], description: str) -> bool:
         """``create_registered_model(name, tags, description)``: False when ``name`` exists."""
         _check_model_name(name)
         for key, value in tags.items():
@@ -715,7 +715,7 @@ class LiteStore:
             return False
         return True
 
-    def claim_tags(self, name: str) -> dict[str, str] | None:
+    def lease_tags(self, name: str) -> dict[str, str] | None:
         """The registered model's tags, None when there is none named ``name``."""
         _check_model_name(name)
         with self._reading() as con:
@@ -732,7 +732,7 @@ class LiteStore:
                 ).fetchall()
             )
 
-    def set_claim_tag(self, name: str, key: str, value: str) -> None:
+    def set_lease_tag(self, name: str, key: str, value: str) -> None:
         """``set_registered_model_tag``; LiteError when the model does not exist."""
         _check_model_name(name)
         _check_registry_tag(key, value)
@@ -746,13 +746,13 @@ class LiteStore:
                 (key, value, name, WORKSPACE),
             )
 
-    def delete_claim(self, name: str) -> None:
+    def delete_lease(self, name: str) -> None:
         """``delete_registered_model`` (its tags with it); nothing when there is none."""
         with self._writing() as con:
             self._delete_model(con, name)
 
-    def release_claim(self, name: str, token: str) -> None:
-        """Delete the claim ``name`` if its ``token`` tag is ``token``, in one transaction."""
+    def release_lease(self, name: str, token: str) -> None:
+        """Delete the lease ``name`` if its ``token`` tag is ``token``, in one transaction."""
         with self._writing() as con:
             row = con.execute(
                 "SELECT value FROM registered_model_tags WHERE name = ? AND workspace = ?"
@@ -774,7 +774,7 @@ class LiteStore:
 
     @staticmethod
     def _delete_model(con, name: str) -> None:
-        """A claim's registered model and its tags (a claim has no versions or aliases)."""
+        """A lease's registered model and its tags (a lease has no versions or aliases)."""
         con.execute(
             "DELETE FROM registered_model_tags WHERE name = ? AND workspace = ?", (name, WORKSPACE)
         )

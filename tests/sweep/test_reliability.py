@@ -241,7 +241,7 @@ def test_driver_lock_names_the_holder_and_wait_queues(tmp_path):
     ``wait`` the second driver starts once the first has ended (its lock freed by the OS, its
     file removed: the waiting driver locks the file created anew, issue 53)."""
     from fedsweep.sweep.locking import SweepBusyError, driver_lock
-    from fedsweep.tracking.claims import member
+    from fedsweep.tracking.leases import member
 
     lock = tmp_path / "fig-smoke-0123abcd.driver"
     ready, go = tmp_path / "ready", tmp_path / "go"
