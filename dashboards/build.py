@@ -287,14 +287,9 @@ def build_figures(
     e.g. after ``sweep --until-decided``; the claims are judged over them). Every file is written
     atomically (:mod:`fedsweep.core.atomic`); a write that fails raises ``OutputWriteError`` and
     leaves the previous file."""
-    from fedsweep.tracking.store import (
-        StoreMissingError,
-        get_client,
-        missing_store_message,
-        resolve_tracking_uri,
-        ui_base,
-        ui_open_hint,
-    )
+    from fedsweep.tracking.connect import StoreMissingError, get_client
+    from fedsweep.tracking.store import ui_base, ui_open_hint
+    from fedsweep.tracking.uri import missing_store_message, resolve_tracking_uri
 
     options = options or FigureOptions()
     images = tuple(dict.fromkeys(images)) if png else ()

@@ -132,8 +132,8 @@ def make_bundle(
     from fedsweep import __version__
     from fedsweep.specs.extends import spec_tree
     from fedsweep.specs.load import load_spec
+    from fedsweep.tracking.connect import get_client
     from fedsweep.tracking.run_logger import git_commit
-    from fedsweep.tracking.store import get_client
 
     spec = load_spec(spec_path)
     tree = spec_tree(spec_path.resolve(), (), load=load_spec)
@@ -447,9 +447,10 @@ def store_runs(uri: str, figure: str, runs: list[dict[str, Any]]) -> None:
     import yaml
 
     from dashboards.store import BLOWUP_TAG
+    from fedsweep.tracking.connect import get_client
     from fedsweep.tracking.run_logger import CONFIG_FILE
     from fedsweep.tracking.runstore import open_store
-    from fedsweep.tracking.store import ensure_experiment, get_client
+    from fedsweep.tracking.store import ensure_experiment
 
     experiment = ensure_experiment(get_client(uri), figure, uri)  # creates the store
     store = open_store(uri, figure)

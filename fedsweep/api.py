@@ -60,7 +60,7 @@ def _locate(
     the resolved tracking URI."""
     from fedsweep.specs.load import PROFILES, find_spec, load_spec
     from fedsweep.sweep.swept import swept_profiles
-    from fedsweep.tracking.store import resolve_tracking_uri
+    from fedsweep.tracking.uri import resolve_tracking_uri
 
     path = find_spec(name, sweeps_dir)
     spec = load_spec(path)
@@ -112,7 +112,7 @@ def _open(
     """The figure located (:func:`_locate`), its plan, the store's client and run index."""
     from dashboards.store import RunIndex
     from fedsweep.specs.figure import figure_plan
-    from fedsweep.tracking.store import get_client
+    from fedsweep.tracking.connect import get_client
 
     path, spec, profile, uri = _locate(name, profile, tracking_uri, sweeps_dir)
     plan = figure_plan(spec, profile, extra=dict(overrides or {}), seeds=seeds)

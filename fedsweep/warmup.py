@@ -8,7 +8,7 @@ every process would otherwise build the first time it needs it.
   writes them to its disk cache beside the sources; a process then loads them instead of
   compiling (measured on the 2-core CI machine: about 10 s of compilation on a fresh
   checkout, paid by the first run or the first Ray workers of a sweep, several of them at once).
-* The MLflow schema template (``tracking.store``): an empty store with MLflow's complete
+* The MLflow schema template (``tracking.schema``): an empty store with MLflow's complete
   schema, copied for each new sqlite store instead of running MLflow's migrations (about 4 s).
 * The run config's key index (``config.keys``): a bad key is then refused before torch's
   import from the first command on (``fedsweep.cli.early``), not only after a full validation
@@ -64,9 +64,9 @@ def _kernels() -> str:
 
 
 def _schema() -> str:
-    from fedsweep.tracking.store import _schema_template
+    from fedsweep.tracking.schema import schema_template
 
-    path = _schema_template()
+    path = schema_template()
     return str(path) if path is not None else "no usable cache folder (stores migrate themselves)"
 
 

@@ -10,7 +10,7 @@ import pytest
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-# MLflow's schema template (fedsweep.tracking.store) in a folder of this test session, not the
+# MLflow's schema template (fedsweep.tracking.schema) in a folder of this test session, not the
 # user's cache; subprocesses and pytest-xdist's workers inherit it, so every fresh store of the
 # session is a copy; removed when the session that made it ends
 _SCHEMA_CACHE = None

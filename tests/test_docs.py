@@ -77,7 +77,9 @@ def test_hash_and_date_patterns():
 
 def test_readme_has_no_commit_hashes_or_dates():
     text = README.read_text(encoding="utf-8")
-    assert commit_hashes(text) == [], "commit hashes belong in CHANGELOG.md or docs/development/notes/"
+    assert commit_hashes(text) == [], (
+        "commit hashes belong in CHANGELOG.md or docs/development/notes/"
+    )
     assert DATE.findall(text) == [], "dates belong in CHANGELOG.md or docs/development/notes/"
 
 

@@ -66,7 +66,7 @@ def bundle(
         from fedsweep.core.atomic import OutputWriteError
         from fedsweep.plugins import load_plugins
         from fedsweep.specs.load import find_spec, load_spec
-        from fedsweep.tracking.store import resolve_tracking_uri
+        from fedsweep.tracking.uri import resolve_tracking_uri
 
         load_plugins(plugin)
         uri = resolve_tracking_uri(tracking_uri)

@@ -60,7 +60,7 @@ _USAGE_ERRORS = (
     ("fedsweep.config.load", "ConfigError"),
     ("fedsweep.specs.model", "SpecError"),
     ("fedsweep.specs.seeds", "SeedsError"),
-    ("fedsweep.tracking.store", "TrackingUriError"),
+    ("fedsweep.tracking.uri", "TrackingUriError"),
     ("fedsweep.sweep.locking", "SweepBusyError"),
     ("fedsweep.sweep.locking", "ResumeMismatchError"),
     ("fedsweep.sweep.ray_backend", "RayUnavailableError"),
@@ -137,7 +137,7 @@ def ui_hint(tracking_uri: str | None, store_option: str = "") -> str:
     ``http(s)://``) its own UI at its real address, which ``fedsweep ui`` cannot serve, else
     ``fedsweep ui`` (with ``store_option``, e.g. `` --tracking-uri URI``)."""
     from fedsweep.tracking.credentials import redact, scheme
-    from fedsweep.tracking.store import resolve_tracking_uri
+    from fedsweep.tracking.uri import resolve_tracking_uri
 
     uri = resolve_tracking_uri(tracking_uri)
     if scheme(uri) in ("http", "https"):
@@ -162,7 +162,7 @@ def check_store_exists(tracking_uri: str | None) -> None:
     commands give) before ``report``'s heavy imports: it never creates one, and a mistyped path
     costs the Python start, not torch's, plotly's and MLflow's imports and the specs'
     expansion. (``figures`` checks its options first, which needs them.)"""
-    from fedsweep.tracking.store import missing_store_message, resolve_tracking_uri, store_missing
+    from fedsweep.tracking.uri import missing_store_message, resolve_tracking_uri, store_missing
 
     uri = resolve_tracking_uri(tracking_uri)
     if store_missing(uri):

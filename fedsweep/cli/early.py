@@ -5,7 +5,7 @@ not after torch's, Ray's and MLflow's imports (1-4 s idle on a 2-core machine, m
 
 Nothing here imports torch, Ray or MLflow's store: the keys come from the run config's key index
 (``fedsweep.config.keys``; without an index for this source, the check is left to the full
-validation, which writes it), the URI check is ``tracking.store.check_tracking_uri`` creating
+validation, which writes it), the URI check is ``tracking.uri.check_tracking_uri`` creating
 nothing, the storage check ``sweep.remote_state.storage_problem``. Each command validates in
 full afterwards as before; the messages are the full validation's own."""
 
@@ -52,7 +52,8 @@ def refuse_tracking_uri(uri: str | None) -> None:
     server that does not answer, a database that does not open one connection, a SQLite file
     whose folder cannot be made or written."""
     from fedsweep.tracking import credentials
-    from fedsweep.tracking.store import check_database, check_tracking_uri, resolve_tracking_uri
+    from fedsweep.tracking.connect import check_database
+    from fedsweep.tracking.uri import check_tracking_uri, resolve_tracking_uri
 
     resolved = resolve_tracking_uri(uri)
     check_tracking_uri(resolved, write=True, create=False)
@@ -125,11 +126,11 @@ def refuse_sweep_early(
     if plan:
         return
     refuse_tracking_uri(tracking_uri)
-    from fedsweep.tracking.claims import ClaimSettingError, stale_s
+    from fedsweep.tracking.leases import LeaseSettingError, stale_s
 
     try:  # the leases' setting (trials read it too): a bad value, before anything runs
         stale_s()
-    except ClaimSettingError as err:
+    except LeaseSettingError as err:
         raise UsageError(str(err)) from None
     from fedsweep.sweep.remote_state import storage_problem
 

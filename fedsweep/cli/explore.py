@@ -182,7 +182,8 @@ def hash_filter(value: str) -> Filter:
 def open_store(tracking_uri: str | None):
     """The MLflow client of an existing store (a missing local store is a usage error, not a
     new empty database: ``StoreMissingError``, exit 2)."""
-    from fedsweep.tracking.store import get_client, resolve_tracking_uri
+    from fedsweep.tracking.connect import get_client
+    from fedsweep.tracking.uri import resolve_tracking_uri
 
     uri = resolve_tracking_uri(tracking_uri)
     return uri, get_client(uri, create=False)

@@ -129,7 +129,7 @@ def figures(
         from fedsweep.config.load import parse_overrides
         from fedsweep.core.atomic import OutputWriteError
         from fedsweep.plugins import load_plugins
-        from fedsweep.tracking.store import resolve_tracking_uri
+        from fedsweep.tracking.uri import resolve_tracking_uri
 
         load_plugins(plugin)  # parts a spec names (a tau rule of your own)
         overrides = parse_overrides(set_) if set_ else {}
@@ -278,7 +278,7 @@ def store_state(uri: str, figures: list[str]) -> tuple:
     """What changes when a run of one of ``figures``' experiments starts or ends: per
     experiment, the newest run's end time and id and how many runs are RUNNING (two small
     queries each; a store that cannot say is read as unchanged)."""
-    from fedsweep.tracking.store import get_client
+    from fedsweep.tracking.connect import get_client
 
     try:
         client = get_client(uri, create=False)
@@ -305,16 +305,16 @@ def store_state(uri: str, figures: list[str]) -> tuple:
 
 
 def sweeping_now(uri: str, figures: list[str], profile: str) -> dict[str, str]:
-    """The figures among ``figures`` whose sweep at ``profile`` holds its driver claim in the
-    store now (``sweep.locking.store_driver_claim``), with who runs it (``PID 123 on host
+    """The figures among ``figures`` whose sweep at ``profile`` holds its driver lease in the
+    store now (``sweep.locking.store_driver_lease``), with who runs it (``PID 123 on host
     (since ...)``). Reading only; a store that cannot say is taken as having none."""
     if not figures:
         return {}
-    from fedsweep.tracking.claims import Claims, claim_name, describe
+    from fedsweep.tracking.leases import Leases, describe, lease_name
 
     try:
-        claims = Claims(uri)
-        holders = {f: claims.holder(claim_name("driver", f"{f}.{profile}")) for f in figures}
+        leases = Leases(uri)
+        holders = {f: leases.holder(lease_name("driver", f"{f}.{profile}")) for f in figures}
     except Exception:  # noqa: BLE001 - a hint, never a reason to fail the figures
         return {}
     return {f: describe(h) for f, h in holders.items() if h}

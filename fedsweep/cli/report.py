@@ -95,7 +95,7 @@ def report(
         from dashboards.verdicts import confidence
         from fedsweep.core.atomic import OutputWriteError
         from fedsweep.plugins import load_plugins
-        from fedsweep.tracking.store import resolve_tracking_uri
+        from fedsweep.tracking.uri import resolve_tracking_uri
 
         figure, files = figure_names(figure, sweeps_dir)
         out_dir = report_folder(default_out(files) if out is None else out)

@@ -93,7 +93,7 @@ def robustness(
         check_figure_names([figure], sweeps_dir)  # a typo: before the heavy imports
     from fedsweep.plugins import load_plugins
     from fedsweep.specs.load import check_panel_filter, find_spec, load_spec, parse_panel_filter
-    from fedsweep.tracking.store import check_tracking_uri, resolve_tracking_uri
+    from fedsweep.tracking.uri import check_tracking_uri, resolve_tracking_uri
 
     with clean_errors():
         if plan and no_run:
@@ -404,11 +404,11 @@ def _run_columns(spec_path, figure, profile, key, values, configured, run_args, 
     """Run the figure's sweep once per axis value under one console (as ``fedsweep sweep``
     does for several specs); True when a trial failed. Ctrl-C / SIGTERM: exit 130 / 143."""
     from dashboards.verdict_map import STAR
-    from fedsweep.cli.sweep import _disk_full, sigterm_as_sigint
     from fedsweep.cli.sweep_console import SweepConsole, ray_output_to
+    from fedsweep.cli.sweep_stop import disk_full_at, sigterm_as_sigint
     from fedsweep.sweep.ray_backend import shutdown_ray
     from fedsweep.sweep.runner import run_sweep
-    from fedsweep.tracking.store import default_store_dir
+    from fedsweep.tracking.uri import default_store_dir
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log_path = (
@@ -459,7 +459,7 @@ def _run_columns(spec_path, figure, profile, key, values, configured, run_args, 
         )
         raise typer.Exit(128 + (signal.SIGTERM if terminated else signal.SIGINT)) from None
     except Exception as err:
-        full = _disk_full(err, run_args.get("tracking_uri"))
+        full = disk_full_at(err, run_args.get("tracking_uri"))
         if full is None:
             raise
         typer.secho(f"robustness failed: {full}", fg=typer.colors.RED, err=True)

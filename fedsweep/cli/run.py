@@ -128,7 +128,7 @@ def _check_runnable(cfg) -> None:
     tracking store can be written. Raises ConfigError / TrackingUriError (one sentence)."""
     from fedsweep.config.load import ConfigError
     from fedsweep.core.device import device_problem
-    from fedsweep.tracking.store import check_tracking_uri, resolve_tracking_uri
+    from fedsweep.tracking.uri import check_tracking_uri, resolve_tracking_uri
 
     problem = device_problem(cfg.device)
     if problem:
@@ -173,7 +173,7 @@ def summary_lines(tracked, wall: float, training: float) -> list[str]:
 
 def next_steps(run_id: str, tracking_uri: str | None) -> list[str]:
     """What to do with a finished run: its curves without the UI, or the UI."""
-    from fedsweep.tracking.store import resolve_tracking_uri
+    from fedsweep.tracking.uri import resolve_tracking_uri
 
     store = ""  # the store the commands find by themselves (./mlruns or $MLFLOW_TRACKING_URI)
     if tracking_uri and tracking_uri != resolve_tracking_uri(None):
@@ -260,7 +260,7 @@ def _disk_full(err: BaseException, tracking_uri: str | None) -> str | None:
     if error is None:
         return None
     if not error.path:
-        from fedsweep.tracking.store import resolve_tracking_uri, sqlite_path
+        from fedsweep.tracking.uri import resolve_tracking_uri, sqlite_path
 
         db = sqlite_path(resolve_tracking_uri(tracking_uri))
         error = error.at(db.parent if db is not None else Path.cwd())

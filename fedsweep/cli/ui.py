@@ -187,7 +187,7 @@ def answers(url: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
 def log_path(uri: str, port: int) -> Path:
     """Where the server's output goes: ``ui-<port>.log`` in a local store's folder, else in
     the temporary folder (a database or server store has no folder of its own here)."""
-    from fedsweep.tracking.store import store_folder
+    from fedsweep.tracking.uri import store_folder
 
     folder = store_folder(uri)
     if folder is None or not folder.is_dir() or not os.access(folder, os.W_OK):
@@ -312,7 +312,8 @@ def figure_links(uri: str, base: str, limit: int = LINKS_SHOWN) -> list[str]:
     experiment is named by its id), the most recently updated first: its name and the link that
     opens its trials grouped by figure line, charted (``store.ui_url``); at most ``limit`` and a
     line for the rest. [] where the store cannot be read (the UI starts all the same)."""
-    from fedsweep.tracking.store import PANEL_VIEW_ID, VIEW_TAG, VIEW_TAG_PREFIX, get_client, ui_url
+    from fedsweep.tracking.connect import get_client
+    from fedsweep.tracking.store import PANEL_VIEW_ID, VIEW_TAG, VIEW_TAG_PREFIX, ui_url
 
     try:
         client = get_client(uri, create=False)
@@ -371,7 +372,8 @@ def ui(
     in MLflow's training view, not its GenAI one. The server's log goes to ui-PORT.log beside
     the store. SIGINT, SIGTERM and SIGHUP stop the whole process tree (server, web workers,
     job consumer), then it exits 128 + the signal (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
-    from fedsweep.tracking.store import prepare_store, resolve_tracking_uri
+    from fedsweep.tracking.connect import prepare_store
+    from fedsweep.tracking.uri import resolve_tracking_uri
 
     with clean_errors():
         uri = resolve_tracking_uri(tracking_uri)
@@ -395,7 +397,8 @@ def ui(
             prepare_store(uri, create=False)  # reading: never creates a store
         except OSError as err:
             raise UsageError(f"cannot use the store {uri}: {err}") from None
-    from fedsweep.tracking.store import connect_uri, ui_path
+    from fedsweep.tracking.connect import connect_uri
+    from fedsweep.tracking.store import ui_path
 
     env = mlflow_server_env()
     password = connect_uri(uri) != uri

@@ -72,7 +72,7 @@ def driver_lock(
     with handle:
         handle.seek(0)
         handle.truncate()
-        from fedsweep.tracking.claims import member
+        from fedsweep.tracking.leases import member
 
         info = {
             "pid": os.getpid(),
@@ -100,16 +100,16 @@ def _same_file(handle, path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def store_driver_claim(
+def store_driver_lease(
     uri: str, figure: str, profile: str, wait: bool, echo, waited: list | None = None
 ):
-    """The driver's claim on (figure, profile) in the tracking store itself
-    (:mod:`fedsweep.tracking.claims`): a second driver on any machine sharing the store raises
+    """The driver's lease on (figure, profile) in the tracking store itself
+    (:mod:`fedsweep.tracking.leases`): a second driver on any machine sharing the store raises
     :class:`SweepBusyError` naming the host and PID of the running one, or with ``wait`` waits
     for it to end. (``driver_lock`` guards this machine's Ray state; this guards the store.)
     While inside, an outage of the store is said when it starts and when it ends
     (``tracking.outage.watching``). ``waited``: gets the holder waited for, if any."""
-    from fedsweep.tracking.claims import ClaimBusy, claim_name, describe, hold, holder_tags
+    from fedsweep.tracking.leases import LeaseBusy, describe, hold, holder_tags, lease_name
     from fedsweep.tracking.outage import watching
 
     def waiting(holder: dict) -> None:
@@ -123,7 +123,7 @@ def store_driver_claim(
             watching(uri, echo),
             hold(
                 uri,
-                claim_name("driver", f"{figure}.{profile}"),
+                lease_name("driver", f"{figure}.{profile}"),
                 tags,
                 wait=wait,
                 on_wait=waiting,
@@ -131,7 +131,7 @@ def store_driver_claim(
             ),
         ):
             yield
-    except ClaimBusy as err:
+    except LeaseBusy as err:
         raise SweepBusyError(
             f"{figure} [{profile}] is already being swept into {uri} by "
             f"{describe(err.holder)}; a second driver would run the same trials again. Wait "

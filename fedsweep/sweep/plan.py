@@ -43,7 +43,8 @@ from fedsweep.specs.load import SweepSpec, Trial, load_spec
 from fedsweep.specs.search import STOPPED_AT, store_lookup
 from fedsweep.sweep.report import duration
 from fedsweep.sweep.store_index import stopped_search_runs, trial_runs
-from fedsweep.tracking.store import get_client, resolve_tracking_uri, store_missing
+from fedsweep.tracking.connect import get_client
+from fedsweep.tracking.uri import resolve_tracking_uri, store_missing
 
 RUN, REUSE, SHARED, DERIVED, NO_DATA = "run", "reuse", "shared", "derived", "no data"
 

@@ -62,7 +62,7 @@ from fedsweep.sweep.locking import (
     STATE_FILE,
     driver_lock,
     ray_experiment_name,
-    store_driver_claim,
+    store_driver_lease,
 )
 from fedsweep.sweep.ray_backend import (  # noqa: F401  (init_ray, shutdown_ray: re-exported)
     abandon_start,
@@ -81,15 +81,14 @@ from fedsweep.sweep.store_index import (
     trial_runs,
 )
 from fedsweep.tracking import retries
+from fedsweep.tracking.connect import get_client
 from fedsweep.tracking.direct import tagged_done_hashes
 from fedsweep.tracking.outage import brief_requests
-from fedsweep.tracking.store import artifact_root as store_artifact_root
-from fedsweep.tracking.store import (
+from fedsweep.tracking.store import ensure_experiment, ensure_panel_views
+from fedsweep.tracking.uri import artifact_root as store_artifact_root
+from fedsweep.tracking.uri import (
     check_tracking_uri,
     default_store_dir,
-    ensure_experiment,
-    ensure_panel_views,
-    get_client,
     ray_results_dir,
     resolve_tracking_uri,
     sqlite_path,
@@ -161,7 +160,7 @@ def run_sweep(
             start_ray(address)
         try:
             client, experiment_id = _open_experiment(spec, figure, uri, artifact_root, echo)
-            with store_driver_claim(uri, spec.figure, profile, wait, echo, waited):
+            with store_driver_lease(uri, spec.figure, profile, wait, echo, waited):
                 drive = Drive(
                     spec, spec_path, profile, figure, client, uri, experiment_id, storage,
                     overrides or {}, tune_name, resume=resume, address=address,
@@ -268,7 +267,7 @@ def _no_parent_run_said(figure: str, profile: str, parent_run_id, waited: list):
     except KeyboardInterrupt as err:
         if isinstance(err, SweepInterrupted) or parent_run_id():
             raise
-        from fedsweep.tracking.claims import describe
+        from fedsweep.tracking.leases import describe
 
         holder = waited[-1] if waited else None  # the store claim's tags, or the lock's text
         who = describe(holder) if isinstance(holder, dict) else holder
@@ -297,7 +296,7 @@ def start_ray_early(trials: list[Trial], uri: str) -> bool:
 
 def sweep_folder(uri: str, tune_name: str, echo) -> Path:
     """Where a sweep without ``--storage`` keeps Ray's state: ``<store dir>/ray_results``
-    (``tracking.store.ray_results_dir``), except for a sweep interrupted before 2026-11-28
+    (``tracking.uri.ray_results_dir``), except for a sweep interrupted before 2026-11-28
     whose state is still where sweeps kept it then (``$FEDSWEEP_STORE_DIR`` or
     ``./mlruns``, ``/ray_results``): it goes on there (said in one note), so ``--resume``
     finds its checkpoints."""

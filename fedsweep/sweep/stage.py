@@ -391,7 +391,7 @@ def _tally(
     planned = {t.config_hash for t in plan.pending}
     finished = len(finished_hashes(drive.client, planned))
     # trials that found their config trained by another sweep meanwhile (the claim on it,
-    # fedsweep.tracking.claims) reused that run: shared, not run
+    # fedsweep.tracking.leases) reused that run: shared, not run
     reused = sum(bool((r.metrics or {}).get(REUSED_KEY)) for r in fitted.results)
     report.finished += finished - reused + stopped
     report.shared += reused

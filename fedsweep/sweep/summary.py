@@ -28,7 +28,8 @@ from pathlib import Path
 from fedsweep.specs.figure import FigurePlan, figure_plan
 from fedsweep.specs.load import Trial, load_spec
 from fedsweep.sweep.store_index import trial_runs
-from fedsweep.tracking.store import get_client, resolve_tracking_uri, store_missing
+from fedsweep.tracking.connect import get_client
+from fedsweep.tracking.uri import resolve_tracking_uri, store_missing
 
 #: the metric whose best value over the rounds is shown
 BEST_KEY = "test_acc"

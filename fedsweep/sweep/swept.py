@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fedsweep.specs.load import PROFILES
-from fedsweep.tracking.store import get_client, store_missing
+from fedsweep.tracking.connect import get_client
+from fedsweep.tracking.uri import store_missing
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from fedsweep.config.schema import RunConfig
 from fedsweep.engine.client_state import externalize, internalize
 from fedsweep.engine.observers import Observer
 from fedsweep.tracking import retries
-from fedsweep.tracking.claims import claim_name, describe, hold, holder_tags
+from fedsweep.tracking.leases import describe, hold, holder_tags, lease_name
 from fedsweep.tracking.outage import patiently
 from fedsweep.tracking.provenance import verified_done_runs
 from fedsweep.tracking.records import RecordSpool
@@ -129,8 +129,8 @@ def fl_trial(params: dict, secrets: dict | None = None) -> None:
         print(text, flush=True)
         tune.report({"round": 0, NOTE_KEY: text})
 
-    # the claim on this config, in the store: no config is trained twice at once, by any sweep
-    # on any machine sharing the store (fedsweep.tracking.claims)
+    # the lease on this config, in the store: no config is trained twice at once, by any sweep
+    # on any machine sharing the store (fedsweep.tracking.leases)
     tags = holder_tags(
         f"{payload['parent_run_id']}/{payload['trial_id']}",
         figure=payload["tags"].get("fedsweep.figure", ""),
@@ -142,7 +142,7 @@ def fl_trial(params: dict, secrets: dict | None = None) -> None:
         tune.report({"round": 0, NOTE_KEY: text})
 
     uri = config.tracking.uri
-    with hold(uri, claim_name("trial", config_hash), tags, wait=True, on_wait=waiting, say=outage):
+    with hold(uri, lease_name("trial", config_hash), tags, wait=True, on_wait=waiting, say=outage):
         # MLflow's client, or sqlite3 on a local SQLite store: this process then never imports
         # MLflow (seconds of CPU per trial actor; tracking.runstore)
         store = patiently(lambda: open_store(uri), uri, outage)
@@ -151,17 +151,17 @@ def fl_trial(params: dict, secrets: dict | None = None) -> None:
         )
         if done is not None:
             # done since this sweep was planned: by another sweep (maybe while this trial
-            # waited for its claim; REUSED_KEY), or by this one's earlier attempt whose end
+            # waited for its lease; REUSED_KEY), or by this one's earlier attempt whose end
             # the driver never saw: running it again would duplicate the run
             parent = store.run_tag(done[0], "mlflow.parentRunId")
             own = parent == payload["parent_run_id"]
             tune.report({"round": config.train.rounds, "already_ended" if own else REUSED_KEY: 1})
             return
-        _claimed_trial(payload, config)
+        _leased_trial(payload, config)
 
 
-def _claimed_trial(payload: dict, config: RunConfig) -> None:
-    """The trial, once it holds the claim on its config."""
+def _leased_trial(payload: dict, config: RunConfig) -> None:
+    """The trial, once it holds the lease on its config."""
     state_dir = Path(payload["state_dir"]) if payload.get("state_dir") else None
     config_hash = payload["tags"]["fedsweep.config_hash"]
     remote = None
@@ -217,7 +217,7 @@ def _state_to_resume(payload: dict, config: RunConfig, state_dir: Path | None):
         if state_dir
         else (None, None)
     )
-    # (a run of this config that already ended was found by fl_trial, under the claim)
+    # (a run of this config that already ended was found by fl_trial, under the lease)
     run_id = unfinished_sibling(config.tracking.uri, payload["parent_run_id"], config_hash)
     if state is not None and not RecordSpool(state_dir / RECORDS_DIR).fits(state.get(SPOOL_KEY)):
         notes.append(

@@ -7,10 +7,11 @@ round.
 on the tables and columns of its own models (``mlflow.store.tracking.dbmodels.models``,
 ``mlflow.store.model_registry.dbmodels.models``): runs (``create_run``: the ``mlflow.runName``
 tag, ``user_id`` from ``mlflow.user``, MLflow's empty source columns), tags, params (checked and
-cut as ``log_batch`` cuts them), metrics and ``latest_metrics`` (NaN stored as 0 with ``is_nan``,
-+-inf as +-max float, the latest by step, timestamp, value), a run's status and end time, an
-experiment's tags, and the registered models that hold fedsweep's claims
-(``tracking.claims``). Artifacts go into the run's local artifact folder as MLflow's local
+cut as ``log_batch`` cuts them: :mod:`fedsweep.tracking.mlflow_checks`), metrics and
+``latest_metrics`` (NaN stored as 0 with ``is_nan``, +-inf as +-max float, the latest by step,
+timestamp, value), a run's status and end time, an
+experiment's tags, and the registered models that hold fedsweep's leases
+(``tracking.leases``). Artifacts go into the run's local artifact folder as MLflow's local
 artifact repository writes them (a hidden ``.artifact.uploading.*`` file renamed into place).
 ``tests/tracking/test_lite.py`` checks the rows against MLflow's client on two real stores.
 
@@ -32,10 +33,8 @@ error handling reads).
 from __future__ import annotations
 
 import math
-import numbers
 import os
 import posixpath
-import re
 import shutil
 import sqlite3
 import time
@@ -52,7 +51,20 @@ from fedsweep.tracking.direct import (
     STATUS_TAG,
     by_latest_start,
 )
-from fedsweep.tracking.store import file_uri_path, sqlite_path
+from fedsweep.tracking.mlflow_checks import (
+    MAX_KEY,
+    LiteError,
+    check_metric,
+    check_model_name,
+    check_name,
+    check_registry_tag,
+    checked_param,
+    checked_tag,
+    env_off,
+    sanitized,
+    within_limit,
+)
+from fedsweep.tracking.uri import file_uri_path, sqlite_path
 
 #: the MLflow whose rows :class:`LiteStore` writes, and its schema revision (alembic head)
 MLFLOW_VERSION = "3.17.2"
@@ -63,11 +75,6 @@ LITE_ENV = "FEDSWEEP_LITE_STORE"
 BUSY_TIMEOUT_S = 20.0
 #: MLflow's workspace of every row when workspaces are off (``DEFAULT_WORKSPACE_NAME``)
 WORKSPACE = "default"
-#: MLflow's limits (``mlflow.utils.validation``)
-MAX_KEY = 250
-MAX_PARAM_VALUE = 6000
-MAX_TAG_VALUE = 8000
-MAX_REGISTRY_TAG_VALUE = 100_000
 #: the prefix of MLflow's local artifact repository's files being written (hidden from listings)
 UPLOADING = ".artifact.uploading."
 RUN_NAME_TAG = "mlflow.runName"
@@ -76,18 +83,8 @@ PARENT_TAG = "mlflow.parentRunId"
 #: MLflow's ``RunStatus`` names
 RUN_STATUSES = ("RUNNING", "SCHEDULED", "FINISHED", "FAILED", "KILLED")
 
-_NAME = re.compile(r"^[/\w.\- :]*$")
 #: stores this process found servable (:func:`lite_db`)
 _SERVABLE: set[str] = set()
-
-
-class LiteError(ValueError):
-    """A call MLflow's store would refuse (a bad name, a missing or deleted run, a changed
-    param); the message says what, in MLflow's words where it has them."""
-
-
-def _off(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("0", "off", "false", "no")
 
 
 def _on(name: str) -> bool:
@@ -110,7 +107,7 @@ def lite_db(tracking_uri: str) -> Path | None:
     installed MLflow is :data:`MLFLOW_VERSION`, MLflow's workspaces are off and
     ``$FEDSWEEP_LITE_STORE`` is not ``0``. A store found servable stays so for the process."""
     db = sqlite_path(tracking_uri)
-    if db is None or "?" in tracking_uri or _off(LITE_ENV) or _on("MLFLOW_ENABLE_WORKSPACES"):
+    if db is None or "?" in tracking_uri or env_off(LITE_ENV) or _on("MLFLOW_ENABLE_WORKSPACES"):
         return None
     if tracking_uri in _SERVABLE:
         return db
@@ -143,71 +140,6 @@ def _schema_ready(db: Path) -> bool:
         return False
 
 
-# ------------------------------------------------------------------------- MLflow's checks
-def _path_not_unique(name: str) -> bool:
-    norm = posixpath.normpath(name)
-    return norm != str(name) or norm == "." or norm.startswith("..") or norm.startswith("/")
-
-
-def _check_name(name, what: str) -> str:
-    """MLflow's check of a param, metric or tag name (``_validate_tag_name`` and kin)."""
-    if name is None:
-        raise LiteError(f"{what} name cannot be None")
-    if not _NAME.match(name):
-        raise LiteError(
-            f"Invalid value {name!r} for parameter '{what}' supplied: Names may only contain "
-            "alphanumerics, underscores (_), dashes (-), periods (.), spaces ( ), colon(:) and "
-            "slashes (/)."
-        )
-    if _path_not_unique(name):
-        raise LiteError(f"Invalid value {name!r} for parameter '{what}' supplied")
-    return name
-
-
-def _limit(what: str, limit: int, value, *, truncate: bool = False):
-    """MLflow's ``_validate_length_limit``: a value cut to ``limit`` when ``truncate`` (and
-    ``MLFLOW_TRUNCATE_LONG_VALUES`` is not off), else refused."""
-    if value is None or len(value) <= limit:
-        return value
-    if truncate and not _off("MLFLOW_TRUNCATE_LONG_VALUES"):
-        return value[:limit]
-    raise LiteError(f"'{what}' exceeds the maximum length of {limit} characters")
-
-
-def checked_tag(key: str, value) -> tuple[str, str]:
-    """A run tag as MLflow's ``_validate_tag`` returns it (its value cut at 8000)."""
-    _check_name(key, "key")
-    return _limit("key", MAX_KEY, key), _limit("value", MAX_TAG_VALUE, value, truncate=True)
-
-
-def checked_param(key: str, value) -> tuple[str, str]:
-    """A param as MLflow's ``_validate_param`` returns it (its value cut at 6000)."""
-    _check_name(key, "key")
-    return _limit("key", MAX_KEY, key), _limit("value", MAX_PARAM_VALUE, value, truncate=True)
-
-
-def _check_metric(key, value, ts, step) -> None:
-    """MLflow's ``_validate_metric``."""
-    _check_name(key, "name")
-    if value is None or isinstance(value, bool) or not isinstance(value, numbers.Number):
-        raise LiteError(f"metric {key!r}: value {value!r} is not a valid double")
-    if isinstance(ts, bool) or not isinstance(ts, numbers.Number) or ts < 0:
-        raise LiteError(f"metric {key!r}: timestamp {ts!r} is not a nonnegative long")
-    if isinstance(step, bool) or not isinstance(step, numbers.Number):
-        raise LiteError(f"metric {key!r}: step {step!r} is not a valid long")
-    _limit("Metric name", MAX_KEY, key)
-
-
-def sanitized(value: float) -> tuple[int, float]:
-    """``(is_nan, stored value)`` as MLflow's ``sanitize_metric_value``: NaN as 0, +-inf as
-    +-max float."""
-    if math.isnan(value):
-        return 1, 0
-    if math.isinf(value):
-        return 0, 1.7976931348623157e308 if value > 0 else -1.7976931348623157e308
-    return 0, value
-
-
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -230,7 +162,7 @@ class LiteStore:
         """MLflow's client of the store, made (and MLflow imported) on first use: for what
         this store does not do itself (a found run's artifacts on a remote location)."""
         if self._client is None:
-            from fedsweep.tracking.store import get_client
+            from fedsweep.tracking.connect import get_client
 
             self._client = get_client(self.tracking_uri)
         return self._client
@@ -317,8 +249,8 @@ class LiteStore:
             )
         updates = experiment_tag_updates(tags, exp_id, description, overwrite=overwrite)
         for key, value in updates.items():  # one transaction each, as the client's calls
-            _check_name(key, "key")
-            _limit("key", MAX_KEY, key)
+            check_name(key, "key")
+            within_limit("key", MAX_KEY, key)
             with self._writing() as con:
                 stage = con.execute(
                     "SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?",
@@ -463,7 +395,7 @@ class LiteStore:
                 type(value) in (float, int) and type(ts) is int and ts >= 0 and type(step) is int
             )
             if key not in checked or not plain:
-                _check_metric(key, value, ts, step)
+                check_metric(key, value, ts, step)
                 checked.add(key)
             is_nan, stored = sanitized(float(value))
             ident = (key, stored, ts, step, is_nan)
@@ -692,12 +624,12 @@ class LiteStore:
             raise LiteError(f"invalid artifact path {artifact_file!r}")
         return folder / rel
 
-    # --------------------------------------------------------------------- claims
-    def create_claim(self, name: str, tags: dict[str, str], description: str) -> bool:
+    # --------------------------------------------------------------------- leases
+    def create_lease(self, name: str, tags: dict[str, str], description: str) -> bool:
         """``create_registered_model(name, tags, description)``: False when ``name`` exists."""
-        _check_model_name(name)
+        check_model_name(name)
         for key, value in tags.items():
-            _check_registry_tag(key, value)
+            check_registry_tag(key, value)
         now = _now_ms()
         try:
             with self._writing() as con:
@@ -715,9 +647,9 @@ class LiteStore:
             return False
         return True
 
-    def claim_tags(self, name: str) -> dict[str, str] | None:
+    def lease_tags(self, name: str) -> dict[str, str] | None:
         """The registered model's tags, None when there is none named ``name``."""
-        _check_model_name(name)
+        check_model_name(name)
         with self._reading() as con:
             exists = con.execute(
                 "SELECT 1 FROM registered_models WHERE name = ? AND workspace = ?",
@@ -732,10 +664,10 @@ class LiteStore:
                 ).fetchall()
             )
 
-    def set_claim_tag(self, name: str, key: str, value: str) -> None:
+    def set_lease_tag(self, name: str, key: str, value: str) -> None:
         """``set_registered_model_tag``; LiteError when the model does not exist."""
-        _check_model_name(name)
-        _check_registry_tag(key, value)
+        check_model_name(name)
+        check_registry_tag(key, value)
         with self._writing() as con:
             if not self._model_exists(con, name):
                 raise LiteError(f"Registered Model with name={name} not found")
@@ -746,13 +678,13 @@ class LiteStore:
                 (key, value, name, WORKSPACE),
             )
 
-    def delete_claim(self, name: str) -> None:
+    def delete_lease(self, name: str) -> None:
         """``delete_registered_model`` (its tags with it); nothing when there is none."""
         with self._writing() as con:
             self._delete_model(con, name)
 
-    def release_claim(self, name: str, token: str) -> None:
-        """Delete the claim ``name`` if its ``token`` tag is ``token``, in one transaction."""
+    def release_lease(self, name: str, token: str) -> None:
+        """Delete the lease ``name`` if its ``token`` tag is ``token``, in one transaction."""
         with self._writing() as con:
             row = con.execute(
                 "SELECT value FROM registered_model_tags WHERE name = ? AND workspace = ?"
@@ -774,30 +706,13 @@ class LiteStore:
 
     @staticmethod
     def _delete_model(con, name: str) -> None:
-        """A claim's registered model and its tags (a claim has no versions or aliases)."""
+        """A lease's registered model and its tags (a lease has no versions or aliases)."""
         con.execute(
             "DELETE FROM registered_model_tags WHERE name = ? AND workspace = ?", (name, WORKSPACE)
         )
         con.execute(
             "DELETE FROM registered_models WHERE name = ? AND workspace = ?", (name, WORKSPACE)
         )
-
-
-def _check_model_name(name: str) -> None:
-    """MLflow's ``_validate_model_name``."""
-    if name is None or name.strip() == "":
-        raise LiteError("Missing value for required parameter 'name'.")
-    if "/" in name or ":" in name:
-        raise LiteError(f"Invalid model name '{name}'. Names cannot contain '/' or ':'.")
-    if _path_not_unique(name):
-        raise LiteError(f"Invalid value {name!r} for parameter 'name' supplied")
-
-
-def _check_registry_tag(key: str, value) -> None:
-    """MLflow's ``_validate_registered_model_tag``."""
-    _check_name(key, "key")
-    _limit("key", MAX_KEY, key)
-    _limit("value", MAX_REGISTRY_TAG_VALUE, value)
 
 
 def _local(uri: str | None) -> Path | None:

@@ -135,9 +135,9 @@ def brief_requests() -> Iterator[None]:
     """Inside, MLflow's requests to a tracking server are tried once with a 5 s timeout (MLflow
     reads these variables at every request). For the clean-up of an interrupted command: a
     driver stopped by SIGTERM during an outage spent MLflow's retries (about 4 minutes per
-    write) marking its runs KILLED and releasing its claims, so it seemed to ignore the signal
+    write) marking its runs KILLED and releasing its leases, so it seemed to ignore the signal
     (measured: still running 120 s after SIGTERM). What cannot be written now is left to the
-    next sweep of the figure (it ends RUNNING children and takes over stale claims)."""
+    next sweep of the figure (it ends RUNNING children and takes over stale leases)."""
     old = {key: os.environ.get(key) for key in BRIEF_REQUESTS}
     os.environ.update(BRIEF_REQUESTS)
     try:
@@ -179,7 +179,7 @@ def quick_read(tracking_uri: str, store=None) -> object:
         if answer.status_code >= 500:
             raise ConnectionError(f"the tracking server answered {answer.status_code}")
     else:
-        store.claim_tags(_PROBE_NAME)
+        store.lease_tags(_PROBE_NAME)
     return store
 
 
@@ -248,7 +248,7 @@ def watching(
     (:func:`quick_read`) and ``say``s when it stops answering (within seconds, while MLflow's
     own requests are still being retried in silence) and when it answers again. Nothing for a
     local SQLite store (no outage to see) or without ``say``."""
-    from fedsweep.tracking.store import sqlite_path
+    from fedsweep.tracking.uri import sqlite_path
 
     if say is None or sqlite_path(tracking_uri) is not None:
         yield

@@ -153,7 +153,7 @@ class DrawnRuns:
                 pass  # no file yet, or a broken one: checked again, then rewritten
 
     def problem(self, run_id: str, tag: str, artifact_uri: str | None = None) -> str:
-        from fedsweep.tracking.store import file_uri_path
+        from fedsweep.tracking.uri import file_uri_path
 
         folder = file_uri_path(artifact_uri) if artifact_uri else None
         stamp = "remote"

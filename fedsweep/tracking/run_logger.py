@@ -18,7 +18,7 @@ import yaml
 from fedsweep.config.load import flatten
 from fedsweep.tracking.runstore import MAX_PARAMS as MAX_PARAMS  # (tests import it here)
 from fedsweep.tracking.runstore import open_store
-from fedsweep.tracking.store import resolve_tracking_uri
+from fedsweep.tracking.uri import resolve_tracking_uri
 
 #: the resolved config of a run, its last write at creation (``tracking.provenance`` reads it)
 CONFIG_FILE = "config.yaml"

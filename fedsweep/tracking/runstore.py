@@ -1,4 +1,4 @@
-"""The store operations of a tracked run, a sweep trial and its claims, behind one interface
+"""The store operations of a tracked run, a sweep trial and its leases, behind one interface
 with two implementations, chosen once per store (:func:`open_store`):
 
 - :class:`~fedsweep.tracking.lite.LiteStore`: a local SQLite store of the pinned MLflow, with
@@ -17,8 +17,8 @@ Both write the same rows for the same calls (``tests/tracking/test_lite.py``). T
   ``keys_past(run_id, step)``, ``done_run_candidates(hashes)``, ``unfinished_child(parent,
   hash)``;
 - artifacts: ``list_artifacts``, ``read_text``, ``log_text``, ``log_artifacts``;
-- claims (registered models, ``tracking.claims``): ``create_claim``, ``claim_tags``,
-  ``set_claim_tag``, ``delete_claim``, ``release_claim``;
+- leases (registered models, ``tracking.leases``): ``create_lease``, ``lease_tags``,
+  ``set_lease_tag``, ``delete_lease``, ``release_lease``;
 - ``client``: MLflow's client of the store, for anything else (a ``LiteStore`` makes it, and
   imports MLflow, on first use).
 """
@@ -30,8 +30,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from fedsweep.tracking import direct
+from fedsweep.tracking.connect import connect_uri, prepare_store
 from fedsweep.tracking.lite import LiteStore, lite_db
-from fedsweep.tracking.store import connect_uri, ensure_experiment, file_uri_path, prepare_store
+from fedsweep.tracking.store import ensure_experiment
+from fedsweep.tracking.uri import file_uri_path
 
 #: MLflow's limit on the params (and on the tags) of one ``log_batch`` request
 MAX_PARAMS = 100
@@ -50,7 +52,7 @@ def open_store(tracking_uri: str, experiment: str | None = None) -> LiteStore | 
     from mlflow import MlflowClient
 
     prepare_store(tracking_uri)
-    uri = connect_uri(tracking_uri)  # the registry too: the claims are registered models
+    uri = connect_uri(tracking_uri)  # the registry too: the leases are registered models
     return ClientStore(MlflowClient(tracking_uri=uri, registry_uri=uri), tracking_uri)
 
 
@@ -182,8 +184,8 @@ class ClientStore:
         else:
             repo.log_artifacts(str(local_dir), artifact_path)
 
-    # ------------------------------------------------------------- claims
-    def create_claim(self, name: str, tags: dict[str, str], description: str) -> bool:
+    # ------------------------------------------------------------- leases
+    def create_lease(self, name: str, tags: dict[str, str], description: str) -> bool:
         from mlflow.exceptions import MlflowException
 
         try:
@@ -194,7 +196,7 @@ class ClientStore:
                 return False
             raise
 
-    def claim_tags(self, name: str) -> dict[str, str] | None:
+    def lease_tags(self, name: str) -> dict[str, str] | None:
         from mlflow.exceptions import MlflowException
 
         try:
@@ -204,10 +206,10 @@ class ClientStore:
                 return None
             raise
 
-    def set_claim_tag(self, name: str, key: str, value: str) -> None:
+    def set_lease_tag(self, name: str, key: str, value: str) -> None:
         self.client.set_registered_model_tag(name, key, value)
 
-    def delete_claim(self, name: str) -> None:
+    def delete_lease(self, name: str) -> None:
         from mlflow.exceptions import MlflowException
 
         try:
@@ -216,16 +218,16 @@ class ClientStore:
             if err.error_code != "RESOURCE_DOES_NOT_EXIST":
                 raise
 
-    def release_claim(self, name: str, token: str) -> None:
+    def release_lease(self, name: str, token: str) -> None:
         """On a SQL store the check and the delete in one transaction (MLflow's own delete,
         whose cascade removes the tags), else through the client."""
         store = _registry_sql_store(self.client)
         if store is not None:
             _release_sql(store, name, token)
             return
-        holder = self.claim_tags(name)
+        holder = self.lease_tags(name)
         if holder is not None and holder.get("token") == token:
-            self.delete_claim(name)
+            self.delete_lease(name)
 
 
 def _registry_sql_store(client):

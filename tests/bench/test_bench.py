@@ -12,7 +12,7 @@ import pytest
 from fedsweep import bench
 from fedsweep.bench import main as bench_main
 from fedsweep.bench import sweep_overheads
-from fedsweep.tracking.store import get_client
+from fedsweep.tracking.connect import get_client
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from fedsweep.cli.main import app
-from fedsweep.tracking.store import artifact_root, resolve_tracking_uri
+from fedsweep.tracking.uri import artifact_root, resolve_tracking_uri
 
 runner = CliRunner()
 
@@ -190,7 +190,7 @@ def test_sigterm_marks_the_run_killed(tmp_path):
     import sys
     import time
 
-    from fedsweep.tracking.store import get_client
+    from fedsweep.tracking.connect import get_client
 
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     client = get_client(uri)  # create the tables now: no schema race with the child

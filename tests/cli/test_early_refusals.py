@@ -143,7 +143,7 @@ def test_what_needs_the_components_is_left_to_the_full_validation(tree, override
 
 
 def test_a_uri_checked_early_creates_nothing(tmp_path):
-    from fedsweep.tracking.store import TrackingUriError, check_tracking_uri
+    from fedsweep.tracking.uri import TrackingUriError, check_tracking_uri
 
     missing = tmp_path / "a" / "b"
     check_tracking_uri(f"sqlite:///{missing / 'mlflow.db'}", write=True, create=False)

@@ -92,7 +92,7 @@ def test_reading_commands_refuse_a_store_that_does_not_exist(tmp_path):
 
 
 def test_figures_out_must_be_a_folder(tmp_path):
-    from fedsweep.tracking.store import prepare_store
+    from fedsweep.tracking.connect import prepare_store
 
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     prepare_store(uri)
@@ -121,7 +121,7 @@ def test_figures_out_must_be_a_folder(tmp_path):
 
 def test_a_figure_that_fails_exits_1_after_drawing_the_others(tmp_path, monkeypatch):
     import dashboards.build as build
-    from fedsweep.tracking.store import prepare_store
+    from fedsweep.tracking.connect import prepare_store
 
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     prepare_store(uri)
@@ -152,7 +152,7 @@ def test_issue_62_figures_that_drew_nothing_exits_1(tmp_path):
     """A store without runs of the figure at the profile (a wrong --profile or store, a sweep
     not run): "nothing drawn" and exit 1, as docs/concepts/exit-codes.md says (it exited 0, so
     a script went on with empty figures)."""
-    from fedsweep.tracking.store import prepare_store
+    from fedsweep.tracking.connect import prepare_store
 
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     prepare_store(uri)
@@ -164,7 +164,7 @@ def test_issue_62_figures_that_drew_nothing_exits_1(tmp_path):
 
 
 def test_ui_that_cannot_listen_exits_2_before_starting_a_server(tmp_path):
-    from fedsweep.tracking.store import prepare_store
+    from fedsweep.tracking.connect import prepare_store
 
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     prepare_store(uri)
@@ -300,7 +300,7 @@ def test_issue_48_a_set_on_a_key_the_curves_or_panels_vary_is_refused(tmp_path):
     under the labels "Case 1" and "Case 3": a ``--set`` on a key the figure's curves (or
     panels) set is refused, naming the key and the curves; ``sweep`` refuses it too."""
     from fedsweep.specs.load import expand, load_spec
-    from fedsweep.tracking.store import prepare_store
+    from fedsweep.tracking.connect import prepare_store
 
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     prepare_store(uri)
@@ -371,7 +371,7 @@ def test_issue_62_runs_names_a_figure_typo_before_opening_the_store(tmp_path, mo
 
 def test_issue_48_runs_with_an_empty_figure_is_refused(tmp_path):
     """issue 48, item 8: ``runs --figure ''`` listed every run of the store."""
-    from fedsweep.tracking.store import prepare_store
+    from fedsweep.tracking.connect import prepare_store
 
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     prepare_store(uri)
@@ -459,7 +459,7 @@ def test_issue_48_a_huge_grid_is_counted_and_needs_yes(tmp_path, monkeypatch):
     """issue 48, item 8: a 10,000-curve grid planned silently for minutes: beyond 2,000 trials
     at the profile it is refused without ``--yes`` (before a trial is built), and the count is
     said first."""
-    import fedsweep.cli.sweep as sweep_cli
+    import fedsweep.cli.sweep_specs as sweep_specs
 
     grid = [round(0.0001 * i, 6) for i in range(1, 2002)]  # 2,001 curves x 1 seed
     huge = write_yaml(tmp_path / "huge.yaml", small_spec("huge", alphas=grid))
@@ -469,7 +469,7 @@ def test_issue_48_a_huge_grid_is_counted_and_needs_yes(tmp_path, monkeypatch):
         "2,000",
         "Add --yes to go ahead",
     )
-    monkeypatch.setattr(sweep_cli, "MAX_TRIALS", 3)  # the same at a size a test can build
+    monkeypatch.setattr(sweep_specs, "MAX_TRIALS", 3)  # the same at a size a test can build
     small = write_yaml(tmp_path / "small.yaml", small_spec("small", alphas=(0.2, 0.4, 0.6, 0.8)))
     one_line_exit_2(
         invoke("sweep", small, "--plan", "--profile", "smoke"), "small has 4 trials", "than 3"
@@ -504,7 +504,7 @@ def test_report_out_that_cannot_be_a_folder_is_one_line(tmp_path):
     /proc (which even root cannot write) or empty was a traceback, or wrote the reports into
     the current folder; now one line naming --out, the value and what is allowed, before the
     store is read, and nothing written."""
-    from fedsweep.tracking.store import prepare_store
+    from fedsweep.tracking.connect import prepare_store
 
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     prepare_store(uri)

@@ -19,7 +19,7 @@ from fedsweep.core.atomic import folder_problem
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> str:
-    from fedsweep.tracking.store import get_client
+    from fedsweep.tracking.connect import get_client
 
     uri = f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}"
     get_client(uri, create=True)

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from fedsweep.cli.main import app
 from fedsweep.sweep.summary import Stat, figure_summary, value_text
-from fedsweep.tracking.store import get_client
+from fedsweep.tracking.connect import get_client
 from tests.helpers import small_spec, write_yaml
 
 
@@ -101,7 +101,7 @@ def test_value_text_and_stats():
 
 
 def test_next_commands_name_the_figures_and_a_store_that_is_not_the_default(tmp_path, monkeypatch):
-    from fedsweep.cli.sweep import next_commands
+    from fedsweep.cli.sweep_run import next_commands
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("FEDSWEEP_STORE_DIR", str(tmp_path / "store"))

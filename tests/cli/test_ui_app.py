@@ -15,7 +15,8 @@ from fedsweep.cli.ui_app import (
     page_state_key,
     with_first_visit,
 )
-from fedsweep.tracking.store import VIEW_STATE, VIEW_TAG, ensure_experiment, get_client
+from fedsweep.tracking.connect import get_client
+from fedsweep.tracking.store import VIEW_STATE, VIEW_TAG, ensure_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 

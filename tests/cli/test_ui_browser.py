@@ -62,7 +62,8 @@ def _sweep_shaped_store(folder: Path) -> str:
 
     from fedsweep.specs.load import expand, load_spec
     from fedsweep.sweep.ray_backend import trial_payload
-    from fedsweep.tracking.store import ensure_experiment, ensure_panel_views, get_client
+    from fedsweep.tracking.connect import get_client
+    from fedsweep.tracking.store import ensure_experiment, ensure_panel_views
 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{FIGURE}.yaml"

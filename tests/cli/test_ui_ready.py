@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from fedsweep.core.processes import free_port
+from fedsweep.tracking.connect import prepare_store
 from fedsweep.tracking.store import (
     DEFAULT_UI_BASE,
     UI_STATE_FILE,
     UI_URL_ENV,
-    prepare_store,
     served_ui,
     ui_base,
     ui_open_hint,
@@ -389,7 +389,8 @@ def test_trials_swept_before_the_line_tag_get_it_when_the_ui_lists_their_figure(
     its curve, panel and profile tags while it lists the figures. A run that has the tag keeps
     it; a run that is not a sweep trial is left alone."""
     from fedsweep.cli.ui import figure_links
-    from fedsweep.tracking.store import LINE_TAG, VIEW_TAG, get_client
+    from fedsweep.tracking.connect import get_client
+    from fedsweep.tracking.store import LINE_TAG, VIEW_TAG
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = get_client(uri)

@@ -365,7 +365,7 @@ def test_a_run_under_the_legacy_hash_is_reused_and_drawn(tmp_path):
     from dashboards.store import RunIndex, resolve_runs
     from fedsweep.sweep.plan import plan_sweep
     from fedsweep.sweep.store_index import finished_trials
-    from fedsweep.tracking.store import get_client
+    from fedsweep.tracking.connect import get_client
 
     spec_path, store, fedavg, run_id = _legacy_store(tmp_path)
     plan = plan_sweep(spec_path, "smoke", tracking_uri=store)
@@ -421,7 +421,7 @@ def test_plan_estimates_from_the_stores_round_times(tmp_path):
     """A trial to run gets rounds x the seconds per round of the figure's finished runs of the
     same curve (here: another seed of it)."""
     from fedsweep.sweep.plan import _estimate, _round_times, plan_sweep
-    from fedsweep.tracking.store import get_client
+    from fedsweep.tracking.connect import get_client
 
     spec_path, store, fedavg, run_id = _legacy_store(tmp_path)
     client = get_client(store, create=False)
@@ -444,7 +444,7 @@ def test_plan_scales_another_profiles_round_times_by_the_work_of_a_round(tmp_pat
     import dataclasses
 
     from fedsweep.sweep.plan import _scaled_estimate, _scaled_times, _work, plan_sweep
-    from fedsweep.tracking.store import get_client
+    from fedsweep.tracking.connect import get_client
 
     spec_path, store, fedavg, run_id = _legacy_store(tmp_path)
     client = get_client(store, create=False)

@@ -312,7 +312,7 @@ def test_max_concurrent_below_one_is_refused(tmp_path, no_ray_no_mlflow):
 # ----------------------------------------------------------------------------- figures
 @pytest.mark.slow
 def test_figures_with_a_bad_sweeps_dir_is_clean(tmp_path):
-    from fedsweep.tracking.store import get_client
+    from fedsweep.tracking.connect import get_client
 
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     get_client(uri)  # a store that exists (a missing one is refused first: test_early_refusals)

@@ -141,9 +141,9 @@ def test_warmup_builds_the_kernels_and_the_schema_template(tmp_path, monkeypatch
     disk cache) and builds the MLflow schema template, one line each; with the fused kernel
     switched off it says the runs keep the per-step path, and it never raises."""
     from fedsweep import warmup
-    from fedsweep.tracking import store as store_mod
+    from fedsweep.tracking import schema
 
-    monkeypatch.setenv(store_mod.SCHEMA_CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(schema.SCHEMA_CACHE_ENV, str(tmp_path / "cache"))
     warmup.main()
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("warm-up: kernels: fused SVM trajectory and compiled herding")

@@ -67,7 +67,7 @@ def test_a_claim_without_its_target_stops_the_sweep_plan_and_the_report(tmp_path
     """``rounds_to_target`` on a profile without ``target_acc`` was accepted, swept, and read
     "no data" with every run present: ``sweep --plan`` (and ``report``) exit 2 in one line
     naming the claim and the missing field; a profile that sets it plans."""
-    from fedsweep.tracking.store import get_client
+    from fedsweep.tracking.connect import get_client
 
     store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     path = _spec(tmp_path, CLAIM, {**CLAIM, "id": "speedup", "measure": "log2_speedup"})

@@ -28,7 +28,8 @@ from fedsweep.config.schema import RunConfig
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import CurveSpec, expand, load_spec
 from fedsweep.sweep.ray_backend import trial_payload
-from fedsweep.tracking.store import ensure_experiment, get_client
+from fedsweep.tracking.connect import get_client
+from fedsweep.tracking.store import ensure_experiment
 from fedsweep.tracking.tracked_run import TrackedRun
 from tests.helpers import log_config
 

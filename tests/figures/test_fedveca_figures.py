@@ -24,7 +24,8 @@ from dashboards.store import RunIndex, aggregate, resolve_derived
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.figure import figure_plan
 from fedsweep.specs.load import CurveSpec, DeriveSpec, Trial, expand, load_spec, read_spec
-from fedsweep.tracking.store import ensure_experiment, get_client
+from fedsweep.tracking.connect import get_client
+from fedsweep.tracking.store import ensure_experiment
 from tests.helpers import log_config, migrated_claim, stand_in_for_paper
 
 ROOT = Path(__file__).resolve().parents[2]

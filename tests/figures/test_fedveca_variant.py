@@ -17,7 +17,8 @@ from dashboards.papers.fedveca import figures as fedveca
 from dashboards.papers.fedveca import variant as V
 from fedsweep.cli.main import app
 from fedsweep.specs.load import expand, load_spec
-from fedsweep.tracking.store import ensure_experiment, get_client
+from fedsweep.tracking.connect import get_client
+from fedsweep.tracking.store import ensure_experiment
 from tests.helpers import log_config
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -30,7 +30,8 @@ from dashboards.reducers import Stat, per_run, reduce_cell, seed_stats, stat_of,
 from dashboards.store import aggregate
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import CurveSpec, load_spec
-from fedsweep.tracking.store import ensure_experiment, get_client
+from fedsweep.tracking.connect import get_client
+from fedsweep.tracking.store import ensure_experiment
 from tests.helpers import log_config, stand_in_for_paper
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -71,7 +71,7 @@ def log_smoke_runs(client, uri: str, figure: str, records=None) -> list[str]:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """(uri, fig4abc run ids by case)."""
-    from fedsweep.tracking.store import get_client
+    from fedsweep.tracking.connect import get_client
 
     uri = f"sqlite:///{tmp_path_factory.mktemp('i32-store') / 'mlflow.db'}"
     client = get_client(uri)

@@ -24,7 +24,8 @@ from fedsweep.cli.main import app
 from fedsweep.config.schema import RunConfig
 from fedsweep.specs.load import CurveSpec, expand, load_spec, read_spec
 from fedsweep.sweep.ray_backend import trial_payload
-from fedsweep.tracking.store import ensure_experiment, get_client
+from fedsweep.tracking.connect import get_client
+from fedsweep.tracking.store import ensure_experiment
 from fedsweep.tracking.tracked_run import TrackedRun
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -27,7 +27,8 @@ from dashboards.style import wrap_subtitle
 from dashboards.targets import Reach, rounds_to_target, speedup
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import CurveSpec, SpecError, expand, load_spec
-from fedsweep.tracking.store import ensure_experiment, get_client
+from fedsweep.tracking.connect import get_client
+from fedsweep.tracking.store import ensure_experiment
 from tests.helpers import log_config, stand_in_for_paper
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -83,7 +83,7 @@ def log_runs(client, uri: str, spec, overrides: dict | None = None) -> dict[str,
 def study(tmp_path_factory):
     """(store uri, spec path, run id -> trial keys of the runs as configured)."""
     from fedsweep.specs.load import load_spec
-    from fedsweep.tracking.store import get_client
+    from fedsweep.tracking.connect import get_client
 
     tmp = tmp_path_factory.mktemp("i37")
     tree = small_spec(

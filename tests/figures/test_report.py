@@ -407,7 +407,7 @@ def test_an_own_study_is_reported_beside_it_and_leaves_the_committed_reports_alo
     from typer.testing import CliRunner
 
     from fedsweep.cli.main import app
-    from fedsweep.tracking.store import get_client
+    from fedsweep.tracking.connect import get_client
 
     work = tmp_path / "repo"
     shutil.copytree(ROOT / "docs" / "reproduction", work / "docs" / "reproduction")

@@ -24,7 +24,7 @@ from fedsweep.specs.derive import resolve
 from fedsweep.specs.load import SpecError, expand, load_spec
 from fedsweep.sweep.ray_backend import DERIVED_FROM, trial_payload
 from fedsweep.sweep.store_index import finished_runs
-from fedsweep.tracking.store import get_client
+from fedsweep.tracking.connect import get_client
 from tests.faults import fault_plugins
 from tests.helpers import small_spec, smoke_sweep, sweep_runs, write_yaml
 

@@ -19,8 +19,8 @@ import pytest
 from fedsweep.specs.load import expand, load_spec
 from fedsweep.sweep import ray_backend
 from fedsweep.sweep.runner import start_ray_early
+from fedsweep.tracking.connect import get_client
 from fedsweep.tracking.direct import done_runs_by_hash, tagged_done_hashes
-from fedsweep.tracking.store import get_client
 from tests.helpers import small_spec, write_yaml
 
 ROOT = Path(__file__).resolve().parents[2]

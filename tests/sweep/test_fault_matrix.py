@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fedsweep.tracking.store import get_client
+from fedsweep.tracking.connect import get_client
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "sweeps" / "bherd-fig4e.yaml"

@@ -9,7 +9,7 @@ import pytest
 
 from dashboards import build_figures
 from fedsweep.specs.load import expand, load_spec
-from fedsweep.tracking.store import get_client
+from fedsweep.tracking.connect import get_client
 
 SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 FIGURES = ["fedwalk-table2", "fedwalk-fig2", "fedwalk-fig3", "fedwalk-fig4", "fedwalk-fig5"]

@@ -13,7 +13,7 @@ from fedsweep.specs.load import expand, load_spec
 from fedsweep.sweep.plan import plan_sweep
 from fedsweep.sweep.store_index import finished_trials, trial_runs
 from fedsweep.tracking import provenance
-from fedsweep.tracking.store import get_client
+from fedsweep.tracking.connect import get_client
 from fedsweep.tracking.tracked_run import TrackedRun
 from tests.helpers import small_run, small_spec, write_yaml
 
@@ -124,7 +124,7 @@ def test_figures_and_report_skip_a_run_whose_config_does_not_hash_to_its_tag(tmp
     import os
     from pathlib import Path
 
-    from fedsweep.tracking.store import file_uri_path
+    from fedsweep.tracking.uri import file_uri_path
 
     monkeypatch.setattr(provenance, "_CHECKED", {})
     monkeypatch.setattr(provenance, "_WARNED", set())

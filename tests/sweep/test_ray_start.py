@@ -76,7 +76,7 @@ def test_twice_is_one_line_exit_1_before_any_run(tmp_path, monkeypatch):
     assert len(errors) == 1, res.output
     assert "start Ray yourself (ray start --head --num-cpus N) and pass --address auto" in errors[0]
     assert "load average" in errors[0]
-    from fedsweep.tracking.store import get_client
+    from fedsweep.tracking.connect import get_client
 
     client = get_client(store, create=False)
     experiments = [e.experiment_id for e in client.search_experiments()]

@@ -168,7 +168,7 @@ def test_second_driver_sigterm_resume_check_and_another_store(ray_session, tmp_p
     # the store exists before the driver starts: the polling below (a plain MlflowClient) would
     # otherwise race the driver in creating it, and the driver refuse the half-made schema
     # (seen once under load, 2026-11-25)
-    from fedsweep.tracking.store import get_client
+    from fedsweep.tracking.connect import get_client
 
     get_client(store)
     with open(log_path, "w") as log:
@@ -241,7 +241,7 @@ def test_driver_lock_names_the_holder_and_wait_queues(tmp_path):
     ``wait`` the second driver starts once the first has ended (its lock freed by the OS, its
     file removed: the waiting driver locks the file created anew, issue 53)."""
     from fedsweep.sweep.locking import SweepBusyError, driver_lock
-    from fedsweep.tracking.claims import member
+    from fedsweep.tracking.leases import member
 
     lock = tmp_path / "fig-smoke-0123abcd.driver"
     ready, go = tmp_path / "ready", tmp_path / "go"

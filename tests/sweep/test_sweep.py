@@ -196,7 +196,7 @@ def test_kill_driver_then_resume_loses_and_duplicates_nothing(
     from typer.testing import CliRunner
 
     from fedsweep.cli.main import app
-    from fedsweep.tracking.store import get_client
+    from fedsweep.tracking.connect import get_client
 
     # 30 rounds (6 trials, 2 at a time): the kill (polled every 0.25 s) lands while some trials
     # have finished and another one has rounds ahead of it

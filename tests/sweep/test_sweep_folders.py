@@ -4,7 +4,7 @@ sweep of the figure runs.
 - Ray's state, logs and the driver's lock file go to ``<store dir>/ray_results`` beside the
   ``--tracking-uri`` store (as ``--storage``'s help says), not to ``./mlruns`` of the working
   folder, and the lock file is removed when the sweep ends.
-- ``figures`` of a figure whose sweep holds the store's driver claim says who sweeps it and how
+- ``figures`` of a figure whose sweep holds the store's driver lease says who sweeps it and how
   to wait for it, instead of a bare "nothing drawn"."""
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 from fedsweep.cli.main import app
-from fedsweep.sweep.locking import store_driver_claim
-from fedsweep.tracking.store import get_client, ray_results_dir
+from fedsweep.sweep.locking import store_driver_lease
+from fedsweep.tracking.connect import get_client
+from fedsweep.tracking.uri import ray_results_dir
 from tests.faults import fault_plugins
 from tests.helpers import small_spec, write_yaml
 
@@ -62,7 +63,7 @@ def test_figures_during_a_running_sweep_say_who_sweeps_it(tmp_path, monkeypatch)
     spec = write_yaml(tmp_path / "busy.yaml", small_spec("busy", alphas=(0.5,)))
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     get_client(uri)  # the store exists (figures never create one)
-    with store_driver_claim(uri, "busy", "smoke", False, print):
+    with store_driver_lease(uri, "busy", "smoke", False, print):
         res = CliRunner().invoke(
             app,
             ["figures", "--spec", str(spec), "--profile", "smoke", "--tracking-uri", uri,

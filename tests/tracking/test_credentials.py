@@ -1,6 +1,6 @@
 """Credentials in a tracking URI stay in the process environment (``tracking.credentials``), a
-missing database driver is one sentence, links follow an http(s) store, claims in the store are
-exclusive (``tracking.claims``), and an adopted run never logs a (key, step) twice."""
+missing database driver is one sentence, links follow an http(s) store, leases in the store are
+exclusive (``tracking.leases``), and an adopted run never logs a (key, step) twice."""
 
 from __future__ import annotations
 
@@ -11,15 +11,11 @@ import sys
 
 import pytest
 
-from fedsweep.tracking import claims as claims_mod
 from fedsweep.tracking import credentials
-from fedsweep.tracking.store import (
-    TrackingUriError,
-    check_tracking_uri,
-    connect_uri,
-    resolve_tracking_uri,
-    ui_base,
-)
+from fedsweep.tracking import leases as leases_mod
+from fedsweep.tracking.connect import connect_uri
+from fedsweep.tracking.store import ui_base
+from fedsweep.tracking.uri import TrackingUriError, check_tracking_uri, resolve_tracking_uri
 
 SECRET = "pa:ss@w/rd%"  # every URI-special character a password may hold
 
@@ -113,30 +109,30 @@ def test_links_follow_an_http_tracking_uri(monkeypatch):
     assert ui_base("https://m.lab", explicit="http://other:1/") == "http://other:1"
 
 
-# ------------------------------------------------------------------------------ claims
+# ------------------------------------------------------------------------------ leases
 @pytest.fixture
 def store(tmp_path):
     return f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
 
 
-def test_a_claim_is_exclusive_and_released(store):
-    name = claims_mod.claim_name("driver", "fig.smoke")
-    first = claims_mod.holder_tags(figure="fig")
-    with claims_mod.hold(store, name, first, wait=False):
-        with pytest.raises(claims_mod.ClaimBusy) as err:
-            with claims_mod.hold(store, name, claims_mod.holder_tags(), wait=False):
+def test_a_lease_is_exclusive_and_released(store):
+    name = leases_mod.lease_name("driver", "fig.smoke")
+    first = leases_mod.holder_tags(figure="fig")
+    with leases_mod.hold(store, name, first, wait=False):
+        with pytest.raises(leases_mod.LeaseBusy) as err:
+            with leases_mod.hold(store, name, leases_mod.holder_tags(), wait=False):
                 pass
         assert f"PID {os.getpid()}" in str(err.value)
-        assert claims_mod.Claims(store).holder(name)["token"] == first["token"]
-    assert claims_mod.Claims(store).holder(name) is None  # released: nothing left
+        assert leases_mod.Leases(store).holder(name)["token"] == first["token"]
+    assert leases_mod.Leases(store).holder(name) is None  # released: nothing left
 
 
-def test_a_release_deletes_only_its_own_claim(store):
-    """A holder whose claim was taken over (stale) releases nothing of the new holder's; a
-    claim released twice, or never held, is no error."""
-    c = claims_mod.Claims(store)
-    name = claims_mod.claim_name("trial", "own")
-    old, new = claims_mod.holder_tags(), claims_mod.holder_tags()
+def test_a_release_deletes_only_its_own_lease(store):
+    """A holder whose lease was taken over (stale) releases nothing of the new holder's; a
+    lease released twice, or never held, is no error."""
+    c = leases_mod.Leases(store)
+    name = leases_mod.lease_name("trial", "own")
+    old, new = leases_mod.holder_tags(), leases_mod.holder_tags()
     assert c.try_acquire(name, old)
     assert c.take_over(name, c.holder(name), new)
     c.release(name, old["token"])
@@ -148,30 +144,30 @@ def test_a_release_deletes_only_its_own_claim(store):
     assert c.holder(name) == old
 
 
-def test_an_abandoned_claim_is_taken_over(store, monkeypatch):
-    c = claims_mod.Claims(store)
-    name = claims_mod.claim_name("trial", "abc")
+def test_an_abandoned_lease_is_taken_over(store, monkeypatch):
+    c = leases_mod.Leases(store)
+    name = leases_mod.lease_name("trial", "abc")
     # a holder on this host whose process has ended: at once
-    dead = claims_mod.holder_tags()
+    dead = leases_mod.holder_tags()
     dead["pid"] = "999999999"
     assert c.try_acquire(name, dead)
-    with claims_mod.hold(store, name, claims_mod.holder_tags(), wait=False) as tags:
+    with leases_mod.hold(store, name, leases_mod.holder_tags(), wait=False) as tags:
         assert c.holder(name)["token"] == tags["token"]
     # the same trial of the same sweep (Ray's retry): at once
-    assert c.try_acquire(name, claims_mod.holder_tags("parent/trial-1"))
-    with claims_mod.hold(store, name, claims_mod.holder_tags("parent/trial-1"), wait=False):
+    assert c.try_acquire(name, leases_mod.holder_tags("parent/trial-1"))
+    with leases_mod.hold(store, name, leases_mod.holder_tags("parent/trial-1"), wait=False):
         pass
     # a holder on another host: only once its heartbeat has not moved for STALE_S
-    other = claims_mod.holder_tags()
+    other = leases_mod.holder_tags()
     other["host"] = "elsewhere"
     assert c.try_acquire(name, other)
-    with pytest.raises(claims_mod.ClaimBusy):
-        with claims_mod.hold(store, name, claims_mod.holder_tags(), wait=False):
+    with pytest.raises(leases_mod.LeaseBusy):
+        with leases_mod.hold(store, name, leases_mod.holder_tags(), wait=False):
             pass
-    monkeypatch.setattr(claims_mod, "STALE_S", 0.0)
+    monkeypatch.setattr(leases_mod, "STALE_S", 0.0)
     waited = []
-    with claims_mod.hold(
-        store, name, claims_mod.holder_tags(), wait=True, on_wait=waited.append, poll_s=0.01
+    with leases_mod.hold(
+        store, name, leases_mod.holder_tags(), wait=True, on_wait=waited.append, poll_s=0.01
     ):
         pass
     assert len(waited) == 1 and waited[0]["host"] == "elsewhere"

@@ -11,6 +11,7 @@ import sqlite3
 
 import pytest
 
+from fedsweep.tracking.connect import get_client
 from fedsweep.tracking.direct import (
     _done_client,
     _done_sql,
@@ -22,7 +23,6 @@ from fedsweep.tracking.direct import (
     write_metrics,
     write_params,
 )
-from fedsweep.tracking.store import get_client
 
 INF = float("inf")
 NAN = float("nan")

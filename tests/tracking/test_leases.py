@@ -1,5 +1,5 @@
-"""Issue 62, item 1: a claim is a lease taken over only when its holder is known to be gone.
-A live process on this host keeps its claim however long its heartbeat stood still (an outage
+"""Issue 62, item 1: a lease is taken over only when its holder is known to be gone.
+A live process on this host keeps its lease however long its heartbeat stood still (an outage
 stops every heartbeat); a PID the system reused is not the holder; a holder on another host is
 stale only after ``stale_s()`` seconds counted while this process's reads of the store
 succeeded. Also: a holder names its team member; a bad ``FEDSWEEP_CLAIM_STALE_S`` is one line,
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from fedsweep.core.processes import free_port
-from fedsweep.tracking import claims as claims_mod
+from fedsweep.tracking import leases as leases_mod
 from fedsweep.tracking import outage
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,41 +31,41 @@ def store(tmp_path):
     return f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
 
 
-def test_a_live_process_on_this_host_keeps_its_claim_however_still_its_heartbeat(
+def test_a_live_process_on_this_host_keeps_its_lease_however_still_its_heartbeat(
     store, monkeypatch
 ):
     """The outage case: no heartbeat moved for longer than the stale time, the holder (this
     process) is alive: never taken over."""
-    monkeypatch.setattr(claims_mod, "STALE_S", 0.0)
-    c = claims_mod.Claims(store)
-    name = claims_mod.claim_name("driver", "fig.smoke")
-    live = claims_mod.holder_tags(figure="fig")
+    monkeypatch.setattr(leases_mod, "STALE_S", 0.0)
+    c = leases_mod.Leases(store)
+    name = leases_mod.lease_name("driver", "fig.smoke")
+    live = leases_mod.holder_tags(figure="fig")
     assert c.try_acquire(name, live)
     for _ in range(3):
         assert not c.abandoned(name, c.holder(name))
-    with pytest.raises(claims_mod.ClaimBusy):
-        with claims_mod.hold(store, name, claims_mod.holder_tags(), wait=False):
+    with pytest.raises(leases_mod.LeaseBusy):
+        with leases_mod.hold(store, name, leases_mod.holder_tags(), wait=False):
             pass
     assert c.holder(name)["token"] == live["token"]
 
 
 def test_a_reused_pid_is_not_the_holder(store):
     """The holder's PID runs again, but another process (its start time differs): gone."""
-    c = claims_mod.Claims(store)
-    name = claims_mod.claim_name("trial", "reused")
-    old = claims_mod.holder_tags()
+    c = leases_mod.Leases(store)
+    name = leases_mod.lease_name("trial", "reused")
+    old = leases_mod.holder_tags()
     assert old["pid_start"]  # this process's start, on Linux
     old["pid_start"] = str(int(old["pid_start"]) - 1)
     assert c.try_acquire(name, old)
-    with claims_mod.hold(store, name, claims_mod.holder_tags(), wait=False) as tags:
+    with leases_mod.hold(store, name, leases_mod.holder_tags(), wait=False) as tags:
         assert c.holder(name)["token"] == tags["token"]
 
 
 def test_another_hosts_staleness_counts_only_while_the_store_answers(monkeypatch):
     """Reads 1 s apart count; a gap longer than MAX_GAP_S between two successful reads (an
     outage the reads waited out) counts nothing; a failed read starts the count afresh."""
-    monkeypatch.setattr(claims_mod, "STALE_S", 5.0)
-    c = object.__new__(claims_mod.Claims)
+    monkeypatch.setattr(leases_mod, "STALE_S", 5.0)
+    c = object.__new__(leases_mod.Leases)
     c._seen = {}
     holder = {"host": "elsewhere", "pid": "1", "beat": "t:1"}
     name = "fedsweep.claim.driver.x"
@@ -86,13 +86,13 @@ def test_another_hosts_staleness_counts_only_while_the_store_answers(monkeypatch
 
 def test_a_holder_names_its_member(monkeypatch):
     monkeypatch.setenv("FEDSWEEP_MEMBER", "alice")
-    tags = claims_mod.holder_tags(figure="fig")
+    tags = leases_mod.holder_tags(figure="fig")
     assert tags["member"] == "alice"
-    text = claims_mod.describe(tags)
+    text = leases_mod.describe(tags)
     assert text.startswith(f"PID {os.getpid()} on {socket.gethostname()} (since ")
     assert text.endswith("; member alice)"), text
     monkeypatch.delenv("FEDSWEEP_MEMBER")
-    assert claims_mod.holder_tags()["member"] == claims_mod.member() != ""
+    assert leases_mod.holder_tags()["member"] == leases_mod.member() != ""
 
 
 @pytest.mark.parametrize("value", ["abc", "-3", "nan", "inf"])
@@ -148,9 +148,9 @@ def _until(said: list[str], words: str, count: int = 1, timeout: float = 60.0) -
 def test_an_outage_of_a_tracking_server_is_said_when_it_starts_and_ends(monkeypatch):
     """A real HTTP server: up, away (nothing listens), back, then up but its database down
     (5xx). Each change is said within seconds, once."""
-    from fedsweep.tracking import store as store_mod
+    from fedsweep.tracking import uri as uri_mod
 
-    monkeypatch.setattr(store_mod, "_REACHABLE", set())
+    monkeypatch.setattr(uri_mod, "_REACHABLE", set())
     port = free_port()
     uri = f"http://127.0.0.1:{port}"
 

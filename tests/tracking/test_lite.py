@@ -1,6 +1,6 @@
 """``tracking.lite`` (sqlite3 on a local SQLite store) against MLflow's client path
 (``tracking.runstore.ClientStore``) on two real fresh stores: the same calls of a tracked run, a
-sweep trial and its claims write the same rows (run ids and times normalised) and the same
+sweep trial and its leases write the same rows (run ids and times normalised) and the same
 artifact files, MLflow's client reads the sqlite3-written run back, and the sqlite3 path never
 imports MLflow or SQLAlchemy.
 """
@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from fedsweep.tracking import lite, runstore
-from fedsweep.tracking.claims import DESCRIPTION
-from fedsweep.tracking.store import ensure_experiment, get_client
+from fedsweep.tracking.connect import get_client
+from fedsweep.tracking.leases import DESCRIPTION
+from fedsweep.tracking.store import ensure_experiment
 from tests.tracking.test_direct import FIRST
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,21 +68,21 @@ def stores(tmp_path, monkeypatch):
 
 
 def _scenario(store) -> dict:
-    """A trial's calls (claims, its run from creation to end, an adoption), and what the
+    """A trial's calls (leases, its run from creation to end, an adoption), and what the
     store answers; run ids in the answers are replaced by their order of creation."""
     out = {}
-    claim = {"token": "t1", "host": "h", "pid": "1", "owner": "o", "beat": "t1:1"}
-    out["acquired"] = [store.create_claim("fedsweep.claim.trial.x", claim, DESCRIPTION)]
-    out["acquired"].append(store.create_claim("fedsweep.claim.trial.x", claim, DESCRIPTION))
-    store.set_claim_tag("fedsweep.claim.trial.x", "beat", "t1:2")
-    out["holder"] = store.claim_tags("fedsweep.claim.trial.x")
-    out["nobody"] = store.claim_tags("fedsweep.claim.trial.none")
+    lease = {"token": "t1", "host": "h", "pid": "1", "owner": "o", "beat": "t1:1"}
+    out["acquired"] = [store.create_lease("fedsweep.claim.trial.x", lease, DESCRIPTION)]
+    out["acquired"].append(store.create_lease("fedsweep.claim.trial.x", lease, DESCRIPTION))
+    store.set_lease_tag("fedsweep.claim.trial.x", "beat", "t1:2")
+    out["holder"] = store.lease_tags("fedsweep.claim.trial.x")
+    out["nobody"] = store.lease_tags("fedsweep.claim.trial.none")
     for name in ("fedsweep.claim.trial.y", "fedsweep.claim.trial.z"):
-        store.create_claim(name, {**claim, "token": name}, DESCRIPTION)
-    store.release_claim("fedsweep.claim.trial.y", "someone else")  # not its holder: stays
-    store.release_claim("fedsweep.claim.trial.z", "fedsweep.claim.trial.z")
-    store.delete_claim("fedsweep.claim.trial.y")
-    store.delete_claim("fedsweep.claim.trial.none")
+        store.create_lease(name, {**lease, "token": name}, DESCRIPTION)
+    store.release_lease("fedsweep.claim.trial.y", "someone else")  # not its holder: stays
+    store.release_lease("fedsweep.claim.trial.z", "fedsweep.claim.trial.z")
+    store.delete_lease("fedsweep.claim.trial.y")
+    store.delete_lease("fedsweep.claim.trial.none")
 
     exp = store.ensure_experiment(EXPERIMENT, "a sweep's title", overwrite=True)
     tags = {
@@ -243,21 +244,21 @@ def test_artifact_uri_is_mlflows(tmp_path):
 
 PROBE = """
 import sys
-from fedsweep.tracking.claims import Claims, holder_tags
+from fedsweep.tracking.leases import Leases, holder_tags
 from fedsweep.tracking.run_logger import MlflowRunLogger
 from fedsweep.sweep.trial import unfinished_sibling
 
 uri = sys.argv[1]
-claims = Claims(uri)
+leases = Leases(uri)
 tags = holder_tags("o")
-assert claims.try_acquire("fedsweep.claim.trial.p", tags)
+assert leases.try_acquire("fedsweep.claim.trial.p", tags)
 logger = MlflowRunLogger(uri, "lite")
 run = logger.start({"name": "x"}, {"mlflow.parentRunId": "p" * 32}, run_name="x")
 logger.log_round(1, {"test_acc": 0.5, "round_time": 1.0})
 logger.log_arrays({"a": __import__("numpy").zeros(3)}, "records")
 logger.end("finished")
 assert unfinished_sibling(uri, "p" * 32, "h") is None
-claims.release("fedsweep.claim.trial.p", tags["token"])
+leases.release("fedsweep.claim.trial.p", tags["token"])
 print(sorted(m for m in ("mlflow", "sqlalchemy", "alembic") if m in sys.modules))
 """
 

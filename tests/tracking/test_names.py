@@ -19,6 +19,7 @@ from fedsweep.config.load import load_config
 from fedsweep.specs import load as spec_module
 from fedsweep.specs.load import SpecError, expand, load_spec, spec_paths
 from fedsweep.sweep.store_index import membership_filter, used_by_tag
+from fedsweep.tracking.connect import get_client
 from fedsweep.tracking.naming import run_name, trial_line_name, trial_run_name
 from fedsweep.tracking.store import (
     GENERIC_DESCRIPTION,
@@ -29,7 +30,6 @@ from fedsweep.tracking.store import (
     VIEW_TAG,
     ensure_experiment,
     ensure_panel_views,
-    get_client,
     panel_views,
     view_tag_value,
 )

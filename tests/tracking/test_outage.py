@@ -12,8 +12,9 @@ import time
 import pytest
 
 from fedsweep.core.processes import free_port
-from fedsweep.tracking import outage, store
-from fedsweep.tracking.store import TrackingUriError, probe_server
+from fedsweep.tracking import outage
+from fedsweep.tracking import uri as uri_mod
+from fedsweep.tracking.uri import TrackingUriError, probe_server
 
 
 def test_an_outage_is_waited_out_with_growing_pauses_and_said_once():
@@ -64,7 +65,7 @@ def test_a_server_that_comes_back_is_waited_for(monkeypatch):
     seconds (what failed every trial starting during an outage), ``patiently`` waits for it."""
     port = free_port()
     uri = f"http://127.0.0.1:{port}"
-    monkeypatch.setattr(store, "_REACHABLE", set())
+    monkeypatch.setattr(uri_mod, "_REACHABLE", set())
     with pytest.raises(TrackingUriError, match="does not answer"):
         probe_server(uri)
 

@@ -1,6 +1,6 @@
 """One store, many writers: ``fedsweep run`` processes started at once on a fresh sqlite store
 all finish and log every round (MLflow creates the schema in the first process that opens the
-file; :func:`fedsweep.tracking.store.prepare_store` serialises that under a file lock, and
+file; :func:`fedsweep.tracking.connect.prepare_store` serialises that under a file lock, and
 builds a new store's schema on a private file linked into place), and a store left
 half-migrated is refused with how to recover (issue 14)."""
 
@@ -107,25 +107,25 @@ def test_a_store_whose_creation_fails_halfway_is_not_left_behind(tmp_path, monke
     removes a killed creator's private file and creates the store."""
     import mlflow.store.db.utils as db_utils
 
-    from fedsweep.tracking import store as store_mod
+    from fedsweep.tracking import connect, schema
 
     db = tmp_path / "s" / "mlflow.db"
     uri = f"sqlite:///{db}"
-    monkeypatch.setenv(store_mod.SCHEMA_CACHE_ENV, "off")  # run the migrations here
+    monkeypatch.setenv(schema.SCHEMA_CACHE_ENV, "off")  # run the migrations here
 
     def stop_midway(engine):
         raise RuntimeError("killed during the migrations")
 
     monkeypatch.setattr(db_utils, "_upgrade_db", stop_midway)  # after create_all
-    with pytest.raises(store_mod.StoreBrokenError, match="nothing was left behind"):
-        store_mod.prepare_store(uri)
+    with pytest.raises(connect.StoreBrokenError, match="nothing was left behind"):
+        connect.prepare_store(uri)
     assert not db.exists()
     assert list(db.parent.glob("mlflow.db.creating-*")) == []
     monkeypatch.undo()
 
     stale = db.parent / "mlflow.db.creating-999999999"  # a creator killed with kill -9
     stale.write_bytes(b"half a schema")
-    store_mod.prepare_store(uri)
+    connect.prepare_store(uri)
     assert db.is_file() and not stale.exists()
     from mlflow import MlflowClient
 
@@ -187,9 +187,9 @@ def test_new_stores_are_copies_of_a_schema_template_equal_to_mlflows_own(tmp_pat
 
     from mlflow import MlflowClient
 
-    from fedsweep.tracking import store as store_mod
+    from fedsweep.tracking import connect, schema
 
-    monkeypatch.setenv(store_mod.SCHEMA_CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(schema.SCHEMA_CACHE_ENV, str(tmp_path / "cache"))
 
     def schema(db):
         """Tables and indexes with their columns, and the schema revision. (Not the SQL text:
@@ -212,13 +212,13 @@ def test_new_stores_are_copies_of_a_schema_template_equal_to_mlflows_own(tmp_pat
     own = tmp_path / "own.db"
     MlflowClient(tracking_uri=f"sqlite:///{own}").search_experiments()  # MLflow by itself
     copied = tmp_path / "a" / "mlflow.db"
-    store_mod.prepare_store(f"sqlite:///{copied}")
+    connect.prepare_store(f"sqlite:///{copied}")
     (template,) = (tmp_path / "cache").glob("mlflow-*.db")
     assert schema(copied) == schema(own) == schema(template)
 
     template.write_bytes(b"not a database")  # e.g. a disk-full write
     again = tmp_path / "b" / "mlflow.db"
-    store_mod.prepare_store(f"sqlite:///{again}")
+    connect.prepare_store(f"sqlite:///{again}")
     assert schema(again) == schema(own) and schema(template) == schema(own)
     client = MlflowClient(tracking_uri=f"sqlite:///{again}")
     exp = client.create_experiment("x")

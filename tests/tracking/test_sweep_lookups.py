@@ -9,8 +9,8 @@ import time
 
 import numpy as np
 
+from fedsweep.tracking.connect import get_client
 from fedsweep.tracking.direct import DONE_STATUSES, artifact_uri, unfinished_children
-from fedsweep.tracking.store import get_client
 
 
 def _search(client, parent: str, config_hash: str) -> list[str]:

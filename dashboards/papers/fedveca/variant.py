@@ -426,7 +426,7 @@ def add_variant_section(
     from dashboards.store import RunIndex
     from fedsweep.specs.load import load_spec
     from fedsweep.specs.names import figure_file
-    from fedsweep.tracking.store import get_client
+    from fedsweep.tracking.connect import get_client
 
     veca = [r for r in results if r.figure_id in FIGURES]
     if not veca:

@@ -1,22 +1,24 @@
-"""Claims in the tracking store: who drives a sweep, who trains a config, across machines.
+"""Leases in the tracking store: who drives a sweep, who trains a config, across machines.
 
-A claim is a named lock that lives in the MLflow store itself, so every machine that shares the
+A lease is a named lock that lives in the MLflow store itself, so every machine that shares the
 store sees it (a local lock file does not: two drivers on two machines ran the same figure).
 The store must offer an atomic "create if absent": MLflow's model registry does, on every
 backend fedsweep supports (a local SQLite or PostgreSQL database, a tracking server): a
 registered model's name is unique, :meth:`create_registered_model` refuses an existing one, and
-the model's tags are written in the same transaction. So a claim is a registered model named
+the model's tags are written in the same transaction. So a lease is a registered model named
 ``fedsweep.claim.<kind>.<key>`` (MLflow UI: Models), tagged with its holder (host, PID, what it
 runs) and a heartbeat, and deleted when released. Names are visible while held; released
-claims leave nothing.
+leases leave nothing. (The names in the store and the model's description keep the word
+"claim": other fedsweep versions sharing a store read them; so does the setting
+``$FEDSWEEP_CLAIM_STALE_S``.)
 
-A claim is taken over only when its holder is known to be gone (a lease, issue 62):
+A lease is taken over only when its holder is known to be gone (issue 62):
 
 * the holder ran on this host: when its process has ended (its PID is gone, or the PID now
   names another process: the ``pid_start`` tag, the process's start time, tells a reused PID
-  apart). A live process on this host keeps its claim however long its heartbeat stands
+  apart). A live process on this host keeps its lease however long its heartbeat stands
   still (an outage of the store stops every heartbeat);
-* the holder's ``owner`` equals the claimant's: Ray retrying the same trial of the same sweep
+* the holder's ``owner`` equals the taker's: Ray retrying the same trial of the same sweep
   (the earlier attempt is over);
 * the holder ran on another host: once its heartbeat has not moved for :func:`stale_s`
   seconds (``$FEDSWEEP_CLAIM_STALE_S``, default 90) *while this process's reads of the store
@@ -39,35 +41,37 @@ from contextlib import contextmanager, nullcontext
 
 from fedsweep.core.processes import alive, started_at
 
+#: the stored names' prefix (a lease of kind ``driver`` or ``trial``: :func:`lease_name`)
 PREFIX = "fedsweep.claim."
-#: seconds between two heartbeats of a held claim
+#: seconds between two heartbeats of a held lease
 BEAT_S = 15.0
-#: the variable that sets the seconds without a heartbeat after which a claim of another host
+#: the variable that sets the seconds without a heartbeat after which a lease of another host
 #: counts as abandoned (:func:`stale_s`), and its default
 STALE_ENV = "FEDSWEEP_CLAIM_STALE_S"
 STALE_DEFAULT_S = 90.0
 #: set (tests): the stale seconds instead of ``$FEDSWEEP_CLAIM_STALE_S``
 STALE_S: float | None = None
-#: the longest time between two successful reads of a claim that counts towards its staleness:
+#: the longest time between two successful reads of a lease that counts towards its staleness:
 #: a longer gap (a read that failed, or hung in MLflow's retries) may hide an outage of the
 #: store, when no heartbeat could move
 MAX_GAP_S = 10.0
-#: the variable that names the team member a claim's holder works for (default: the login name)
+#: the variable that names the team member a lease's holder works for (default: the login name)
 MEMBER_ENV = "FEDSWEEP_MEMBER"
+#: the description of a lease's registered model (stored: its words stay)
 DESCRIPTION = (
     "fedsweep: a claim held while a sweep or a trial runs (who runs it: the tags); removed "
     "when it ends. Not a model."
 )
 
 
-class ClaimSettingError(ValueError):
+class LeaseSettingError(ValueError):
     """``$FEDSWEEP_CLAIM_STALE_S`` is not a number of seconds."""
 
 
 def stale_s() -> float:
-    """Seconds a claim of another host may go without a heartbeat (counted while the store
+    """Seconds a lease of another host may go without a heartbeat (counted while the store
     answers) before it counts as abandoned: ``$FEDSWEEP_CLAIM_STALE_S``, default 90. Raises
-    :class:`ClaimSettingError` (one line: the variable, the value, what is allowed) for a value
+    :class:`LeaseSettingError` (one line: the variable, the value, what is allowed) for a value
     that is not a finite number of seconds >= 0 (``fedsweep sweep`` checks it before anything
     runs)."""
     if STALE_S is not None:
@@ -80,7 +84,7 @@ def stale_s() -> float:
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value < 0:
-        raise ClaimSettingError(
+        raise LeaseSettingError(
             f"{STALE_ENV}: got {text!r} (allowed: a finite number of seconds >= 0, e.g. 90; "
             f"unset: {STALE_DEFAULT_S:g})"
         )
@@ -88,7 +92,7 @@ def stale_s() -> float:
 
 
 def member() -> str:
-    """Who a claim's holder works for: ``$FEDSWEEP_MEMBER``, else the login name ("" when
+    """Who a lease's holder works for: ``$FEDSWEEP_MEMBER``, else the login name ("" when
     neither is known)."""
     name = os.environ.get(MEMBER_ENV, "").strip()
     if name:
@@ -99,8 +103,8 @@ def member() -> str:
         return ""
 
 
-class ClaimBusy(RuntimeError):
-    """The claim is held by a live holder; ``holder`` is its tags."""
+class LeaseBusy(RuntimeError):
+    """The lease is held by a live holder; ``holder`` is its tags."""
 
     def __init__(self, name: str, holder: dict):
         super().__init__(f"{name} is held by {describe(holder)}")
@@ -117,19 +121,19 @@ def describe(holder: dict) -> str:
     return f"PID {holder.get('pid', '?')} on {holder.get('host', '?')}{more}"
 
 
-def claim_name(kind: str, key: str) -> str:
+def lease_name(kind: str, key: str) -> str:
     """A registered model name: no ``/`` or ``:`` (MLflow refuses them)."""
     safe = key.replace("/", "_").replace(":", "_")
     return f"{PREFIX}{kind}.{safe}"
 
 
-class Claims:
-    """The claims of one store (``tracking_uri``: the clean URI, :func:`store.resolve_tracking_uri`)."""
+class Leases:
+    """The leases of one store (``tracking_uri``: the clean URI, :func:`store.resolve_tracking_uri`)."""
 
     def __init__(self, tracking_uri: str):
         from fedsweep.tracking.runstore import open_store
 
-        #: the store's claim operations (``tracking.runstore``: sqlite3 on a local SQLite
+        #: the store's lease operations (``tracking.runstore``: sqlite3 on a local SQLite
         #: store, MLflow's model registry otherwise)
         self.store = open_store(tracking_uri)
         #: name -> (the beat seen, when it was last read, seconds it stood still while read)
@@ -137,26 +141,26 @@ class Claims:
 
     # ------------------------------------------------------------------ primitives
     def try_acquire(self, name: str, tags: dict[str, str]) -> bool:
-        """Create the claim with ``tags``; False when it exists (atomic in the store)."""
-        return self.store.create_claim(name, tags, DESCRIPTION)
+        """Create the lease with ``tags``; False when it exists (atomic in the store)."""
+        return self.store.create_lease(name, tags, DESCRIPTION)
 
     def holder(self, name: str) -> dict | None:
-        """The claim's tags, None when nobody holds it."""
-        return self.store.claim_tags(name)
+        """The lease's tags, None when nobody holds it."""
+        return self.store.lease_tags(name)
 
     def beat(self, name: str, token: str) -> None:
-        """Move the claim's heartbeat (only while ``token`` holds it)."""
-        self.store.set_claim_tag(name, "beat", f"{token}:{time.time():.0f}")
+        """Move the lease's heartbeat (only while ``token`` holds it)."""
+        self.store.set_lease_tag(name, "beat", f"{token}:{time.time():.0f}")
 
     def release(self, name: str, token: str) -> None:
-        """Delete the claim if ``token`` still holds it (one transaction on a SQL store)."""
-        self.store.release_claim(name, token)
+        """Delete the lease if ``token`` still holds it (one transaction on a SQL store)."""
+        self.store.release_lease(name, token)
 
     # ------------------------------------------------------------------ policy
     def abandoned(
         self, name: str, holder: dict, owner: str | None = None, now: float | None = None
     ) -> bool:
-        """Whether ``holder`` (the claim's tags, just read) is gone: it is ``owner``'s own
+        """Whether ``holder`` (the lease's tags, just read) is gone: it is ``owner``'s own
         earlier attempt, its process on this host has ended, or (a holder on another host) its
         heartbeat has not moved for :func:`stale_s` seconds of successful reads (the module's
         docstring). ``now``: the time of the read (``time.monotonic()``)."""
@@ -166,7 +170,7 @@ class Claims:
             pid = holder.get("pid", "")
             if pid.isdigit():
                 self._seen.pop(name, None)
-                # a live process keeps its claim, whatever its heartbeat says; a PID reused by
+                # a live process keeps its lease, whatever its heartbeat says; a PID reused by
                 # a newer process (another start time) is not the holder's
                 start, now_start = holder.get("pid_start", ""), started_at(int(pid))
                 return not alive(int(pid)) or bool(start and now_start and now_start != start)
@@ -182,7 +186,7 @@ class Claims:
         return still >= stale_s()
 
     def unsure(self, name: str | None = None) -> None:
-        """A read of the store failed (an outage): the staleness of ``name`` (every claim's:
+        """A read of the store failed (an outage): the staleness of ``name`` (every lease's:
         None) is counted afresh from the next successful read."""
         if name is None:
             self._seen.clear()
@@ -190,16 +194,16 @@ class Claims:
             self._seen.pop(name, None)
 
     def take_over(self, name: str, holder: dict, tags: dict[str, str]) -> bool:
-        """Replace an abandoned claim by ours; False when another claimant was faster."""
+        """Replace an abandoned lease by ours; False when another taker was faster."""
         now = self.holder(name)
         if now is not None and now.get("token") == holder.get("token"):
-            self.store.delete_claim(name)
+            self.store.delete_lease(name)
         self._seen.pop(name, None)
         return self.try_acquire(name, tags)
 
 
 def holder_tags(owner: str = "", **extra: str) -> dict[str, str]:
-    """The tags of a new claim: a fresh token, this host, PID and the process's start time, the
+    """The tags of a new lease: a fresh token, this host, PID and the process's start time, the
     team member (:func:`member`), ``owner`` (who may take it over at once: the same trial of
     the same sweep) and ``extra``."""
     token = uuid.uuid4().hex
@@ -217,7 +221,7 @@ def holder_tags(owner: str = "", **extra: str) -> dict[str, str]:
 
 
 class Heartbeat:
-    """A daemon thread that moves a held claim's heartbeat every :data:`BEAT_S` seconds (its
+    """A daemon thread that moves a held lease's heartbeat every :data:`BEAT_S` seconds (its
     own connection to the store; a failed beat is retried at the next one)."""
 
     def __init__(self, tracking_uri: str, name: str, token: str):
@@ -230,11 +234,11 @@ class Heartbeat:
         return self
 
     def _run(self) -> None:
-        claims = None
+        leases = None
         while not self._stop.wait(BEAT_S):
             try:
-                claims = claims or Claims(self.uri)
-                claims.beat(self.name, self.token)
+                leases = leases or Leases(self.uri)
+                leases.beat(self.name, self.token)
             except Exception:  # noqa: BLE001 - the store is being retried; beat again later
                 pass
 
@@ -254,39 +258,39 @@ def hold(
     poll_s: float = 2.0,
     say=None,
 ):
-    """Hold the claim ``name`` for the block (heartbeat included), then release it. Held by a
-    live holder: raise :class:`ClaimBusy`, or with ``wait`` call ``on_wait(holder)`` once and
+    """Hold the lease ``name`` for the block (heartbeat included), then release it. Held by a
+    live holder: raise :class:`LeaseBusy`, or with ``wait`` call ``on_wait(holder)`` once and
     poll until it is free or abandoned. Yields the holder tags (``tags``). An outage of the
-    store while claiming (or waiting) is waited out (``tracking.outage.patiently``; ``say``
+    store while taking it (or waiting) is waited out (``tracking.outage.patiently``; ``say``
     hears of it), not a failure."""
     from fedsweep.tracking.outage import brief_requests, patiently
 
-    claims = patiently(lambda: Claims(tracking_uri), tracking_uri, say)
+    leases = patiently(lambda: Leases(tracking_uri), tracking_uri, say)
 
     def surely(step):
         def run():
             try:
                 return step()
             except Exception:
-                claims.unsure(name)  # an outage: no time without a heartbeat counts across it
+                leases.unsure(name)  # an outage: no time without a heartbeat counts across it
                 raise
 
         return patiently(run, tracking_uri, say)
 
     waited = False
-    while not surely(lambda: claims.try_acquire(name, tags)):
+    while not surely(lambda: leases.try_acquire(name, tags)):
         asked = time.monotonic()
-        holder = surely(lambda: claims.holder(name))
+        holder = surely(lambda: leases.holder(name))
         if holder is None:
             continue  # released meanwhile
         if time.monotonic() - asked > MAX_GAP_S:  # a read that hung in retries: an outage
-            claims.unsure(name)
-        if claims.abandoned(name, holder, tags.get("owner") or None):
-            if claims.take_over(name, holder, tags):
+            leases.unsure(name)
+        if leases.abandoned(name, holder, tags.get("owner") or None):
+            if leases.take_over(name, holder, tags):
                 break
             continue
         if not wait:
-            raise ClaimBusy(name, holder)
+            raise LeaseBusy(name, holder)
         if not waited and on_wait is not None:
             on_wait(holder)
         waited = True
@@ -302,23 +306,23 @@ def hold(
         beat.stop()
         try:
             with brief_requests() if stopped else nullcontext():
-                claims.release(name, tags["token"])
+                leases.release(name, tags["token"])
         except Exception:  # noqa: BLE001 - released later, or taken over once this process ends
             if not stopped:
                 _release_later(tracking_uri, name, tags["token"])
 
 
 def _release_later(tracking_uri: str, name: str, token: str) -> None:
-    """Release the claim from a daemon thread, tried every :data:`BEAT_S` seconds for as long as
+    """Release the lease from a daemon thread, tried every :data:`BEAT_S` seconds for as long as
     an outage is waited out: this process lives on (a Ray worker that runs the next trial), and
-    a live process on this host keeps its claims (:meth:`Claims.abandoned`)."""
+    a live process on this host keeps its leases (:meth:`Leases.abandoned`)."""
     from fedsweep.tracking.outage import max_wait_s
 
     def run() -> None:
         deadline = time.monotonic() + max_wait_s()
         while time.monotonic() < deadline:
             try:
-                Claims(tracking_uri).release(name, token)
+                Leases(tracking_uri).release(name, token)
                 return
             except Exception:  # noqa: BLE001 - the store is away: again later
                 time.sleep(BEAT_S)
