@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -294,14 +295,31 @@ def test_two_working_directories_drive_one_server_at_once(team, tmp_path):
         write_yaml(folder / "team-pair.yaml", small_spec("team-pair", seeds=(0, 1, 2), rounds=8))
     write_yaml(two / "team-other.yaml", small_spec("team-other", seeds=(0, 1, 2), rounds=8))
     common = ("--set", "train.lr=0.003", "--address", HEAD)
-    # one trial at a time: the first driver still holds the figure when the second arrives,
-    # however busy the machine (with both of its CPUs it could end before the second started)
-    first = _sweep(env, one, one / "team-pair.yaml", *common, "--max-concurrent", "1")
+    first = _sweep(env, one, one / "team-pair.yaml", *common)
     _until(lambda: _sql(env, "SELECT 1 FROM registered_models WHERE name = %s",
                         "fedsweep.claim.driver.team-pair.smoke"), first)  # fmt: skip
-    second = _sweep(env, two, two / "team-pair.yaml", *common, "--wait")
+    # the first driver, holding the figure, is paused until the second says it waits: on a
+    # busy machine the first could otherwise end before the second arrived (a paused process
+    # on this host is alive: its lease is not taken over, however still its heartbeat)
+    os.kill(first.pid, signal.SIGSTOP)
+    try:
+        second = _sweep(env, two, two / "team-pair.yaml", *common, "--wait")
+        said: list[str] = []
+        reader = threading.Thread(
+            target=lambda: said.extend(iter(second.stdout.readline, "")), daemon=True
+        )
+        reader.start()
+        deadline = time.monotonic() + 300
+        while "waiting for PID" not in " ".join("".join(said).split()):
+            assert second.poll() is None or reader.is_alive(), "".join(said)
+            assert time.monotonic() < deadline, "".join(said)
+            time.sleep(0.2)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
     other = _sweep(env, two, two / "team-other.yaml", *common)
-    outs = [p.communicate(timeout=900)[0] for p in (first, second, other)]
+    second.wait(timeout=900)
+    reader.join(timeout=60)
+    outs = [first.communicate(timeout=900)[0], "".join(said), other.communicate(timeout=900)[0]]
     for proc, out in zip((first, second, other), outs, strict=True):
         assert proc.returncode == 0, out
     joined = "\n".join(outs)
