@@ -68,19 +68,24 @@ def schema_template() -> Path | None:
     return path if _schema_complete(path) else None
 
 
-def _schema_complete(db: Path) -> bool:
-    """``db`` has MLflow tables and no schema problem (:func:`schema_problem`)."""
+def _table_names(db: Path) -> set[str] | None:
+    """The names of ``db``'s tables, read-only; None when it is not an SQLite database."""
     import sqlite3
 
     try:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         try:
-            tables = con.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()
+            rows = con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
         finally:
             con.close()
     except sqlite3.DatabaseError:
-        return False
-    return bool(tables and tables[0]) and schema_problem(db) is None
+        return None
+    return {r[0] for r in rows}
+
+
+def _schema_complete(db: Path) -> bool:
+    """``db`` has MLflow tables and no schema problem (:func:`schema_problem`)."""
+    return bool(_table_names(db)) and schema_problem(db) is None
 
 
 def create_schema(db: Path) -> None:
@@ -144,17 +149,9 @@ def foreign_problem(db: Path) -> str | None:
     """:func:`_foreign_text` when ``db`` is another program's SQLite database (tables, none of
     MLflow's, no leftover migration table), else None (read-only; a file that is not SQLite
     at all is :func:`schema_problem`'s)."""
-    import sqlite3
-
-    try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        try:
-            rows = con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
-        finally:
-            con.close()
-    except sqlite3.DatabaseError:
+    tables = _table_names(db)
+    if tables is None:
         return None
-    tables = {r[0] for r in rows}
     if (
         tables
         and not tables & _MLFLOW_TABLES
