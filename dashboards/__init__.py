@@ -7,12 +7,13 @@ drawn by the generic layout (``dashboards.generic``).
 """
 
 from dashboards.build import FigureSelectionError, build_figures
-from dashboards.model import ClaimCheck, FigureOptions, FigureResult
+from dashboards.model import FigureOptions, FigureResult
 from dashboards.registry import BUILDERS
+from fedsweep.judge.verdicts import ClaimVerdict
 
 __all__ = [
     "BUILDERS",
-    "ClaimCheck",
+    "ClaimVerdict",
     "FigureOptions",
     "FigureResult",
     "FigureSelectionError",

@@ -37,10 +37,11 @@ from dashboards.export import (
 )
 from dashboards.index import ENTRY_KEY, EXTRA_FILES, TEXT_FORMATS, override_stem, write_index
 from dashboards.model import BuildContext, FigureDataError, FigureOptions, FigureResult
-from dashboards.registry import BUILDERS, CRITERIA, METRIC_KEYS
+from dashboards.registry import BUILDERS, METRIC_KEYS
 from dashboards.store import RunIndex
 from dashboards.style import BANDS, mark_coinciding
 from fedsweep.core import atomic
+from fedsweep.judge import judge
 from fedsweep.specs.figure import figure_plan
 from fedsweep.specs.load import (
     PROFILES,
@@ -329,7 +330,6 @@ def build_figures(
             index,
             dict(overrides or {}),
             options,
-            criteria=CRITERIA,
             plan=plans[fid],
         )
         result = _build_one(fid, ctx)
@@ -489,9 +489,18 @@ def _missing_sqlite(uri: str) -> bool:
     return uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file()
 
 
+def judged(result: FigureResult, ctx: BuildContext) -> FigureResult:
+    """``result`` with its claims judged (:func:`fedsweep.judge.judge`) on the runs its builder
+    read, from the figure's plan; the builder draws, the judge decides."""
+    plan = ctx.plan or figure_plan(ctx.spec, ctx.profile, extra=ctx.overrides)
+    result.verdicts = judge(plan, result.judged)
+    result.claims = list(result.verdicts)
+    return result
+
+
 def _build_one(fid: str, ctx: BuildContext) -> FigureResult:
     try:
-        return builder_for(fid)(ctx)
+        return judged(builder_for(fid)(ctx), ctx)
     except Exception as err:  # noqa: BLE001 - one broken figure must not stop the others
         warnings.warn(f"{fid}: {type(err).__name__}: {err}", FigureBuildWarning, stacklevel=3)
         spec = ctx.spec

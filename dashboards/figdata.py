@@ -9,17 +9,11 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from dashboards import store
-from dashboards.claims import ClaimData, check_claims
-from dashboards.model import (
-    BuildContext,
-    FigureResult,
-    Panel,
-    curve_config,
-    panels_of,
-    run_base,
-)
+from dashboards.model import BuildContext, FigureResult
 from dashboards.style import subtitle
 from fedsweep.config.schema import RunConfig
+from fedsweep.judge.panels import Panel, panels_of
+from fedsweep.judge.runs import ClaimData, RunTable, curve_config, run_base
 from fedsweep.specs.load import CurveSpec
 
 #: what a cell without runs says
@@ -46,13 +40,13 @@ class FigureData:
     baseline: str | None = None
     #: (panel_id, curve) -> [(seed, tag text)] of finished runs whose loss blew up (finite)
     blowups: dict[tuple[str, str], list[tuple[int, str]]] = field(default_factory=dict)
-    #: the config tree the curves' overrides apply to (:func:`dashboards.model.run_base`)
+    #: the config tree the curves' overrides apply to (:func:`fedsweep.judge.runs.run_base`)
     base: dict[str, Any] = field(default_factory=dict, repr=False)
     #: the latest sweep's ``--panel`` filter (axis -> values; {} = every panel was swept)
     panel_filter: dict[str, list[str]] = field(default_factory=dict)
 
     def config(self, curve: CurveSpec) -> RunConfig:
-        """The typed run config of ``curve`` (:func:`dashboards.model.curve_config`)."""
+        """The typed run config of ``curve`` (:func:`fedsweep.judge.runs.curve_config`)."""
         return curve_config(curve, self.base)
 
     @property
@@ -189,11 +183,13 @@ def make_result(
     ctx: BuildContext,
     data: FigureData,
     figure: go.Figure | None,
-    claim_data: ClaimData | None = None,
+    judged: ClaimData | None = None,
     notes: list[str] | None = None,
     parts: dict[str, go.Figure] | None = None,
 ) -> FigureResult:
-    """Bookkeeping common to all builders (seed/run counts, notes, claim checks)."""
+    """Bookkeeping common to all builders (seed/run counts, notes) and the runs the figure's
+    claims are judged on (``judged``: the builder's data, handed to :func:`fedsweep.judge.judge`
+    by ``build_figures``; nothing here judges)."""
     spec, res = ctx.spec, data.resolution
     expected_seeds = sorted({t.seed for t in res.trials})
     notes = list(notes or [])
@@ -214,9 +210,9 @@ def make_result(
         expected_runs=len(res.trials),
         profile_note=spec.profiles[ctx.profile].note,
         data_note=data.data_note,
-        claims=check_claims(spec.claims, claim_data if res.found else None, ctx.criteria),
         notes=notes,
         seed_counts=data.all_seed_counts(),
         parts=dict(parts or {}) if res.found else {},
         band=ctx.options.band,
+        judged=RunTable.of(judged) if judged is not None and res.found else None,
     )

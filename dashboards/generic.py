@@ -35,7 +35,7 @@ from dashboards.figdata import (
     make_result,
     prepare,
 )
-from dashboards.model import BuildContext, FigureResult, Panel
+from dashboards.model import BuildContext, FigureResult
 from dashboards.style import (
     PALETTE,
     SYMBOLS,
@@ -52,6 +52,7 @@ from dashboards.style import (
     round_ticks,
     seed_label,
 )
+from fedsweep.judge.panels import Panel
 from fedsweep.specs.load import CurveSpec, SweepSpec
 
 CELL_WIDTH = 400  # px per column of a metric grid

@@ -3,7 +3,7 @@ ran, the effect with its interval, the verdict and a link to the figure; as Mark
 (``docs/reproduction/<paper>.md``, ``<paper>-<profile>.md`` for a profile other than quick) and
 as data (``claims-<profile>.json``).
 
-Verdicts are the four of :mod:`dashboards.verdicts`; a claim without runs or without a
+Verdicts are the four of :mod:`fedsweep.judge.stats`; a claim without runs or without a
 criterion ("n/a") is **not-testable**. An index entry written before these verdicts existed
 ("yes"/"no"/"n/t") reads as not-testable with that reason. The report carries the commit and
 date it was built at and no absolute path.
@@ -19,9 +19,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from dashboards.claims import normalize
-from dashboards.model import ClaimCheck, FigureResult
-from dashboards.verdicts import VERDICTS, claim_seeds_needed, interval_method
+from dashboards.model import FigureResult
+from fedsweep.judge.stats import VERDICTS, claim_seeds_needed, interval_method
+from fedsweep.judge.verdicts import ClaimVerdict
 
 PAPERS = {
     "bherd": "BHerd (beneficial herd of local gradients)",
@@ -56,7 +56,7 @@ class ReportConflict(ValueError):
     judge) without ``force``: the message names the file and what to do."""
 
 
-def verdict4(check: ClaimCheck) -> tuple[str, str]:
+def verdict4(check: ClaimVerdict) -> tuple[str, str]:
     """The four-way verdict of a check and why, when it is not its own."""
     if check.verdict in VERDICTS:
         return check.verdict, check.label
@@ -110,7 +110,7 @@ def claim_rows(results: Iterable[FigureResult]) -> list[dict[str, Any]]:
                     "paper": paper_of(r.figure_id),
                     "figure": r.figure_id,
                     "claim": c.claim,
-                    "paper_words": c.words or paper_words(c.claim),
+                    "paper_words": c.words,
                     "verdict": verdict,
                     "why": _clean(why),
                     "effect": head.get("effect"),
@@ -160,14 +160,6 @@ def paper_effect_fields(paper, ours: float | None) -> dict[str, Any]:
         "paper_effect_text": paper.text,
         "effect_ratio": ratio,
     }
-
-
-def paper_words(claim: str) -> str:
-    """The paper's own words behind ``claim`` (each paper's ``claims.PAPER_WORDS``: a quotation
-    with where it stands), "" when none is recorded."""
-    from dashboards.registry import PAPER_WORDS
-
-    return PAPER_WORDS.get(normalize(claim), "")
 
 
 #: how each verdict reads in the plain-words paragraph of a figure
@@ -586,7 +578,7 @@ def result_of_entry(e: dict[str, Any]) -> FigureResult:
     """A figure's index entry (``dashboards.index.entry``) as the :class:`FigureResult` the
     report reads (no figure object: the report links to the figure's file)."""
     checks = [
-        ClaimCheck(
+        ClaimVerdict(
             c["claim"],
             c["verdict"],
             c.get("numbers", ""),

@@ -28,8 +28,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from dashboards.verdicts import INTERVAL_METHOD
 from fedsweep.core import atomic
+from fedsweep.judge.stats import INTERVAL_METHOD
 
 #: the folder of the maps beside the reproduction reports (``docs/reproduction/robustness``)
 ROBUSTNESS_DIR = "robustness"

@@ -245,7 +245,7 @@ def _build(located: tuple, seeds, level: float, **options):
     ``level``; ``located``: :func:`_locate`'s answer."""
     from dashboards import build_figures
     from dashboards.build import FigureBuildWarning
-    from dashboards.verdicts import confidence
+    from fedsweep.judge.stats import confidence
 
     path, spec, profile, uri = located
     with confidence(level), tempfile.TemporaryDirectory(prefix="fedsweep-api-") as tmp:
@@ -274,7 +274,7 @@ def claims(
     ``effect``, ``ci_low``, ``ci_high``, ``margin``, ``seeds``, ``seeds_needed``, ``regime``,
     ``numbers``, ``panels`` (each part's evidence) and the rest; ``level``: the intervals'."""
     from dashboards.report import claim_rows
-    from dashboards.verdicts import confidence
+    from fedsweep.judge.stats import confidence
 
     seeds = checked_seeds(seeds)
     result = _build(_locate(figure, profile, tracking_uri, sweeps_dir), seeds, level)

@@ -19,7 +19,7 @@ LAYERS = [
     ("experiment", ("fedsweep.experiment", "fedsweep.plugins")),
     ("tracking", ("fedsweep.tracking",)),
     ("specs", ("fedsweep.specs",)),
-    ("sweep", ("fedsweep.sweep",)),
+    ("sweep, judge", ("fedsweep.sweep", "fedsweep.judge")),
     ("team", ("fedsweep.team",)),
     ("dashboards", ("dashboards",)),
     ("api", ("fedsweep.api",)),

@@ -92,8 +92,8 @@ def report(
         from dashboards.build import FigureBuildWarning
         from dashboards.registry import REPORT_SECTIONS
         from dashboards.report import build_meta, write_report
-        from dashboards.verdicts import confidence
         from fedsweep.core.atomic import OutputWriteError
+        from fedsweep.judge.stats import confidence
         from fedsweep.plugins import load_plugins
         from fedsweep.tracking.uri import resolve_tracking_uri
 
@@ -103,7 +103,7 @@ def report(
         uri = resolve_tracking_uri(tracking_uri)
         # a spec file outside --sweeps-dir (a researcher's own study, its claims declared):
         # reported beside the folder's figures; its claims checked before the store is read
-        from dashboards.registry import claim_problem
+        from fedsweep.judge.check import claim_problem
         from fedsweep.specs.claims import profile_claim_problem
         from fedsweep.specs.load import expand, load_spec, spec_paths, sweeps_home
 

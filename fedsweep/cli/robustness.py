@@ -241,7 +241,7 @@ def check_claims(spec, spec_path: Path, profile: str) -> None:
     """A map is the figure's claims x the axis values: a spec without claims (or with one no
     criterion judges, or one that cannot be computed on ``profile``) has nothing to map, and
     would run its sweeps for nothing."""
-    from dashboards.registry import claim_problem
+    from fedsweep.judge.check import claim_problem
     from fedsweep.specs.claims import profile_claim_problem
 
     if not spec.claims:

@@ -61,7 +61,7 @@ def _claim_rows(path, profile, uri, seeds, level, run_args, sweeps_dir) -> list[
     from dashboards import build_figures
     from dashboards.build import FigureBuildWarning
     from dashboards.report import claim_rows
-    from dashboards.verdicts import confidence
+    from fedsweep.judge.stats import confidence
 
     with confidence(level), tempfile.TemporaryDirectory(prefix="fedsweep-decide-") as tmp:
         with warnings.catch_warnings():

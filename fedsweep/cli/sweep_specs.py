@@ -169,7 +169,7 @@ def check_claims(spec, path: Path, profile: str | None = None) -> None:
     problem = profile_claim_problem(spec.claims, profile, spec, trials) if profile else None
     if problem:
         raise UsageError(f"{path}: {problem}")
-    from dashboards.registry import claim_problem
+    from fedsweep.judge.check import claim_problem
 
     problem = claim_problem(spec.claims)
     if not problem and profile:  # a paper's own measure declares its needs as it registers

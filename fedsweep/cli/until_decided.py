@@ -11,7 +11,7 @@ stop on it.
 Looking at the data after every batch and stopping once it decides would inflate the error of
 a 95% interval. The looks are planned before the first batch (:func:`look_schedule`: the
 profile's seed count, then doubling up to the cap) and every look judges at the level
-:func:`dashboards.verdicts.look_level` gives for that many looks (the error split evenly over
+:func:`fedsweep.judge.stats.look_level` gives for that many looks (the error split evenly over
 them, Bonferroni's alpha spending): whatever look a claim is decided at, and whichever the
 command stops at, the stated error holds. The verdicts it prints are at that level, and the
 report command it prints repeats it (``--seeds``, ``--level``).
@@ -85,7 +85,7 @@ def until_decided(
     ``seeds_needed``), and add seeds up to the next planned look while a claim is open; stop at
     ``cap`` seeds, or past ``budget_s`` seconds (a batch that would not fit in what is left, by
     the time a seed took so far, is not started)."""
-    from dashboards.verdicts import look_level
+    from fedsweep.judge.stats import look_level
 
     seeds = sorted(seeds)
     looks = look_schedule(len(seeds), max(cap, len(seeds)))

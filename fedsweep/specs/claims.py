@@ -1,8 +1,7 @@
 """Claims as declared data (issue 50): what a figure claims, typed, checked before anything runs.
 
-A spec's ``claims:`` holds the claims its figure judges. An entry is a mapping (a
-:class:`Claim`); a plain string is the legacy form (a paper's prose, judged by a Python criterion
-of ``dashboards.papers``), accepted beside the declared form while the papers migrate.
+A spec's ``claims:`` holds the claims its figure judges, each a mapping (a :class:`Claim`); prose
+(a plain string) is refused when the spec loads: nothing could judge it.
 
 A declared claim says *what* it compares and *how* it is decided, never in Python::
 
@@ -10,13 +9,13 @@ A declared claim says *what* it compares and *how* it is decided, never in Pytho
       text: α=0.4 converges faster than α=0.5 # the paper's (or your) words
       where: my notes, §2                     # where they stand
       kind: faster                            # one of KINDS
-      measure: loss_auc                       # a registered measure (dashboards.measures)
+      measure: loss_auc                       # a registered measure (fedsweep.judge.measures)
       curve: α=0.4                            # the claimed side: a label, or {set: {...}}
       versus: α=0.5                           # the other side
       margin: 0.05                            # the practical margin (>= 0; its side: holds)
 
 The kinds (:data:`KINDS`) and what their effect is, per seed (the judge:
-:mod:`dashboards.judge`):
+:mod:`fedsweep.judge`):
 
 * ``faster``: the relative (or absolute, by the measure) reduction of a lower-is-better measure
   of ``curve`` against ``versus`` (loss AUC, rounds to a target);
@@ -33,7 +32,7 @@ The kinds (:data:`KINDS`) and what their effect is, per seed (the judge:
 comparison kind's margin is never negative (the effect is already the claimed side's advantage),
 except with ``holds: below``: a margin of −0.05 there says the claimed side is *worse* by more
 than 5% ("the leash slows training early").
-Named guards (``dashboards.measures``) qualify a verdict: ``leave_out`` leaves a panel out,
+Named guards (``fedsweep.judge.measures``) qualify a verdict: ``leave_out`` leaves a panel out,
 ``inconclusive_if`` makes any verdict inconclusive (the claim holds by construction),
 ``vacuous_if`` only a supported one (it could not have failed: e.g. three methods overlap in
 Case 1 and in every other panel too).
@@ -78,7 +77,7 @@ would be supported``; the report says when it would give another verdict.
 
 :func:`claim_problems` checks a claim against its spec (curves, panels, kinds, margins, a curve
 compared with itself) when the spec loads; the measure names are checked against the judge's
-registry by ``dashboards.registry.claim_problem`` before a sweep or a report runs. A comparison
+registry by ``fedsweep.judge.check.claim_problem`` before a sweep or a report runs. A comparison
 whose two sides are the same computation (identical typed configs) is reported "degenerate" by
 the judge, not judged.
 """
@@ -123,7 +122,7 @@ class Needs:
 
 
 #: measure name -> what it needs (:class:`Needs`); a measure not named needs nothing more. The
-#: judge's registry (``dashboards.measures``) registers the functions and reads a measure's needs
+#: judge's registry (``fedsweep.judge.measures``) registers the functions and reads a measure's needs
 #: here, so a sweep checks them without importing the judge; a paper's own measure declares its
 #: needs when it registers (``measure(..., needs=...)`` adds it here).
 MEASURE_NEEDS: dict[str, Needs] = {
@@ -339,7 +338,7 @@ class Claim(Comparison):
     #: the regimes whose panels can test it; a panel of another regime: not testable. None:
     #: ``paper`` and ``reconstructed``, and ``truncated`` (the first T of the paper's rounds)
     #: unless a comparison reads a measure about the end of a run (a final or best value, the
-    #: plateau: ``dashboards.measures.regimes_that_test``)
+    #: plateau: ``fedsweep.judge.measures.regimes_that_test``)
     regimes: list[Literal["paper", "reconstructed", "truncated", "scaled"]] | None = None
     #: judged once over every panel (a comparison across panels: ``contrast``), not per regime
     across_regimes: bool = False
@@ -360,7 +359,7 @@ class Claim(Comparison):
     #: contradicted part of a claim of several kept only after Holm's correction over them;
     #: false: the judge before them (intervals as computed; identical configs still degenerate)
     strict: bool = True
-    #: named guards (``dashboards.measures``): leave a panel out when one gives a reason
+    #: named guards (``fedsweep.judge.measures``): leave a panel out when one gives a reason
     leave_out: list[str] = Field(default_factory=list)
     #: named guards: the claim holds by construction when one gives a reason (inconclusive)
     inconclusive_if: list[str] = Field(default_factory=list)
@@ -406,27 +405,32 @@ class Claim(Comparison):
         return out
 
 
-ClaimEntry = Claim | str
-
-
-def claim_texts(claims: Iterable[ClaimEntry]) -> list[str]:
-    """The claims as the report names them: a declared claim's title, a legacy claim's text."""
-    return [c.title if isinstance(c, Claim) else c for c in claims]
+def claim_texts(claims: Iterable[Claim]) -> list[str]:
+    """The claims as the report names them (each one's title)."""
+    return [c.title for c in claims]
 
 
 # ------------------------------------------------------------------------------ checking
 def claims_count_problem(entries: Any) -> str | None:
-    """Too many claims for one spec (:data:`MAX_CLAIMS`), checked before each is validated."""
+    """Too many claims for one spec (:data:`MAX_CLAIMS`), or a claim written as prose (a
+    string: nothing can judge it), checked before each is validated."""
     if isinstance(entries, list) and len(entries) > MAX_CLAIMS:
         return (
             f"{len(entries):,} claims; allowed: at most {MAX_CLAIMS} per spec (each is judged "
             "per panel: split the study into several specs)"
         )
+    for i, entry in enumerate(entries if isinstance(entries, list) else []):
+        if isinstance(entry, str):
+            return (
+                f"claims[{i}]: {entry!r} is not a claim fedsweep can judge (prose: nothing "
+                "decides it); allowed: a declared claim (docs/how-to/own-claims.md), or "
+                "`claims: []` for none"
+            )
     return None
 
 
 def profile_claim_problem(
-    claims: Sequence[ClaimEntry], profile: str, spec: Any, trials: Any = None
+    claims: Sequence[Claim], profile: str, spec: Any, trials: Any = None
 ) -> str | None:
     """The first declared claim that cannot be computed on ``profile`` of ``spec`` (its
     :class:`ProfileSpec`): a measure that needs what the profile lacks (:data:`MEASURE_NEEDS`),
@@ -439,8 +443,6 @@ def profile_claim_problem(
     curves: list[CurveSpec] = spec.curve_list() if hasattr(spec, "curve_list") else []
     silent: set[str] | None = None  # the curves whose runs log no training metrics
     for i, claim in enumerate(claims):
-        if not isinstance(claim, Claim):
-            continue
         at = f"claims[{i}] ({claim.id})"
         for n, comp in enumerate(claim.comparisons):
             where = at if n == 0 else f"{at}.and[{n - 1}]"
@@ -483,7 +485,7 @@ def _bad(where: str, value: Any, allowed: Sequence[str], what: str) -> str:
 
 
 def claim_problems(
-    claims: Sequence[ClaimEntry], curves: Sequence[CurveSpec], panel_values: Iterable[str]
+    claims: Sequence[Claim], curves: Sequence[CurveSpec], panel_values: Iterable[str]
 ) -> str | None:
     """The first problem of the declared ``claims`` against the spec's ``curves`` and panel
     values (``axis=value`` and ``config.key=value``), one line naming the field, the bad value
@@ -492,8 +494,6 @@ def claim_problems(
     panels = sorted(set(panel_values))
     ids: list[str] = []
     for i, claim in enumerate(claims):
-        if not isinstance(claim, Claim):
-            continue
         at = f"claims[{i}] ({claim.id})"
         if claim.id in ids:
             return f"{at}.id: {claim.id!r} is another claim's id too; each claim has its own"

@@ -16,7 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from fedsweep.config.schema import RunConfig
 from fedsweep.core.suggest import did_you_mean
-from fedsweep.specs.claims import ClaimEntry, claim_problems, claim_texts, claims_count_problem
+from fedsweep.specs.claims import Claim, claim_problems, claim_texts, claims_count_problem
 from fedsweep.specs.curves import (
     CurveGrid,
     CurveItem,
@@ -203,9 +203,9 @@ class SweepSpec(Strict):
     resources: Resources = Field(default_factory=Resources)
     max_failures: int = Field(2, ge=0)
     checkpoint_every: int = Field(10, ge=1)
-    #: the claims the figure judges: declared (``fedsweep.specs.claims.Claim``: a mapping with an
-    #: id and a kind) or, while the papers migrate, a paper's prose judged by its criterion
-    claims: list[ClaimEntry] = Field(default_factory=list)
+    #: the claims the figure judges, declared (``fedsweep.specs.claims.Claim``: a mapping with an
+    #: id and a kind)
+    claims: list[Claim] = Field(default_factory=list)
     #: labelled alternative readings of the paper (``Reading``), compared in the report
     readings: list[Reading] = Field(default_factory=list)
     profiles: dict[str, ProfileSpec]
@@ -314,7 +314,7 @@ class SweepSpec(Strict):
 
     @property
     def claim_texts(self) -> list[str]:
-        """The claims as the report names them (a declared claim's title, a legacy text)."""
+        """The claims as the report names them (each one's title)."""
         return claim_texts(self.claims)
 
     def panel_values(self) -> set[str]:

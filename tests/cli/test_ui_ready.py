@@ -138,7 +138,7 @@ def _is_mlflow(pid: int) -> bool:
         args = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return any(a == b"-m" and b == b"mlflow" for a, b in zip(args, args[1:]))
+    return any(a == b"-m" and b == b"mlflow" for a, b in zip(args, args[1:], strict=False))
 
 
 def _servers_on(port: int) -> list[int]:

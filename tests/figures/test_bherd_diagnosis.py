@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from dashboards.model import Panel
 from dashboards.papers.bherd.diagnosis import report_table, summary
+from fedsweep.judge.panels import Panel
 
 
 def long_table() -> pd.DataFrame:

@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from dashboards import build_figures
-from dashboards import claims as C
-from dashboards.judge import criterion
-from dashboards.model import Panel, panels_of
 from dashboards.store import aggregate
+from fedsweep.judge import runs as JR
+from fedsweep.judge.claim import judge_claim
+from fedsweep.judge.panels import Panel, panels_of
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.data_check import check_data
 from fedsweep.specs.load import CurveSpec, SpecError, expand, load_spec
@@ -160,7 +160,7 @@ FIG2B = [
 ]
 
 
-def claim_data(curves, loss: dict, acc: dict | None = None) -> C.ClaimData:
+def claim_data(curves, loss: dict, acc: dict | None = None) -> JR.ClaimData:
     """``loss``/``acc``: curve -> per-round means (or model -> curve -> ...), all panels."""
     rows = []
     for p in PANELS:
@@ -169,10 +169,10 @@ def claim_data(curves, loss: dict, acc: dict | None = None) -> C.ClaimData:
             for label, ys in table.items():
                 rows += [(p.panel_id, label, metric, t, y, 0.0, 2) for t, y in enumerate(ys, 1)]
     agg = pd.DataFrame(rows, columns=["panel_id", "curve", "metric", "round", "mean", "std", "n"])
-    return C.ClaimData(agg, curves, PANELS, {})
+    return JR.ClaimData(agg, curves, PANELS, {})
 
 
-def seed_runs(curves, runs: dict[str, tuple[list[float], list[float]]], seeds=5) -> C.ClaimData:
+def seed_runs(curves, runs: dict[str, tuple[list[float], list[float]]], seeds=5) -> JR.ClaimData:
     """Per-seed runs in every panel: curve -> (test-loss curve, test-accuracy curve) of seed 0;
     seed s adds a small, seed-specific shift (the same for every curve: runs pair by seed)."""
     rows = []
@@ -187,7 +187,7 @@ def seed_runs(curves, runs: dict[str, tuple[list[float], list[float]]], seeds=5)
                         rows.append((p.panel_id, label, seed, run, t, metric, y + shift + noise))
     cols = ["panel_id", "curve", "seed", "run_id", "round", "metric", "value"]
     long = pd.DataFrame(rows, columns=cols)
-    return C.ClaimData(aggregate(long), curves, PANELS, long=long)
+    return JR.ClaimData(aggregate(long), curves, PANELS, long=long)
 
 
 FEDAVG_RUN = ([0.5, 0.4, 0.35], [0.70, 0.78, 0.80])
@@ -197,12 +197,12 @@ DECLARED: dict[str, Claim] = {
 }
 
 
-def judge(claim_id: str, data: C.ClaimData) -> tuple[str, str]:
+def judge(claim_id: str, data: JR.ClaimData) -> tuple[str, str]:
     """(verdict, numbers) of the declared claim ``claim_id`` on ``data`` (the judge's, before
     the not-testable rules)."""
     data.evidence = []
     data.used.clear()
-    return criterion(DECLARED[claim_id])(data)
+    return judge_claim(DECLARED[claim_id], data)
 
 
 def test_bherd_beats_fedavg_and_grab_gain_criteria():

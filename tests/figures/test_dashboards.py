@@ -17,14 +17,14 @@ import pandas as pd
 import pytest
 
 from dashboards import BUILDERS, build_figures
-from dashboards import claims as C
-from dashboards import registry as R
 from dashboards.export import PngExportWarning, find_browser
-from dashboards.judge import criterion
-from dashboards.model import Panel
 from dashboards.store import RunIndex, aggregate, load_selected, resolve_runs
-from dashboards.verdicts import VERDICTS
 from fedsweep.config.schema import RunConfig
+from fedsweep.judge import runs as JR
+from fedsweep.judge import verdicts as JV
+from fedsweep.judge.claim import judge_claim
+from fedsweep.judge.panels import Panel
+from fedsweep.judge.stats import VERDICTS
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import CurveSpec, expand, load_spec
 from fedsweep.sweep.ray_backend import trial_payload
@@ -43,12 +43,12 @@ DECLARED: dict[str, Claim] = {
 }
 
 
-def judge(claim_id: str, data: C.ClaimData) -> tuple[str, str]:
+def judge(claim_id: str, data: JR.ClaimData) -> tuple[str, str]:
     """(verdict, numbers) of BHerd's declared claim ``claim_id`` on ``data`` (the judge's,
     before the not-testable rules)."""
     data.evidence = []
     data.used.clear()
-    return criterion(DECLARED[claim_id])(data)
+    return judge_claim(DECLARED[claim_id], data)
 
 
 def run_smoke(uri: str, figure: str) -> None:
@@ -418,7 +418,7 @@ def curve(label: str, **kv) -> CurveSpec:
     return CurveSpec(label=label, set={k.replace("__", "."): v for k, v in kv.items()})
 
 
-def runs(curves, histories: dict, panels=CASES, **fields) -> C.ClaimData:
+def runs(curves, histories: dict, panels=CASES, **fields) -> JR.ClaimData:
     """ClaimData of per-seed runs from {(panel index, or None for every panel; curve label;
     metric): [the history of each seed, rounds 1, 2, ...]} (a panel's own entry overrides
     None's); ``fields`` set ClaimData fields (diverged, blowups, runs, base)."""
@@ -434,7 +434,7 @@ def runs(curves, histories: dict, panels=CASES, **fields) -> C.ClaimData:
     ]
     cols = ["panel_id", "curve", "seed", "run_id", "round", "metric", "value"]
     long = pd.DataFrame(rows, columns=cols)
-    data = C.ClaimData(aggregate(long), curves, panels, long=long)
+    data = JR.ClaimData(aggregate(long), curves, panels, long=long)
     for key, value in fields.items():
         setattr(data, key, value)
     return data
@@ -469,7 +469,7 @@ ALPHAS = [curve(f"α={a}", bherd__alpha=a) for a in (0.1, 0.3, 0.5, 0.7, 1.0)]
 FEDAVG = curve("FedAvg (RR)", selector="none", train__order="rr")
 
 
-def seeds_data(curves, finals: dict[str, list[float]], panels=CASES) -> C.ClaimData:
+def seeds_data(curves, finals: dict[str, list[float]], panels=CASES) -> JR.ClaimData:
     """Per-seed runs: curve -> the final test accuracy of each seed (rounds 1..10, accuracy
     0.5 until the last round), every panel the same."""
     return runs(
@@ -524,7 +524,7 @@ def fig2b_panels(cnn_regime=None) -> list[Panel]:
     ]
 
 
-def fig2b_data(svm: dict, cnn: dict, seeds: int = 5, panels=None) -> C.ClaimData:
+def fig2b_data(svm: dict, cnn: dict, seeds: int = 5, panels=None) -> JR.ClaimData:
     """``svm``/``cnn``: curve -> loss level of every panel of that model (per seed: the loss
     levels of each seed when a list)."""
     panels = panels or fig2b_panels()
@@ -582,20 +582,20 @@ def test_bherd_gain_by_model_criterion():
 def test_gain_by_model_is_judged_once_and_not_on_a_scaled_regime():
     from fedsweep.specs.model import Regime
 
-    assert criterion(DECLARED["bherd-gain-by-model"]).spans_regimes
+    assert DECLARED["bherd-gain-by-model"].across_regimes
     claim = DECLARED["bherd-gain-by-model"]
     paper, scaled = Regime(kind="paper"), Regime(kind="scaled", reason="η 100× the paper's")
     panels = [
         dataclasses.replace(p, regime=scaled if p.values["model.name"] == "cnn" else paper)
         for p in fig2b_panels()
     ]
-    checks = R.check_claims([claim], fig2b_data(SVM_GAINS, CNN_GAINS, panels=panels))
+    checks = JV.judge_claims([claim], fig2b_data(SVM_GAINS, CNN_GAINS, panels=panels))
     assert len(checks) == 1  # one check over both regimes, not one per regime
     (check,) = checks
     assert check.verdict == "not-testable" and "scaled regime" in check.shown
     assert "model.name=svm − model.name=cnn effect" in check.numbers  # the numbers are still shown
     all_paper = [dataclasses.replace(p, regime=paper) for p in panels]
-    (check,) = R.check_claims([claim], fig2b_data(SVM_GAINS, CNN_GAINS, panels=all_paper))
+    (check,) = JV.judge_claims([claim], fig2b_data(SVM_GAINS, CNN_GAINS, panels=all_paper))
     assert check.verdict == "supported"
 
 
@@ -633,18 +633,18 @@ def test_a_diverged_rival_alpha_ranks_last_and_keeps_the_claim_testable():
     """The paper expects α=0.1 to fail: its diverged seeds rank last, they do not make "α
     0.3–0.5 is fastest" untestable; a diverged α=0.3 seed still does."""
     div = {(p.panel_id, "α=0.1"): [(0, 4), (3, 6)] for p in CASES}
-    (check,) = R.check_claims(
+    (check,) = JV.judge_claims(
         [DECLARED["alpha03-05-fastest"]], runs(ALPHAS, alpha_loss(ALPHA_LEVELS), diverged=div)
     )
     assert check.verdict == "supported", check.numbers
     div = {(CASES[0].panel_id, "α=0.3"): [(1, 4)]}
-    (check,) = R.check_claims(
+    (check,) = JV.judge_claims(
         [DECLARED["alpha03-05-fastest"]], runs(ALPHAS, alpha_loss(ALPHA_LEVELS), diverged=div)
     )
     assert check.verdict == "not-testable" and "1 of" in check.shown
 
 
-def fails_data(a01: list[list[float]], seeds: int = 5, **fields) -> C.ClaimData:
+def fails_data(a01: list[list[float]], seeds: int = 5, **fields) -> JR.ClaimData:
     """The other curves end at accuracy 0.85 (paired by seed); α=0.1 at ``a01``."""
     others = [c for c in ALPHAS + [FEDAVG] if c.label != "α=0.1"]
     hs = {(None, c.label, "test_acc"): acc(0.85, seeds, k=k) for k, c in enumerate(others)}
@@ -669,7 +669,7 @@ def test_a_diverged_alpha_01_counts_as_a_failure_and_stays_testable():
     nan = float("nan")
     broken = [[0.5] * 5 + [nan] * 5 for _ in range(5)]  # every seed diverged at round 6
     div = {(p.panel_id, "α=0.1"): [(s, 5) for s in range(5)] for p in CASES}
-    (check,) = R.check_claims([DECLARED["alpha01-fails"]], fails_data(broken, diverged=div))
+    (check,) = JV.judge_claims([DECLARED["alpha01-fails"]], fails_data(broken, diverged=div))
     assert check.verdict == "supported", check.numbers
     assert "seed 0 diverged at round 5 (counted at chance 0.1)" in check.numbers
     assert "effect 0.75" in check.numbers
@@ -677,7 +677,7 @@ def test_a_diverged_alpha_01_counts_as_a_failure_and_stays_testable():
     blow = {
         (p.panel_id, "α=0.1"): [(s, "test_loss 3e+04 > 1000 x") for s in range(5)] for p in CASES
     }
-    (check,) = R.check_claims([DECLARED["alpha01-fails"]], fails_data(acc(0.85, k=4), blowups=blow))
+    (check,) = JV.judge_claims([DECLARED["alpha01-fails"]], fails_data(acc(0.85, k=4), blowups=blow))
     assert check.verdict == "supported" and "seed 0 loss blew up" in check.numbers
     # the chance level is the run's data set's
     cifar100 = [curve("α=0.1", bherd__alpha=0.1, data__dataset="cifar100")]
@@ -780,7 +780,7 @@ def test_e2_oscillates_criterion():
     verdict, numbers = judge("e2-oscillates", data([jitter] * 5, [SMOOTH] * 5))
     assert verdict == "contradicted", numbers
     count = DECLARED["e2-oscillates"].model_copy(update={"measure": "loss_rises", "margin": 0})
-    assert criterion(count)(data([jitter] * 5, [SMOOTH] * 5))[0] == "supported"
+    assert judge_claim(count, data([jitter] * 5, [SMOOTH] * 5))[0] == "supported"
     verdict, numbers = judge("e2-oscillates", data([ZIGZAG, SMOOTH], [SMOOTH, ZIGZAG], seeds=2))
     assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
     assert judge("e2-oscillates", runs(E_CURVES[:3], {}))[0] == "n/a"  # no E=2 curve
@@ -834,7 +834,7 @@ N_LOSS = {1: 0.5, 5: 0.6, 10: 0.7, 15: 0.75, 20: 0.8}
 N_ACC = {1: 0.90, 5: 0.87, 10: 0.85, 15: 0.84, 20: 0.83}
 
 
-def n_data(loss=N_LOSS, accs=N_ACC, centralized=0.90, seeds=5, extra=None) -> C.ClaimData:
+def n_data(loss=N_LOSS, accs=N_ACC, centralized=0.90, seeds=5, extra=None) -> JR.ClaimData:
     """N curves with these loss levels and final accuracies, Centralized SGD's accuracy;
     ``extra``: histories replacing those of some (panel, curve, metric) cells."""
     hs = {(None, f"N={n}", "test_loss"): decay(v, seeds, k=n) for n, v in loss.items()}
@@ -944,7 +944,7 @@ ALL = [Panel("all", "", {})]
 RR = DECLARED["rr-differs-little"]
 
 
-def _rr_data(rounds=12, seeds=3, curves=RR_CURVES, shift=None, finals=None, **kw) -> C.ClaimData:
+def _rr_data(rounds=12, seeds=3, curves=RR_CURVES, shift=None, finals=None, **kw) -> JR.ClaimData:
     """Final test accuracy 0.9 (paired by seed) for every curve; ``shift``: curve -> added to
     it; ``finals``: curve -> its per-seed final accuracies instead."""
     shift, finals = shift or {}, finals or {}
@@ -975,37 +975,37 @@ def test_rr_criterion_and_unknown_claims():
     two = _rr_data(seeds=2, curves=cs, finals={"Case 1, RR": [0.915, 0.885]})
     verdict, numbers = judge("rr-differs-little", two)
     assert verdict == "inconclusive" and "(95% CI, 2 seeds)" in numbers
-    checks = R.check_claims([RR, "something new"], _rr_data(curves=cs))
-    assert [c.verdict for c in checks] == ["supported", "n/a"]
-    (short,) = R.check_claims([RR], _rr_data(rounds=2, curves=cs))
+    (check,) = JV.judge_claims([RR], _rr_data(curves=cs))
+    assert check.verdict == "supported"
+    (short,) = JV.judge_claims([RR], _rr_data(rounds=2, curves=cs))
     assert short.verdict == "not-testable" and short.shown == "not testable at this profile (T=2)"
-    assert R.check_claims([RR], None)[0].verdict == "n/a"
+    assert JV.judge_claims([RR], None)[0].verdict == "n/a"
     assert judge("rr-differs-little", runs(cs[::2], {}, ALL))[0] == "n/a"  # no no-RR curve
 
 
 # ------------------------------------------------------------- diverged runs are no evidence
 def test_claim_with_a_diverged_run_is_not_testable():
     runs4 = {("all", c.label): 4 for c in RR_CURVES}  # 4 runs per curve, one never loaded
-    (ok,) = R.check_claims([RR], _rr_data(runs=runs4))
+    (ok,) = JV.judge_claims([RR], _rr_data(runs=runs4))
     assert ok.verdict == "supported" and ok.shown == "supported"
     div = {("all", "Case 2, no RR"): [(1, 4)]}
-    (check,) = R.check_claims([RR], _rr_data(runs=runs4, diverged=div))
+    (check,) = JV.judge_claims([RR], _rr_data(runs=runs4, diverged=div))
     assert check.verdict == "not-testable" and check.shown == "not testable: 1 of 16 runs diverged"
     assert "Case 1, RR − Case 1, no RR effect" in check.numbers  # the numbers are still shown
     assert "diverged" in check.criterion
     # a finite loss blow-up counts the same; a seed both diverged and blown up counts once
     blow = {("all", "Case 1, RR"): [(0, "test_loss 3.2e+06 at round 12 > 1000 x round 1")]}
     both = {**blow, ("all", "Case 2, no RR"): [(1, "x")]}
-    (check,) = R.check_claims([RR], _rr_data(runs=runs4, diverged=div, blowups=both))
+    (check,) = JV.judge_claims([RR], _rr_data(runs=runs4, diverged=div, blowups=both))
     assert check.shown == "not testable: 2 of 16 runs diverged (1 of them a finite loss blow-up)"
     # without run counts: the largest seed count n of each cell read (3 seeds in _rr_data)
-    (check,) = R.check_claims([RR], _rr_data(diverged=div))
+    (check,) = JV.judge_claims([RR], _rr_data(diverged=div))
     assert check.shown == "not testable: 1 of 12 runs diverged"
 
 
 def test_diverged_reason_takes_precedence_over_a_short_profile():
     div = {("all", c.label): [(0, 1)] for c in RR_CURVES}
-    (check,) = R.check_claims([RR], _rr_data(rounds=3, diverged=div))
+    (check,) = JV.judge_claims([RR], _rr_data(rounds=3, diverged=div))
     assert check.verdict == "not-testable"
     assert check.shown == "not testable: 4 of 12 runs diverged; T=3 < 5 rounds"
 
@@ -1018,21 +1018,21 @@ def test_only_the_cells_a_claim_reads_count():
     data = runs(curves, {**accs, **loss})
     data.diverged = {(CASES[2].panel_id, "α=0.3"): [(0, 5)]}
     claims = [DECLARED[i] for i in ("alpha1-matches-fedavg", "alpha03-05-fastest", "alpha01-fails")]
-    match, fastest, _ = R.check_claims(claims, data)
+    match, fastest, _ = JV.judge_claims(claims, data)
     assert match.verdict == "inconclusive" and "shows nothing about bherd.alpha" in match.numbers
     assert fastest.verdict == "not-testable"
     assert fastest.shown == "not testable: 1 of 45 runs diverged"  # 5 α x 3 Cases x 3 seeds
     # α=0.1 failing to converge: its own divergence (or blow-up) is the claim's evidence
     data.diverged = {(p.panel_id, "α=0.1"): [(s, 7) for s in range(3)] for p in CASES}
-    (fails,) = R.check_claims([DECLARED["alpha01-fails"]], data)
+    (fails,) = JV.judge_claims([DECLARED["alpha01-fails"]], data)
     assert fails.verdict == "supported" and "seed 0 diverged at round 7" in fails.numbers
     data.diverged = {}
     data.blowups = {
         (p.panel_id, "α=0.1"): [(s, "test_loss 5e+04") for s in range(3)] for p in CASES
     }
-    (fails,) = R.check_claims([DECLARED["alpha01-fails"]], data)
+    (fails,) = JV.judge_claims([DECLARED["alpha01-fails"]], data)
     assert fails.verdict == "supported" and "seed 0 loss blew up" in fails.numbers
     # ... but a diverged run of a curve it compares α=0.1 with makes it not testable
     data.diverged = {(CASES[0].panel_id, "FedAvg (RR)"): [(2, 3)]}
-    (fails,) = R.check_claims([DECLARED["alpha01-fails"]], data)
+    (fails,) = JV.judge_claims([DECLARED["alpha01-fails"]], data)
     assert fails.verdict == "not-testable" and fails.shown == "not testable: 1 of 45 runs diverged"

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dashboards import claims as C
-from dashboards import registry as R
 from dashboards.report import claim_rows
+from fedsweep.judge import verdicts as JV
+from fedsweep.judge.check import claim_problem
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import SpecError, load_spec, read_spec
 from fedsweep.specs.model import Regime
@@ -323,7 +323,7 @@ def test_a_declared_claim_loads_and_names_its_parts(tmp_path):
     spec = _load(tmp_path, GOOD, {**GOOD, "id": "b", "kind": "equivalent", "margin": 0.01})
     assert [c.id for c in spec.claims] == ["a04-faster", "b"]
     assert spec.claim_texts == ["α=0.4 is faster than α=0.5"] * 2
-    assert R.claim_problem(spec.claims) == ""
+    assert claim_problem(spec.claims) == ""
 
 
 @pytest.mark.parametrize(
@@ -364,7 +364,7 @@ def test_claim_errors_stop_the_spec_in_one_line(tmp_path, change, message):
 )
 def test_measure_and_guard_errors_before_anything_runs(tmp_path, change, message):
     spec = _load(tmp_path, {**GOOD, **change})
-    problem = R.claim_problem(spec.claims)
+    problem = claim_problem(spec.claims)
     assert message in problem and "\n" not in problem
 
 
@@ -377,7 +377,7 @@ def test_identical_configs_are_degenerate_not_judged():
     ]
     claim = Claim.model_validate({**GOOD, "curve": "A", "versus": "B"})
     data = D.runs(curves, {(None, c.label, "test_loss"): D.decay(1.0) for c in curves})
-    (check,) = C.check_claims([claim], data, R.CRITERIA)
+    (check,) = JV.judge_claims([claim], data)
     assert check.verdict == "not-testable" and check.label.startswith("degenerate")
     assert check.evidence == ()
 
@@ -390,21 +390,21 @@ def test_min_seeds_and_resolution_are_declared_semantics():
     }
     claim = Claim.model_validate(GOOD)
     # without BHerd selected, α is never read: the two curves are one computation
-    (check,) = C.check_claims([claim], D.runs(curves, hs), R.CRITERIA)
+    (check,) = JV.judge_claims([claim], D.runs(curves, hs))
     assert check.label.startswith("degenerate")
     data = D.runs(curves, hs, base={"selector": "bherd"})
-    assert C.check_claims([claim], data, R.CRITERIA)[0].verdict == "supported"
+    assert JV.judge_claims([claim], data)[0].verdict == "supported"
     strict = claim.model_copy(update={"min_seeds": 6})
-    (check,) = C.check_claims([strict], data, R.CRITERIA)
+    (check,) = JV.judge_claims([strict], data)
     assert check.verdict == "inconclusive" and "fewer than the 6" in check.numbers
     coarse = claim.model_copy(update={"resolution": 0.5})  # a 20% gain below the floor
-    (check,) = C.check_claims([coarse], data, R.CRITERIA)
+    (check,) = JV.judge_claims([coarse], data)
     # the margin is at least the resolution and the interval at least ± it: a gain smaller
     # than the measure can show decides nothing (issue 51, item 3)
     assert check.verdict == "inconclusive" and check.evidence[0]["threshold"] == 0.5
     assert check.evidence[0]["floor"] == 0.5 and check.evidence[0]["ci_low"] < 0
     legacy = coarse.model_copy(update={"strict": False})  # the margin alone, as migrated
-    (check,) = C.check_claims([legacy], data, R.CRITERIA)
+    (check,) = JV.judge_claims([legacy], data)
     assert check.verdict == "contradicted" and "floor" not in check.evidence[0]
 
 
@@ -417,7 +417,7 @@ def test_report_rows_carry_id_verdict_effect_interval_margin_seeds():
         for i in (1, 2, 3)
         for o, k in (("RR", "rr"), ("no RR", "fixed"))
     ]
-    checks = C.check_claims([claim], D._rr_data(seeds=5, curves=cs), R.CRITERIA)
+    checks = JV.judge_claims([claim], D._rr_data(seeds=5, curves=cs))
     result = FigureResult("bherd-fig4e", "t", "quick", None, [0], [0], 6, 6, claims=checks)
     (row,) = claim_rows([result])
     assert row["id"] == "rr-differs-little" and row["verdict"] == "supported"
@@ -435,7 +435,7 @@ def test_own_claims_example_parses_and_validates(tmp_path):
     kinds = {c.kind for c in spec.claims}
     assert len(spec.claims) >= 2 and len(kinds) >= 2
     assert all(isinstance(c, Claim) and c.id for c in spec.claims)
-    assert R.claim_problem(spec.claims) == ""
+    assert claim_problem(spec.claims) == ""
 
 
 @pytest.mark.parametrize(

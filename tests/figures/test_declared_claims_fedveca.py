@@ -1,6 +1,6 @@
 """Declared claims (issue 50): FedVeca's eight claims, declared in ``sweeps/fedveca-fig3 … fig8.yaml``
-and judged by the generic judge (:mod:`dashboards.judge`, the named measures and guards of
-``dashboards.papers.fedveca.measures``), give the verdicts, labels and evidence numbers of the
+and judged by the generic judge (:mod:`fedsweep.judge.claim`, the named measures and guards of
+``fedsweep.judge.papers.fedveca``), give the verdicts, labels and evidence numbers of the
 prose-keyed criteria they replace, on several hand-made scenarios each (the builders of
 ``test_fedveca_figures``).
 
@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from dashboards import claims as C
-from dashboards import registry as R
-from dashboards.judge import criterion
-from dashboards.model import Panel
+from fedsweep.judge import runs as JR
+from fedsweep.judge import verdicts as JV
+from fedsweep.judge.check import claim_problem
+from fedsweep.judge.claim import judge_claim
+from fedsweep.judge.panels import Panel
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import read_spec
 from fedsweep.specs.model import Regime
@@ -53,19 +54,19 @@ def declared(claim_id: str) -> Claim:
 
 
 # ------------------------------------------------------------------------ scenario helpers
-def short(data: C.ClaimData, rounds: int = 3) -> C.ClaimData:
+def short(data: JR.ClaimData, rounds: int = 3) -> JR.ClaimData:
     """The figure's curves cut to ``rounds`` (< MIN_ROUNDS: not testable at this profile)."""
     data.agg = data.agg[data.agg["round"] <= rounds]
     return data
 
 
-def diverged(data: C.ClaimData, label: str, seeds=(0,)) -> C.ClaimData:
+def diverged(data: JR.ClaimData, label: str, seeds=(0,)) -> JR.ClaimData:
     """``label``'s runs of ``seeds`` diverged (at round 5) in every panel."""
     data.diverged = {(p.panel_id, label): [(s, 5) for s in seeds] for p in data.panels}
     return data
 
 
-def without(data: C.ClaimData, label: str) -> C.ClaimData:
+def without(data: JR.ClaimData, label: str) -> JR.ClaimData:
     """The figure without the curve ``label`` (its runs stay in the store)."""
     data.curves = [c for c in data.curves if c.label != label]
     return data
@@ -76,7 +77,7 @@ def regimes(*kinds: Regime) -> list[Panel]:
 
 
 # ------------------------------------------------------------------------ fig 3
-def _reach(veca, avg, nova, panels=F.SETTING) -> C.ClaimData:
+def _reach(veca, avg, nova, panels=F.SETTING) -> JR.ClaimData:
     return F.fig3_data({"FedAvg": avg, "FedNova": nova, "FedVeca": veca}, panels)
 
 
@@ -100,14 +101,14 @@ REACH = {
 PAPER_LIKE = {s: [0.8] * 4 + [1.5 + 0.1 * s] * 7 for s in range(3)}
 
 
-def _premise(runs, panels=None) -> C.ClaimData:
+def _premise(runs, panels=None) -> JR.ClaimData:
     if panels is None:
         return F.premise_data(runs)
     series = {(p.panel_id, "FedVeca", s, "premise"): ys for p in panels for s, ys in runs.items()}
     return F.make([F.cv("FedVeca")], series, panels, start=2)
 
 
-def _no_premise() -> C.ClaimData:
+def _no_premise() -> JR.ClaimData:
     data = F.premise_data(PAPER_LIKE)
     data.long = data.long[data.long["metric"] != "premise"]
     return data
@@ -137,13 +138,13 @@ TWO = {m: (accs[:2], aucs[:2]) for m, (accs, aucs) in F.OVERLAP.items()}
 TWO["FedVeca"] = ([0.899, 0.923], TWO["FedVeca"][1])
 
 
-def _case2_diverged() -> C.ClaimData:
+def _case2_diverged() -> JR.ClaimData:
     data = F.case_data(F.OVERLAP, F.APART)
     data.diverged = {(F.CASES[1].panel_id, m): [(s, 5) for s in range(3)] for m in F.METHODS}
     return data
 
 
-def _case1_only() -> C.ClaimData:
+def _case1_only() -> JR.ClaimData:
     data = F.case_data(F.OVERLAP, F.APART)
     data.panels = F.CASES[:1]
     return data
@@ -280,11 +281,11 @@ def outcome(checks, raw: str) -> dict:
     }
 
 
-def judged(claim: Claim, data: C.ClaimData) -> dict:
+def judged(claim: Claim, data: JR.ClaimData) -> dict:
     """The declared claim judged on ``data`` (as the report does: ``registry.CRITERIA``)."""
-    checks = C.check_claims([claim], data, R.CRITERIA)
+    checks = JV.judge_claims([claim], data)
     assert all(c.claim == claim.title and c.id == claim.id for c in checks)
-    raw = criterion(claim)(dataclasses.replace(data, evidence=[]))[0]
+    raw = judge_claim(claim, dataclasses.replace(data, evidence=[]))[0]
     return outcome(checks, raw)
 
 
@@ -304,7 +305,7 @@ def test_every_fedveca_claim_is_declared_and_covered():
     claims = [(s.figure, c) for s in specs for c in s.claims]
     assert all(isinstance(c, Claim) and c.id and c.kind for _, c in claims)
     assert sorted((f, c.id) for f, c in claims) == sorted((f, i) for i, f in FIGURE.items())
-    assert all(R.claim_problem(s.claims) == "" for s in specs)
+    assert all(claim_problem(s.claims) == "" for s in specs)
     golden = json.loads(GOLDEN.read_text())
     assert set(golden) - {"_note"} == set(SCENARIOS)
     for claim_id, cases in SCENARIOS.items():
@@ -317,6 +318,6 @@ def test_every_fedveca_claim_is_declared_and_covered():
 
 def test_an_unknown_vacuous_if_guard_is_refused_before_anything_runs():
     bad = declared("case1-overlap").model_copy(update={"vacuous_if": ["fedveca.methods_differ"]})
-    problem = R.claim_problem([bad])
+    problem = claim_problem([bad])
     assert problem.startswith("claims[0] (case1-overlap).vacuous_if: unknown guard")
     assert "did you mean 'fedveca.methods_never_differ'?" in problem and "\n" not in problem

@@ -1,5 +1,5 @@
 """Declared claims of FedWalk (issue 50): its eight claims, declared in ``sweeps/fedwalk-*.yaml``,
-judged by the generic judge (:mod:`dashboards.judge`) on synthetic scenarios give the verdicts,
+judged by the generic judge (:mod:`fedsweep.judge.claim`) on synthetic scenarios give the verdicts,
 labels and evidence numbers the legacy prose-keyed criteria gave.
 
 ``golden/claims-fedwalk.json`` holds, per claim id and scenario, the outputs of the legacy
@@ -19,9 +19,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dashboards import claims as C
-from dashboards import registry as R
-from dashboards.judge import criterion
+from fedsweep.judge import runs as JR
+from fedsweep.judge import verdicts as JV
+from fedsweep.judge.check import claim_problem
+from fedsweep.judge.claim import judge_claim
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import read_spec
 from tests.figures import test_fedwalk_figures as F
@@ -59,27 +60,27 @@ def rows(check) -> list[list]:
     return sorted(out, key=json.dumps)
 
 
-def outputs(checked: C.ClaimCheck, raw: str) -> dict:
+def outputs(checked: JV.ClaimVerdict, raw: str) -> dict:
     return {"verdict": checked.verdict, "label": checked.label, "raw": raw, "rows": rows(checked)}
 
 
-def judged(claim: Claim, data: C.ClaimData) -> dict:
+def judged(claim: Claim, data: JR.ClaimData) -> dict:
     """The declared claim judged on ``data``: ``check_claims``'s verdict, label and rows, and
     the criterion's own verdict (before the not-testable rules)."""
-    (check,) = C.check_claims([claim], dataclasses.replace(data, evidence=[]), R.CRITERIA)
+    (check,) = JV.judge_claims([claim], dataclasses.replace(data, evidence=[]))
     assert check.claim == claim.title and check.id == claim.id
-    raw = criterion(claim)(dataclasses.replace(data, evidence=[]))[0]
+    raw = judge_claim(claim, dataclasses.replace(data, evidence=[]))[0]
     return outputs(check, raw)
 
 
 # ------------------------------------------------------------------------ the scenarios
-def short(data: C.ClaimData) -> C.ClaimData:
+def short(data: JR.ClaimData) -> JR.ClaimData:
     """A smoke-length figure (T=3): not testable, the numbers still given."""
     data.agg = data.agg[data.agg["round"] <= 3]
     return data
 
 
-def without(data: C.ClaimData, curve: str, panel: str | None = None) -> C.ClaimData:
+def without(data: JR.ClaimData, curve: str, panel: str | None = None) -> JR.ClaimData:
     """``data`` without the runs of ``curve`` (in ``panel``, or everywhere)."""
     drop = data.long["curve"] == curve
     if panel is not None:
@@ -89,7 +90,7 @@ def without(data: C.ClaimData, curve: str, panel: str | None = None) -> C.ClaimD
     return data
 
 
-def diverged(data: C.ClaimData, cells: dict) -> C.ClaimData:
+def diverged(data: JR.ClaimData, cells: dict) -> JR.ClaimData:
     data.diverged = cells
     return data
 
@@ -285,7 +286,7 @@ def test_every_fedwalk_claim_is_declared_and_covered_by_the_golden_scenarios():
     for s in specs:
         for c in s.claims:
             assert isinstance(c, Claim) and c.id and c.kind, (s.figure, c)
-            assert R.claim_problem([c]) == ""
+            assert claim_problem([c]) == ""
     assert ids == sorted((f, i) for f, i, _ in CLAIMS)
     assert set(golden()) == {i for _, i, _ in CLAIMS}
     for _, claim_id, cases in CLAIMS:

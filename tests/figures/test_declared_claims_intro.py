@@ -1,5 +1,5 @@
 """Declared claims of the introduction-to-FL slides (issue 50): the claims declared in
-``sweeps/intro-*.yaml``, judged by the generic judge (:mod:`dashboards.judge`) on synthetic
+``sweeps/intro-*.yaml``, judged by the generic judge (:mod:`fedsweep.judge.claim`) on synthetic
 scenarios, give the verdict, the label and the evidence numbers (effect, 95% interval, seeds,
 threshold, verdict per part, rounded to 12 digits) of the prose-keyed criteria they replace.
 
@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from dashboards import claims as C
-from dashboards import registry as R
-from dashboards.judge import criterion
+from fedsweep.judge import runs as JR
+from fedsweep.judge import verdicts as JV
+from fedsweep.judge.check import claim_problem
+from fedsweep.judge.claim import judge_claim
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import read_spec
 from fedsweep.specs.model import Regime
@@ -59,22 +60,22 @@ def rows(check) -> list[list]:
     )
 
 
-def judged(claim: Claim, data: C.ClaimData) -> dict:
+def judged(claim: Claim, data: JR.ClaimData) -> dict:
     """What the golden file holds for one scenario, from the declared claim."""
-    (check,) = C.check_claims([claim], dataclasses.replace(data, evidence=[]), R.CRITERIA)
-    raw = criterion(claim)(dataclasses.replace(data, evidence=[]))[0]
+    (check,) = JV.judge_claims([claim], dataclasses.replace(data, evidence=[]))
+    raw = judge_claim(claim, dataclasses.replace(data, evidence=[]))[0]
     assert check.claim == claim.title and check.id == claim.id
     return {"verdict": check.verdict, "label": check.label, "raw": raw, "rows": rows(check)}
 
 
 # ------------------------------------------------------------------------ the scenarios
-def regime(data: C.ClaimData, kind: str) -> C.ClaimData:
+def regime(data: JR.ClaimData, kind: str) -> JR.ClaimData:
     """``data`` with every panel in the regime ``kind``."""
     r = Regime(kind=kind, reason="" if kind == "paper" else f"a {kind} stand-in")
     return dataclasses.replace(data, panels=[dataclasses.replace(p, regime=r) for p in data.panels])
 
 
-def _fedavg() -> dict[str, C.ClaimData]:
+def _fedavg() -> dict[str, JR.ClaimData]:
     clear = {
         "FedSGD": [None] * 3,
         "B=50 E=1": [4, 5, 4],
@@ -112,7 +113,7 @@ def _fedavg() -> dict[str, C.ClaimData]:
     }
 
 
-def _epochs() -> dict[str, C.ClaimData]:
+def _epochs() -> dict[str, JR.ClaimData]:
     clear = [[9, 10, 9], [6, 6, 7], [4, 4, 5], [4, 5, 4], [7, 8, 7]]
     return {
         "clear": T.epochs(clear),
@@ -128,7 +129,7 @@ def _epochs() -> dict[str, C.ClaimData]:
     }
 
 
-def _sampling() -> dict[str, C.ClaimData]:
+def _sampling() -> dict[str, JR.ClaimData]:
     old = [T.Panel("p=iid", "IID", {}), T.Panel("p=shards", "Non-IID", {})]
     return {
         "skewed-faster": T.sampling(0.8, 1.2),
@@ -144,7 +145,7 @@ def _sampling() -> dict[str, C.ClaimData]:
     }
 
 
-def _fedopt() -> dict[str, C.ClaimData]:
+def _fedopt() -> dict[str, JR.ClaimData]:
     best = T.BEST
     div = {("all", "FedAdam 1.0/1.0"): [(0, 5)]}
     return {
@@ -163,7 +164,7 @@ def _fedopt() -> dict[str, C.ClaimData]:
     }
 
 
-def _selection() -> dict[str, C.ClaimData]:
+def _selection() -> dict[str, JR.ClaimData]:
     slow = [2.0 - 0.1 * t for t in range(12)]
     fast = [1.5 - 0.1 * t for t in range(6)] + slow[6:]
     late = [v + 0.01 for v in slow[:6]] + [0.1] * 6
@@ -187,7 +188,7 @@ def _selection() -> dict[str, C.ClaimData]:
     }
 
 
-def _cohort() -> dict[str, C.ClaimData]:
+def _cohort() -> dict[str, JR.ClaimData]:
     clear = [[10, 11, 10], [5] * 3, [4] * 3, [4] * 3]
     return {
         "clear": T.cohort(clear),
@@ -204,7 +205,7 @@ def _cohort() -> dict[str, C.ClaimData]:
     }
 
 
-def _failures() -> dict[str, C.ClaimData]:
+def _failures() -> dict[str, JR.ClaimData]:
     smooth, crash_at = T.SMOOTH, T.crash_at
     high = crash_at(10, 0.25)
     early = crash_at(3, 0.1)
@@ -230,7 +231,7 @@ def _failures() -> dict[str, C.ClaimData]:
 
 
 #: (figure, claim id, scenarios): every declared claim of the slides' specs
-SCENARIOS: list[tuple[str, str, Callable[[], dict[str, C.ClaimData]]]] = [
+SCENARIOS: list[tuple[str, str, Callable[[], dict[str, JR.ClaimData]]]] = [
     ("intro-fedavg", "fedavg-far-fewer-rounds", _fedavg),
     ("intro-fedavg", "fedavg-speedup-grows", _fedavg),
     ("intro-epochs", "e-interior-fastest", _epochs),
@@ -272,7 +273,7 @@ def test_every_intro_claim_is_declared_and_covered_by_the_golden_scenarios(golde
     assert set(golden) == {i for _, i, _ in SCENARIOS}
     assert all(len(golden[i]) >= 4 for i in golden)
     for spec in specs:
-        assert R.claim_problem(spec.claims) == ""
+        assert claim_problem(spec.claims) == ""
         for claim in spec.claims:  # the report reads the slides' words from the spec
             assert claim.where and claim.summary and claim.text
 
@@ -284,21 +285,21 @@ def test_best_of_a_grid_and_a_blocked_part_are_declared_semantics():
     data = T.grid(
         {**T.BEST, "FedAdam 1.0/1.0": 0.99}, diverged={("all", "FedAdam 1.0/1.0"): [(0, 5)]}
     )
-    verdict, numbers = criterion(claim)(data)
+    verdict, numbers = judge_claim(claim, data)
     assert verdict == "supported", numbers
     assert "FedAdam 0.1/0.1 − FedAvg 0.1/0.1" in numbers and "FedAdam 1.0/1.0" not in numbers
     # FedAdam's best on its grid's edge: that part waits, FedYogi's contradicts
     data = T.grid({**T.BEST, "FedAdam 0.01/0.1": 0.9, "FedYogi 0.1/0.1": 0.7})
-    verdict, numbers = criterion(claim)(data)
+    verdict, numbers = judge_claim(claim, data)
     assert verdict == "contradicted", numbers
     assert "FedAdam: grid not converged: the chosen η_l=0.01 is the smallest" in numbers
     unguarded = claim.model_copy(update={"blocked_if": []})
-    assert criterion(unguarded)(T.grid({**T.BEST, "FedAdam 0.01/0.1": 0.9}))[0] == "supported"
+    assert judge_claim(unguarded, T.grid({**T.BEST, "FedAdam 0.01/0.1": 0.9}))[0] == "supported"
 
 
 def test_an_unknown_blocked_if_guard_is_refused_before_anything_runs():
     claim = declared("intro-fedopt", "adaptive-outperform")
     bad = claim.model_copy(update={"blocked_if": ["intro.grid_edeg"]})
-    problem = R.claim_problem([bad])
+    problem = claim_problem([bad])
     assert "(adaptive-outperform).blocked_if: unknown guard 'intro.grid_edeg'" in problem
     assert "did you mean 'intro.grid_edge'?" in problem and "\n" not in problem

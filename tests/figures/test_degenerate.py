@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dashboards.claims import ClaimData
-from dashboards.degenerate import TOLERANCE, same_computation
+from fedsweep.judge.degenerate import TOLERANCE, same_computation
+from fedsweep.judge.runs import ClaimData
 
 
 def _data(curves: dict[str, dict[int, list[float]]]) -> ClaimData:

@@ -14,13 +14,14 @@ import pytest
 import yaml
 
 from dashboards import BUILDERS, build_figures
-from dashboards import claims as C
-from dashboards import registry as R
-from dashboards.judge import criterion
-from dashboards.model import Panel
 from dashboards.papers.fedveca import figures as fedveca
-from dashboards.papers.fedveca import measures as M
 from dashboards.store import RunIndex, aggregate, resolve_derived
+from fedsweep.judge import runs as JR
+from fedsweep.judge import verdicts as JV
+from fedsweep.judge.check import claim_problem
+from fedsweep.judge.claim import judge_claim
+from fedsweep.judge.panels import Panel
+from fedsweep.judge.papers import fedveca as M
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.figure import figure_plan
 from fedsweep.specs.load import CurveSpec, DeriveSpec, Trial, expand, load_spec, read_spec
@@ -45,9 +46,9 @@ def claim(claim_id: str) -> Claim:
     raise KeyError(claim_id)
 
 
-def judge(claim_id: str, data: C.ClaimData) -> C.Result:
+def judge(claim_id: str, data: JR.ClaimData) -> JR.Result:
     """The declared claim's own verdict and numbers on ``data`` (before the not-testable rules)."""
-    return criterion(claim(claim_id))(data)
+    return judge_claim(claim(claim_id), data)
 
 
 # ------------------------------------------------------------------------------ curves
@@ -85,10 +86,10 @@ def long_rows(series: dict[tuple[str, str, int, str], list[float]], start: int =
     return pd.DataFrame(rows, columns=cols)
 
 
-def make(curves, series, panels, start: int = 1) -> C.ClaimData:
+def make(curves, series, panels, start: int = 1) -> JR.ClaimData:
     """ClaimData whose seed means are aggregated from per-run ``series`` (see ``long_rows``)."""
     long = long_rows(series, start)
-    return C.ClaimData(aggregate(long), curves, panels, long=long)
+    return JR.ClaimData(aggregate(long), curves, panels, long=long)
 
 
 SETTING = [Panel("setting=svm-mnist", "SVM, MNIST", {"model.name": "svm"})]
@@ -100,7 +101,7 @@ FIG3 = [
 ]
 
 
-def fig3_data(hits: dict[str, list[int | None]], panels=SETTING) -> C.ClaimData:
+def fig3_data(hits: dict[str, list[int | None]], panels=SETTING) -> JR.ClaimData:
     """Per seed (one list entry each) the centralized run at loss 0.30 / acc 0.90 (one round)
     and each method reaching it at ``hits[method][seed]`` (None: never within T)."""
     series = {}
@@ -158,7 +159,7 @@ PREMISE = "premise-above-bound"
 PHI = "phi-smooth-slow-fast-noisy"
 
 
-def premise_data(runs: dict[int, list[float]]) -> C.ClaimData:
+def premise_data(runs: dict[int, list[float]]) -> JR.ClaimData:
     """FedVeca's premise per seed from round 2 (as logged) in two panels."""
     panels = [Panel("setting=svm", "SVM", {}), Panel("setting=cnn", "CNN", {})]
     series = {
@@ -187,9 +188,8 @@ def test_the_premise_is_a_lower_bound():
 
 
 def test_a_statistical_claim_carries_its_evidence():
-    checks = C.check_claims(
-        [claim(PREMISE)], premise_data({s: [0.8] * 4 + [1.5] * 7 for s in range(3)}), R.CRITERIA
-    )
+    checks = JV.judge_claims(
+        [claim(PREMISE)], premise_data({s: [0.8] * 4 + [1.5] * 7 for s in range(3)}))
     (check,) = checks
     assert check.verdict == "supported" and len(check.evidence) == 2  # one row per panel
     assert check.id == PREMISE and check.claim == claim(PREMISE).summary
@@ -217,7 +217,7 @@ APART = {
 }
 
 
-def case_data(case1: dict, case2: dict) -> C.ClaimData:
+def case_data(case1: dict, case2: dict) -> JR.ClaimData:
     """Per method (final accuracies per seed, flat loss = its AUC per seed) in each case."""
     series = {}
     for panel, values in zip(CASES, (case1, case2), strict=True):
@@ -273,7 +273,7 @@ PHIS = [cv(f"φ={p}", fedveca__phi=p) for p in (0.5, 0.05, 0.005)]
 SLOW = [0.6 - 0.02 * t for t in range(T)]  # no rise, loss AUC 0.49
 
 
-def phi_data(runs: dict[str, list[list[float]]]) -> C.ClaimData:
+def phi_data(runs: dict[str, list[list[float]]]) -> JR.ClaimData:
     """Per φ the test-loss history of each seed."""
     series = {
         ("all", label, seed, "test_loss"): ys
@@ -332,7 +332,7 @@ FIG8 = [
 BASELINES = {"FedNova N=50": [7, 8, 7], "FedAvg N=50": [8, 8, 9]}
 
 
-def fig8_data(hits: dict[str, list[int]]) -> C.ClaimData:
+def fig8_data(hits: dict[str, list[int]]) -> JR.ClaimData:
     """Per curve the round at which each seed's loss drops (``loss_curve``)."""
     series = {}
     for label, per_seed in hits.items():
@@ -388,14 +388,14 @@ def test_fedveca_n50_beats_the_baselines_per_seed():
 K6 = 60  # rounds of the hand-made Fig. 6 runs: the claims read rounds 6–50
 
 
-def fig6_data(tau_k: dict[int, list[float]], w_change: dict[int, list[float]]) -> C.ClaimData:
+def fig6_data(tau_k: dict[int, list[float]], w_change: dict[int, list[float]]) -> JR.ClaimData:
     """Per seed ``tau_k`` from round 1 and ``w_change`` from round 2 (as logged)."""
     rows = [
         long_rows({("all", "FedVeca", s, "tau_k"): ys for s, ys in tau_k.items()}),
         long_rows({("all", "FedVeca", s, "w_change"): ys for s, ys in w_change.items()}, 2),
     ]
     long = pd.concat(rows, ignore_index=True)
-    return C.ClaimData(aggregate(long), [cv("FedVeca")], [Panel("all", "", {})], long=long)
+    return JR.ClaimData(aggregate(long), [cv("FedVeca")], [Panel("all", "", {})], long=long)
 
 
 def oscillating(small: float, large: float) -> list[float]:
@@ -459,7 +459,7 @@ def test_w_change_trend():
         judge("w-change-shrinks", fig6_data({0: taus[0]}, {0: shrinking[0]}))[0] == "inconclusive"
     )
     # the spec's declared claims reach the judge
-    checks = R.check_claims(load_spec(SWEEPS / "fedveca-fig6.yaml").claims, fig6_data(taus, rising))
+    checks = JV.judge_claims(load_spec(SWEEPS / "fedveca-fig6.yaml").claims, fig6_data(taus, rising))
     assert [(c.id, c.verdict) for c in checks] == [
         ("tau-k-steady", "supported"),
         ("w-change-shrinks", "contradicted"),
@@ -483,14 +483,13 @@ def test_every_claim_is_declared_and_judged(figure):
     spec = load_spec(SWEEPS / f"{figure}.yaml")
     assert BUILDERS[figure].__module__ == "dashboards.papers.fedveca.figures"
     assert spec.claims and all(isinstance(c, Claim) for c in spec.claims)
-    assert R.claim_problem(spec.claims) == ""
-    assert all(R.CRITERIA.get(c) is not None for c in spec.claims)
+    assert claim_problem(spec.claims) == ""
 
 
 def test_claims_not_testable_on_short_curves():
     data = fig3_data({"FedAvg": [8, 9, 7], "FedNova": [None, 7, 8], "FedVeca": [3, 4, 4]})
     data.agg = data.agg[data.agg["round"] <= 3]
-    [check] = R.check_claims([claim("reaches-centralized-first")], data)
+    [check] = JV.judge_claims([claim("reaches-centralized-first")], data)
     assert check.verdict == "not-testable" and check.shown == "not testable at this profile (T=3)"
     assert "L_c" in check.numbers and "centralized run's final test loss" in check.criterion
 

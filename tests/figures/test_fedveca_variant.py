@@ -12,14 +12,16 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from dashboards.model import ClaimCheck, FigureResult
+from dashboards.model import FigureResult
 from dashboards.papers.fedveca import figures as fedveca
 from dashboards.papers.fedveca import variant as V
 from fedsweep.cli.main import app
+from fedsweep.judge.papers.fedveca import tau_rule
+from fedsweep.judge.verdicts import ClaimVerdict
 from fedsweep.specs.load import expand, load_spec
 from fedsweep.tracking.connect import get_client
 from fedsweep.tracking.store import ensure_experiment
-from tests.helpers import log_config
+from tests.helpers import log_config, tiny_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = ROOT / "sweeps"
@@ -29,14 +31,14 @@ PREMISE = "the premise stays above its lower bound after the first few rounds"
 RECON = "reconstructed: the τ rule R1 and η … are our reconstruction"
 
 
-def check(claim, verdict, effect=None, lo=None, hi=None, regime=RECON) -> ClaimCheck:
+def check(claim, verdict, effect=None, lo=None, hi=None, regime=RECON) -> ClaimVerdict:
     evidence = ()
     if effect is not None:
         evidence = ({"verdict": verdict, "effect": effect, "ci_low": lo, "ci_high": hi},)
-    return ClaimCheck(claim, verdict, "numbers", evidence=evidence, regime=regime)
+    return ClaimVerdict(claim, verdict, "numbers", evidence=evidence, regime=regime)
 
 
-def result(fid: str, runs: int, *checks: ClaimCheck) -> FigureResult:
+def result(fid: str, runs: int, *checks: ClaimVerdict) -> FigureResult:
     return FigureResult(fid, fid, "quick", None, [0, 1], [0, 1], runs, 10, claims=list(checks))
 
 
@@ -199,16 +201,15 @@ def test_the_figures_name_the_variant_when_its_runs_are_drawn():
     assert "our reconstruction's damped variant [U]" in note and "c = 0.5" in note
     assert "c = 0.2" in fedveca.rule_note(tight)
 
-    def build(ctx):
-        return result("fedveca-fig6", 1, ClaimCheck(TAU, "supported", "x"))
+    # every verdict's numbers name the rule the FedVeca runs followed (the judge's label)
+    def config(**fedveca):
+        return tiny_config(step_policy="fedveca", fedveca=fedveca)
 
+    assert tau_rule([tiny_config(), config()]) == "τ rule R1 (our reconstruction)"
+    assert tau_rule([tiny_config()]) is None  # no FedVeca run: nothing to name
     assert (
-        fedveca.rule_labelled(build)(r1).claims[0].numbers == "x [τ rule R1 (our reconstruction)]"
-    )
-    numbers = fedveca.rule_labelled(build)(damped).claims[0].numbers
-    assert (
-        numbers
-        == "x [τ rule R1 + bounded τ_k change (c = 0.5): our reconstruction's damped variant [U]]"
+        tau_rule([config(tau_damping="bounded")])
+        == "τ rule R1 + bounded τ_k change (c = 0.5): our reconstruction's damped variant [U]"
     )
 
 

@@ -15,13 +15,13 @@ import yaml
 from typer.testing import CliRunner
 
 from dashboards import FigureOptions, FigureSelectionError, build_figures
-from dashboards import claims as C
 from dashboards.export import find_browser
-from dashboards.model import Panel
 from dashboards.store import RunIndex
 from dashboards.style import CurveStyle, band_width, draw_curve, metric_bounds
 from fedsweep.cli.main import app
 from fedsweep.config.schema import RunConfig
+from fedsweep.judge import runs as JR
+from fedsweep.judge.panels import Panel
 from fedsweep.specs.load import CurveSpec, expand, load_spec, read_spec
 from fedsweep.sweep.ray_backend import trial_payload
 from fedsweep.tracking.connect import get_client
@@ -307,7 +307,7 @@ def test_diff_from_baseline_is_zero_for_the_baseline(store, specs, tmp_path):
 
 
 # ---------------------------------------------------------------------------- claims
-def claim_data(a1: float, fa: float, rounds: int = 10) -> C.ClaimData:
+def claim_data(a1: float, fa: float, rounds: int = 10) -> JR.ClaimData:
     curves = [
         CurveSpec(label="α=1.0", set={"bherd.alpha": 1.0}),
         CurveSpec(label="FedAvg (RR)", set={"selector": "none"}),
@@ -319,7 +319,7 @@ def claim_data(a1: float, fa: float, rounds: int = 10) -> C.ClaimData:
         for t in range(1, rounds + 1)
     ]
     agg = pd.DataFrame(rows, columns=["panel_id", "curve", "metric", "round", "mean", "std", "n"])
-    return C.ClaimData(agg, curves, [panel])
+    return JR.ClaimData(agg, curves, [panel])
 
 
 def test_metric_option_draws_other_metrics_one_row_per_client(store, specs, tmp_path):

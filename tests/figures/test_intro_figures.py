@@ -1,11 +1,12 @@
 """The introduction-to-FL figures (sweeps/intro-*.yaml, dashboards/papers/intro/): the specs at every
 profile (no Ray), the rounds-to-target helper, the declared claims (judged by
-``dashboards.judge`` with the slides' measures, ``dashboards/papers/intro/measures.py``) on
+``fedsweep.judge.claim`` with the slides' measures, ``dashboards/papers/intro/measures.py``) on
 synthetic curves, and the builders on a store of hand-logged runs (real MLflow sqlite, no
 training, no Ray)."""
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 
@@ -15,16 +16,17 @@ import pytest
 import yaml
 
 from dashboards import BUILDERS, build_figures
-from dashboards import claims as C
-from dashboards import registry as R
-from dashboards.judge import criterion
-from dashboards.model import Panel, panels_of, run_base
 from dashboards.papers.intro import figures as intro
-from dashboards.papers.intro import measures as IM
 from dashboards.papers.intro.fedopt import best_of_grid
 from dashboards.store import aggregate
 from dashboards.style import wrap_subtitle
-from dashboards.targets import Reach, rounds_to_target, speedup
+from fedsweep.judge import runs as JR
+from fedsweep.judge import verdicts as JV
+from fedsweep.judge.claim import describe, judge_claim
+from fedsweep.judge.panels import Panel, panels_of
+from fedsweep.judge.papers import intro as IM
+from fedsweep.judge.runs import run_base
+from fedsweep.judge.targets import Reach, rounds_to_target, speedup
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import CurveSpec, SpecError, expand, load_spec
 from fedsweep.tracking.connect import get_client
@@ -124,8 +126,8 @@ def declared(figure: str, claim_id: str) -> Claim:
 
 
 def judge_of(figure: str, claim_id: str):
-    """The declared claim's criterion: ``ClaimData -> (verdict, numbers)``."""
-    return criterion(declared(figure, claim_id))
+    """The declared claim's judge: ``ClaimData -> (verdict, numbers)``."""
+    return functools.partial(judge_claim, declared(figure, claim_id))
 
 
 FEWER = judge_of("intro-fedavg", "fedavg-far-fewer-rounds")
@@ -144,7 +146,7 @@ BASE = run_base(load_spec(SWEEPS / "intro-cohort.yaml"))
 Runs = dict[tuple[str, str, str], dict[int, list[float]]]
 
 
-def seeded(curves, runs: Runs, panels=ONE, target=None, diverged=None) -> C.ClaimData:
+def seeded(curves, runs: Runs, panels=ONE, target=None, diverged=None) -> JR.ClaimData:
     """ClaimData from per-run histories {(panel_id, label, metric): {seed: [value per round
     1..T]}} (the seed means aggregated from them, as the store does)."""
     rows = [
@@ -155,7 +157,7 @@ def seeded(curves, runs: Runs, panels=ONE, target=None, diverged=None) -> C.Clai
     ]
     cols = ["panel_id", "curve", "seed", "run_id", "round", "metric", "value"]
     long = pd.DataFrame(rows, columns=cols)
-    return C.ClaimData(
+    return JR.ClaimData(
         aggregate(long), curves, panels, diverged or {}, target=target, long=long, base=BASE
     )
 
@@ -225,8 +227,8 @@ def test_fedavg_run_not_reaching_the_target_cannot_support_far_fewer_rounds():
     }
     # (the hand-made histories of two curves that never reach it are identical: the strict
     # judge names that part degenerate, tested below; here the censoring, as migrated)
-    lenient = criterion(declared("intro-fedavg", "fedavg-far-fewer-rounds").model_copy(
-        update={"strict": False}))  # fmt: skip
+    lenient = functools.partial(judge_claim, declared("intro-fedavg", "fedavg-far-fewer-rounds")
+        .model_copy(update={"strict": False}))  # fmt: skip
     verdict, numbers = lenient(fedavg(unknown))
     assert verdict == "inconclusive", numbers
     assert "B=50 E=1 − FedSGD censored" in numbers
@@ -334,7 +336,7 @@ def test_replacement_faster_control_panel_does_not_decide():
     # a diverged control run is not read: the claim stays testable
     div = {("q=none", "Scheme 1"): [(0, 5)]}
     data = sampling(0.8, 1.0, diverged=div)
-    [check] = R.check_claims([declared("intro-sampling", "replacement-faster")], data)
+    [check] = JV.judge_claims([declared("intro-sampling", "replacement-faster")], data)
     assert check.verdict == "supported", check.numbers
     assert [e["panel"] for e in check.evidence] == ["Power-law client sizes · Scheme 1 − Scheme 2"]
     # older runs without a quantity skew: the balanced panels decide, and the numbers say so
@@ -358,7 +360,7 @@ def test_replacement_faster_on_the_spec_panels():
         runs[(p.panel_id, s1, "train_loss")] = {s: loss(scale, s) for s in range(3)}
     data = seeded(curves, runs, panels)
     data.base = run_base(spec)
-    [check] = R.check_claims(spec.claims, data)
+    [check] = JV.judge_claims(spec.claims, data)
     expected = "supported" if any(v != "none" for v in skew.values()) else "contradicted"
     assert check.verdict == expected, check.numbers
 
@@ -382,7 +384,7 @@ BEST = {
 }
 
 
-def grid(finals: dict[str, float], seeds: int = 3, diverged=None, curves=GRID) -> C.ClaimData:
+def grid(finals: dict[str, float], seeds: int = 3, diverged=None, curves=GRID) -> JR.ClaimData:
     """Every grid point ends at 0.5 unless ``finals`` says otherwise; seeds shift by 0.002."""
     runs: Runs = {
         ("all", c.label, "test_acc"): {
@@ -402,7 +404,7 @@ def test_adaptive_outperform_per_seed_at_the_best_grid_point():
     assert verdict == "supported", numbers
     assert "FedAdam 0.1/0.1 − FedAvg 0.1/0.1" in numbers
     # the diverged grid point is no evidence, and it was never read: the claim stays testable
-    [check] = R.check_claims([declared("intro-fedopt", "adaptive-outperform")], data)
+    [check] = JV.judge_claims([declared("intro-fedopt", "adaptive-outperform")], data)
     assert check.verdict == "supported"
     assert ADAPTIVE(grid({**BEST, "FedYogi 0.1/0.1": 0.75}))[0] == "contradicted"
     # within the 0.01 margin of "higher": not an outperformance
@@ -433,7 +435,7 @@ SELECTION = [
 ]
 
 
-def selection(poc: list[float], divfl: list[float], seeds: int = 3) -> C.ClaimData:
+def selection(poc: list[float], divfl: list[float], seeds: int = 3) -> JR.ClaimData:
     slow = [2.0 - 0.1 * t for t in range(12)]
     curves = {"Random": slow, "PoC": poc, "DivFL": divfl}
     runs: Runs = {
@@ -501,7 +503,7 @@ def crash_at(t: int, to: float, base: list[float] = SMOOTH) -> list[float]:
     return [to if r == t else v for r, v in enumerate(base, start=1)]
 
 
-def train_runs(per_m: dict[int, list[list[float]]], diverged=None) -> C.ClaimData:
+def train_runs(per_m: dict[int, list[list[float]]], diverged=None) -> JR.ClaimData:
     runs: Runs = {
         ("all", f"M={m}", "train_acc"): dict(enumerate(seeds)) for m, seeds in per_m.items()
     }
@@ -560,12 +562,12 @@ def test_failures_from_near_chance_do_not_count():
     high = crash_at(10, 0.25)
     div = {("all", "M=100"): [(0, 10)]}
     data = train_runs({10: [SMOOTH] * 3, 100: [high] * 3}, diverged=div)
-    [check] = R.check_claims([declared("intro-cohort", "failures-happen")], data)
+    [check] = JV.judge_claims([declared("intro-cohort", "failures-happen")], data)
     assert check.verdict == "not-testable" and "diverged" in check.shown
 
 
 def test_intro_claims_are_not_testable_on_short_profiles():
-    [check] = R.check_claims(
+    [check] = JV.judge_claims(
         [declared("intro-epochs", "e-interior-fastest")],
         epochs([[3, 3], [2, 2], [1, 1], [1, 1], [3, 3]], T=3),
     )
@@ -576,9 +578,7 @@ def test_every_intro_claim_is_declared_statistical_with_the_slides_words():
     for figure in INTRO:
         for claim in load_spec(SWEEPS / f"{figure}.yaml").claims:
             assert isinstance(claim, Claim) and claim.text and claim.where, (figure, claim)
-            assert "per seed" in C.criterion_text(criterion(claim)), claim.id
-    # no prose-keyed criterion is left for the slides (quotations checked in test_report.py)
-    assert not any(k in R.CRITERIA for k in ("fedavg needs far fewer rounds than fedsgd",))
+            assert "per seed" in describe(claim), claim.id
 
 
 # ------------------------------------------------------------------------ builders (store)

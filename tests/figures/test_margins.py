@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dashboards import claims as C
-from dashboards import registry as R
-from dashboards.measures import MEASURES
+from fedsweep.judge import verdicts as JV
+from fedsweep.judge.measures import MEASURES
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import read_spec, spec_paths
 from tests.figures import test_dashboards as D
@@ -53,31 +52,32 @@ def test_every_shipped_ranking_declares_a_margin_that_matters():
 def test_a_lead_inside_the_margin_is_no_win():
     tiny, clear = _data(0.999), _data(0.8)
     claim = Claim.model_validate(FIRST)
-    (check,) = C.check_claims([claim], tiny, R.CRITERIA)
+    (check,) = JV.judge_claims([claim], tiny)
     assert check.verdict == "contradicted"  # ahead by 0.1%: not first by a margin that matters
     assert all(0 < e["effect"] < 0.002 and e["threshold"] == 0.05 for e in check.evidence)
-    assert C.check_claims([claim], clear, R.CRITERIA)[0].verdict == "supported"
+    assert JV.judge_claims([claim], clear)[0].verdict == "supported"
     at_zero = claim.model_copy(update={"margin": 0.0})  # the former rule: any lead ranks first
-    assert C.check_claims([at_zero], tiny, R.CRITERIA)[0].verdict == "supported"
+    assert JV.judge_claims([at_zero], tiny)[0].verdict == "supported"
 
 
 def test_fails_below_leaves_a_practical_tie_inconclusive():
     claim = Claim.model_validate({**FIRST, "fails_below": -0.05})
-    (tie,) = C.check_claims([claim], _data(0.999), R.CRITERIA)
+    (tie,) = JV.judge_claims([claim], _data(0.999))
     assert tie.verdict == "inconclusive"
     assert tie.evidence[0]["against"] == -0.05
     assert tie.evidence[0]["holds_when"] == "effect > 0.05 (fails: effect < -0.05)"
-    (behind,) = C.check_claims([claim], _data(1.25), R.CRITERIA)  # a rival 20% ahead
+    (behind,) = JV.judge_claims([claim], _data(1.25))  # a rival 20% ahead
     assert behind.verdict == "contradicted"
-    assert C.check_claims([claim], _data(0.8), R.CRITERIA)[0].verdict == "supported"
+    assert JV.judge_claims([claim], _data(0.8))[0].verdict == "supported"
 
 
 def test_a_readings_overrides_reach_the_claims_guards():
     """A figure drawn under a reading (``--set bherd.scale=one_over_alpha``) judges its claims
     on the method its runs ran: the E/α guard that makes "larger E converges faster" hold by
     construction is silent under the 1/α reading (issue 51, item 6)."""
-    from dashboards.model import Panel, run_base
-    from dashboards.papers.bherd.measures import e_over_alpha
+    from fedsweep.judge.panels import Panel
+    from fedsweep.judge.papers.bherd import e_over_alpha
+    from fedsweep.judge.runs import run_base
     from fedsweep.specs.load import load_spec
 
     spec = load_spec(SWEEPS / "bherd-fig3b.yaml")

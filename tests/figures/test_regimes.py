@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from dashboards import claims as C
-from dashboards import registry as R
-from dashboards.measures import regimes_that_test
-from dashboards.model import Panel
+from fedsweep.judge import verdicts as JV
+from fedsweep.judge.measures import regimes_that_test
+from fedsweep.judge.panels import Panel
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import SpecError, load_spec
 from fedsweep.specs.model import Regime
@@ -31,7 +30,7 @@ def data_with(regimes: list[Regime | None]):
 
 
 def test_scaled_panels_are_not_testable_with_their_numbers():
-    (check,) = C.check_claims([CLAIM], data_with([SCALED, SCALED]), R.CRITERIA)
+    (check,) = JV.judge_claims([CLAIM], data_with([SCALED, SCALED]))
     assert check.verdict == "not-testable"
     assert check.shown.startswith("not testable at this profile: scaled regime (scaled: T=10")
     assert "effect 0 [0, 0] (95% CI, 3 seeds)" in check.numbers  # still measured
@@ -39,7 +38,7 @@ def test_scaled_panels_are_not_testable_with_their_numbers():
 
 
 def test_mixed_regimes_are_judged_per_regime():
-    checks = C.check_claims([CLAIM], data_with([PAPER, SCALED]), R.CRITERIA)
+    checks = JV.judge_claims([CLAIM], data_with([PAPER, SCALED]))
     assert [(c.regime, c.verdict) for c in checks] == [
         ("paper", "supported"),
         ("scaled: T=10 instead of 100, 2 seeds", "not-testable"),
@@ -49,7 +48,7 @@ def test_mixed_regimes_are_judged_per_regime():
 
 
 def test_undeclared_regimes_are_judged_as_before():
-    (check,) = C.check_claims([CLAIM], data_with([None, None]), R.CRITERIA)
+    (check,) = JV.judge_claims([CLAIM], data_with([None, None]))
     assert (check.verdict, check.regime) == ("supported", "")
 
 
@@ -96,13 +95,13 @@ def test_a_truncated_horizon_tests_the_start_of_a_run_not_its_end():
     ):
         panels = [Panel(p.panel_id, p.label, p.values, regime) for p in D.CASES]
         data = D.runs(curves, hs, panels=panels, base={"selector": "bherd"})
-        checks = C.check_claims([auc, end], data, R.CRITERIA)
+        checks = JV.judge_claims([auc, end], data)
         assert [c.verdict for c in checks] == verdicts
     assert checks[1].evidence and regimes_that_test(end) == ("paper", "reconstructed")
     assert regimes_that_test(auc) == ("paper", "reconstructed", "truncated")
-    shown = C.check_claims([end], D.runs(curves, hs, panels=[
+    shown = JV.judge_claims([end], D.runs(curves, hs, panels=[
         Panel(p.panel_id, p.label, p.values, truncated) for p in D.CASES
-    ], base={"selector": "bherd"}), R.CRITERIA)[0].shown  # fmt: skip
+    ], base={"selector": "bherd"}))[0].shown  # fmt: skip
     assert shown == (
         "not testable at this profile: truncated regime (truncated: T=10 of the paper "
         "profile's 500 rounds)"
@@ -116,7 +115,7 @@ def test_a_profile_that_cuts_the_horizon_is_truncated_in_the_figure(tmp_path):
     """The figure's panels carry the rule's regime (not the profile's declaration): a quick
     profile of fewer rounds is ``truncated`` with the rounds in its reason; a declaration less
     removed than the rule stops the plan, one line."""
-    from dashboards.model import panels_of
+    from fedsweep.judge.panels import panels_of
     from fedsweep.specs.figure import figure_plan
 
     spec = load_spec(SWEEPS / "bherd-fig3a.yaml")

@@ -14,35 +14,36 @@ from pathlib import Path
 import plotly.graph_objects as go
 import pytest
 
-from dashboards.claims import evidence_row
-from dashboards.model import ClaimCheck, FigureResult
+from dashboards.model import FigureResult
 from dashboards.report import claim_rows, write_report
-from dashboards.verdicts import Measure, interval
+from fedsweep.judge.evidence import evidence_row
+from fedsweep.judge.stats import Measure, interval
+from fedsweep.judge.verdicts import ClaimVerdict
 
 ROOT = Path(__file__).resolve().parents[2]
 MEASURE = Measure("final accuracy B − A, per seed", 0.0, "greater")
 
 
-def result(figure: str, checks: list[ClaimCheck], note: str = "", runs: int = 6) -> FigureResult:
+def result(figure: str, checks: list[ClaimVerdict], note: str = "", runs: int = 6) -> FigureResult:
     return FigureResult(
         figure, "a title", "quick", go.Figure(), [0, 1, 2], [0, 1, 2], runs, 6, note, "", checks
     )
 
 
-def statistical() -> ClaimCheck:
+def statistical() -> ClaimVerdict:
     rows = (
         evidence_row("Case 1", interval([0.02, 0.03, 0.025], [0, 1, 2]), MEASURE),
         evidence_row("Case 2", interval([0.02, -0.01, 0.03], [0, 1, 2]), MEASURE),
     )
-    return ClaimCheck("B beats A", "inconclusive", "numbers", "", "", rows, "paper")
+    return ClaimVerdict("B beats A", "inconclusive", "numbers", "", "", rows, "paper")
 
 
 def test_one_object_per_claim_with_the_four_verdicts():
     checks = [
         statistical(),
-        ClaimCheck("old entry", "yes", "an index entry from before issue 34"),
-        ClaimCheck("too short", "not-testable", "…", label="not testable at this profile (T=3)"),
-        ClaimCheck("no runs", "n/a", "no runs"),
+        ClaimVerdict("old entry", "yes", "an index entry from before issue 34"),
+        ClaimVerdict("too short", "not-testable", "…", label="not testable at this profile (T=3)"),
+        ClaimVerdict("no runs", "n/a", "no runs"),
     ]
     rows = claim_rows([result("bherd-fig3a", checks)])
     assert [(r["claim"], r["verdict"]) for r in rows] == [
@@ -76,7 +77,7 @@ def test_reports_per_paper_without_absolute_paths(tmp_path):
     home_path = os.path.expanduser("~/data/leash")
     results = [
         result("bherd-fig3a", [statistical()], note=f"data from {Path.cwd()}/data"),
-        result("fedwalk-fig2", [ClaimCheck("leash helps", "contradicted", f"read {home_path}")]),
+        result("fedwalk-fig2", [ClaimVerdict("leash helps", "contradicted", f"read {home_path}")]),
     ]
     meta = {"profile": "quick", "commit": "abc1234", "date": "2026-11-25"}
     files, rows = write_report(results, tmp_path / "reproduction", meta)
@@ -123,7 +124,7 @@ def test_the_command_refuses_a_store_that_does_not_exist(tmp_path):
 def test_what_this_says_is_written_from_the_verdicts():
     from dashboards.report import what_this_says
 
-    scaled = ClaimCheck(
+    scaled = ClaimVerdict(
         "leash helps",
         "not-testable",
         "…",
@@ -135,7 +136,7 @@ def test_what_this_says_is_written_from_the_verdicts():
     assert "The data cannot decide “B beats A” (effect" in text and "straddles" in text
     assert "These runs cannot test “leash helps” (a scaled regime at this profile)" in text
     assert "says nothing for or against the paper" in text
-    supported = ClaimCheck(
+    supported = ClaimVerdict(
         "B beats A",
         "supported",
         "",
@@ -159,7 +160,7 @@ def test_a_second_reading_that_would_change_the_verdict_is_said_in_plain_words()
     rows = (evidence_row("Case 1", interval([-0.004, -0.003, -0.005], [0, 1, 2]), MEASURE),)
 
     def says(would: str) -> str:
-        check = ClaimCheck("best B is 10", "contradicted", numbers.format(would), "", "", rows)
+        check = ClaimVerdict("best B is 10", "contradicted", numbers.format(would), "", "", rows)
         r = result("bherd-fig3c", [check])
         return what_this_says(claim_rows([r]), r)
 
@@ -301,7 +302,7 @@ def test_reading_table_sets_each_reading_beside_the_figure_as_configured():
     from dashboards.readings import reading_table
     from fedsweep.specs.model import Reading
 
-    supported = ClaimCheck(
+    supported = ClaimVerdict(
         "B beats A",
         "supported",
         "n",
@@ -310,8 +311,8 @@ def test_reading_table_sets_each_reading_beside_the_figure_as_configured():
         (evidence_row("Case 1", interval([0.02, 0.03, 0.025], [0, 1, 2]), MEASURE),),
         "paper",
     )
-    base = result("bherd-fig3a", [statistical(), ClaimCheck("other", "n/a", "no runs")])
-    alt = result("bherd-fig3a", [supported, ClaimCheck("other", "n/a", "no runs")])
+    base = result("bherd-fig3a", [statistical(), ClaimVerdict("other", "n/a", "no runs")])
+    alt = result("bherd-fig3a", [supported, ClaimVerdict("other", "n/a", "no runs")])
     none = Reading(label="no 1/α", set={"bherd.server_scale": "none"}, note="a reading.")
     empty = Reading(label="never run", set={"bherd.round": "ceil"})
     text = reading_table(
@@ -456,7 +457,7 @@ def test_a_report_merges_claims_and_never_replaces_a_file_it_did_not_make(tmp_pa
     write_report(full, out, meta)  # the same figures again: the same bytes
     assert (out / "claims-quick.json").read_text() == first
 
-    check = ClaimCheck("B beats A", "supported", "new numbers", "", "", (), "paper")
+    check = ClaimVerdict("B beats A", "supported", "new numbers", "", "", (), "paper")
     bherd = (out / "bherd.md").read_text()
     write_report([result("fedwalk-fig2", [check])], out, meta)  # one figure: merged in
     rows = json.loads((out / "claims-quick.json").read_text())["claims"]

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from dashboards.claims import evidence_row
-from dashboards.model import ClaimCheck, FigureResult
+from dashboards.model import FigureResult
 from dashboards.report import md, write_report
-from dashboards.verdicts import Measure, interval
+from fedsweep.judge.evidence import evidence_row
+from fedsweep.judge.stats import Measure, interval
+from fedsweep.judge.verdicts import ClaimVerdict
 
 EVIL = "<script>alert(1)</script>"
 
@@ -17,7 +18,7 @@ EVIL = "<script>alert(1)</script>"
 def test_spec_words_are_plain_text_in_the_markdown_report(tmp_path):
     measure = Measure(f"final accuracy of {EVIL} − A, per seed", 0.0, "greater")
     rows = (evidence_row(f"panel {EVIL}", interval([0.02, 0.03, 0.025], [0, 1, 2]), measure),)
-    check = ClaimCheck(
+    check = ClaimVerdict(
         f"{EVIL} beats A\n# injected heading",
         "supported",
         f"label {EVIL}: p < 0.05; [link](javascript:alert(1))",

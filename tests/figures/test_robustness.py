@@ -183,11 +183,12 @@ def test_issue_48_an_axis_must_change_the_runs_once_and_claims_must_exist(tmp_pa
         invoke(folder, "no-claims", "--axis", "train.lr=0.1,0.2", *uri),
         "no-claims has no claims: a verdict map judges a figure's claims",
     )
-    one_line_error(
-        invoke(folder, "odd-claims", "--axis", "train.lr=0.1,0.2", *uri),
-        "claims[0]: 'RR vs no RR differs little' is not a claim fedsweep can judge",
-        "allowed: a declared claim (docs/how-to/own-claims.md)",
-    )
+    # prose is no claim: the spec itself is refused as it loads (its path, then the line)
+    res = invoke(folder, "odd-claims", "--axis", "train.lr=0.1,0.2", *uri)
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert "odd-claims.yaml" in res.output, res.output
+    assert "claims[0]: 'RR vs no RR differs little' is not a claim fedsweep can judge" in res.output
+    assert "allowed: a declared claim (docs/how-to/own-claims.md)" in res.output
     one_line_error(
         invoke(folder, "odd-measure", "--axis", "train.lr=0.1,0.2", *uri),
         "claims[0] (rr-differs-little).measure: unknown measure 'final_ac'",

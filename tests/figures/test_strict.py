@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from dashboards import claims as C
-from dashboards import registry as R
-from dashboards.model import Panel
 from dashboards.report import _claim_lines, claim_rows
-from dashboards.verdicts import Measure, interval, p_values
+from fedsweep.judge import evidence as JE
+from fedsweep.judge import verdicts as JV
+from fedsweep.judge.panels import Panel
+from fedsweep.judge.stats import Measure, interval, p_values
 from fedsweep.specs.claims import Claim
 from tests.figures import test_dashboards as D
 
@@ -26,10 +26,10 @@ def _judge(effects: list[list[float]], family: bool):
     parts = {p.panel_id: e for p, e in zip(panels, effects, strict=True)}
 
     def check(p: Panel):
-        return [C.Part("", interval(parts[p.panel_id], list(range(5))), FASTER)], ""
+        return [JE.Part("", interval(parts[p.panel_id], list(range(5))), FASTER)], ""
 
     data = D.runs([], {}, panels=panels)
-    return (*C.judge(data, check, panels, family=family), data)
+    return (*JE.decide_panels(data, check, panels, family=family), data)
 
 
 def test_holm_keeps_a_contradiction_only_if_it_survives_the_family():
@@ -67,12 +67,12 @@ def test_an_interval_is_never_narrower_than_the_test_sets_step():
         "id": "a-higher", "text": "A is more accurate", "kind": "higher", "measure": "final_acc",
         "curve": "A", "versus": "B", "margin": 0.0,
     })  # fmt: skip
-    (check,) = C.check_claims([claim], data, R.CRITERIA)
+    (check,) = JV.judge_claims([claim], data)
     row = check.evidence[0]
     assert abs(row["effect"] - 1e-4) < 1e-9
     assert row["floor"] == 1e-4 and row["ci_low"] <= 1e-12
     assert check.verdict == "inconclusive"
-    (lenient,) = C.check_claims([claim.model_copy(update={"strict": False})], data, R.CRITERIA)
+    (lenient,) = JV.judge_claims([claim.model_copy(update={"strict": False})], data)
     assert lenient.verdict == "supported"  # the zero-width interval the former judge trusted
 
 
@@ -100,7 +100,7 @@ def test_a_part_of_one_computation_is_named_and_not_counted():
                  "curve": "BHerd-SCAFFOLD", "versus": "SCAFFOLD", "margin": 0.05}],
     })  # fmt: skip
     data = D.runs(curves, hs)
-    (check,) = C.check_claims([claim], data, R.CRITERIA)
+    (check,) = JV.judge_claims([claim], data)
     assert check.verdict == "supported", check.numbers
     assert len(check.degenerate) == len(D.CASES)
     assert check.degenerate[0].startswith(
@@ -135,7 +135,7 @@ def test_a_rival_that_computed_another_rivals_runs_is_one_comparison_not_two():
         "measure": "loss_auc", "curve": "FedVeca", "versus": ["FedAvg", "FedNova"],
         "margin": 0.05,
     })  # fmt: skip
-    (check,) = C.check_claims([claim], D.runs(curves, hs), R.CRITERIA)
+    (check,) = JV.judge_claims([claim], D.runs(curves, hs))
     assert check.verdict == "supported"
     assert [r["panel"].split(" · ")[-1] for r in check.evidence] == ["FedVeca − FedAvg"] * 3
     assert len(check.degenerate) == 3

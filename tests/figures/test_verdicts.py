@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from dashboards.claims import evidence_row
-from dashboards.verdicts import (
+from fedsweep.judge.evidence import evidence_row
+from fedsweep.judge.stats import (
     INTERVAL_METHOD,
     Measure,
     claim_seeds_needed,
@@ -107,7 +107,7 @@ def test_paired_differences_use_the_common_seeds():
 def test_a_censored_part_is_decided_by_its_bounds(low, high):
     """Rounds to a target not reached within T are bounds: the part's verdict is bounded()'s,
     and its evidence row never reads decided while its interval contains the threshold."""
-    from dashboards.claims import Bounds, Part, bounded, decide_part
+    from fedsweep.judge.evidence import Bounds, Part, bounded, decide_part
 
     measure = Measure("rounds of the baseline − ours, per seed", 0.0, "greater")
     verdict, row, _ = decide_part(Part("level", Bounds(low, high), measure))
@@ -119,7 +119,7 @@ def test_a_censored_part_is_decided_by_its_bounds(low, high):
 
 
 def test_a_blocked_part_is_inconclusive_whatever_its_interval():
-    from dashboards.claims import Part, decide_part
+    from fedsweep.judge.evidence import Part, decide_part
 
     measure = Measure("accuracy gain, per seed", 0.01, "greater")
     ev = interval([0.2, 0.21, 0.19], [0, 1, 2])

@@ -14,9 +14,9 @@ import sys
 import numpy as np
 import pytest
 
-from dashboards.claims import evidence_row
-from dashboards.verdicts import Measure, claim_seeds_needed, confidence, interval, look_level
 from fedsweep.cli.until_decided import look_schedule, until_decided
+from fedsweep.judge.evidence import evidence_row
+from fedsweep.judge.stats import Measure, claim_seeds_needed, confidence, interval, look_level
 from tests.helpers import small_spec, write_yaml
 
 FASTER = Measure("reduction, per seed", 0.0, "greater")

@@ -16,7 +16,7 @@ import pandas as pd
 from dashboards import generic
 from dashboards.figdata import FigureData
 from dashboards.model import BuildContext, FigureResult
-from dashboards.verdicts import interval
+from fedsweep.judge.stats import interval
 
 #: the accuracy reference curve of the spec (it logs no deviation)
 REFERENCE = "FedAvg (RR)"

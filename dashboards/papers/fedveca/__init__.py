@@ -1,11 +1,11 @@
 """FedVeca (docs/figures.md, "FedVeca"; sweeps/fedveca-fig3 … fig8.yaml): the figures
 (``figures``: the curves of Fig. 3, 5, 7, 8, the premise of Fig. 4, one run's estimates in
-Fig. 6), the named measures and guard of its claims (``measures``; the claims themselves are
+Fig. 6), the named measures and guard of its claims (``fedsweep.judge.papers.fedveca``; the claims themselves are
 declared in the specs) and the verdicts under R1 against the damped variant (``variant``)."""
 
 from __future__ import annotations
 
-from dashboards.papers.fedveca import figures, measures, variant
+from dashboards.papers.fedveca import figures, variant
 
 BUILDERS = {
     "fedveca-fig3": figures.build_curves,
@@ -24,4 +24,4 @@ METRIC_KEYS = {"fedveca-fig6": figures.metric_key}
 #: variant [U] (issue 35; ``fedsweep report`` calls it, ``dashboards.registry`` collects it)
 REPORT_SECTIONS = {"fedveca-variant": variant.add_variant_section}
 
-__all__ = ["BUILDERS", "METRIC_KEYS", "REPORT_SECTIONS", "measures"]
+__all__ = ["BUILDERS", "METRIC_KEYS", "REPORT_SECTIONS"]

@@ -3,7 +3,7 @@
 FedVeca's τ-update rule R1 is our reconstruction of equations lost from every copy of the
 paper (docs/algorithms.md §5.0, §5.5), so every FedVeca figure says so on its face: a subtitle
 line of its own (:data:`R1_NOTE`), besides the profile note, and every verdict's numbers end with
-the rule (:func:`rule_labelled`). Runs of our reconstruction's damped variant [U] (``--set
+the rule (the judge's label ``fedveca.tau_rule``, :mod:`fedsweep.judge.papers.fedveca`). Runs of our reconstruction's damped variant [U] (``--set
 fedveca.tau_damping=bounded``, docs/algorithms.md §5.8) get a note naming it instead, and their
 verdicts' numbers name it too.
 
@@ -21,7 +21,6 @@ verdicts' numbers name it too.
 
 from __future__ import annotations
 
-import functools
 import math
 
 import pandas as pd
@@ -30,7 +29,7 @@ from plotly.subplots import make_subplots
 
 from dashboards import generic
 from dashboards.figdata import FigureData, figure_subtitle, make_result, prepare
-from dashboards.model import BuildContext, FigureResult, Panel
+from dashboards.model import BuildContext, FigureResult
 from dashboards.style import (
     SYMBOLS,
     X_TITLE,
@@ -45,10 +44,8 @@ from dashboards.style import (
     wrap_subtitle,
 )
 from fedsweep.components.step_policies.fedveca import PER_CLIENT_METRICS, rule_label
+from fedsweep.judge.panels import Panel
 
-#: every FedVeca verdict tests R1, our reconstruction of the lost τ rule (docs/algorithms.md
-#: §5.5), and its numbers say so (:func:`rule_labelled`)
-R1_LABEL = "R1 (our reconstruction)"
 R1_NOTE = (
     "<b>τ rule R1: our reconstruction of the paper's lost equations (docs/algorithms.md §5.5)</b>"
 )
@@ -101,22 +98,6 @@ def rule_note(ctx: BuildContext) -> str:
     return f"<b>τ rule {label} (docs/algorithms.md §5.8)</b>"
 
 
-def rule_labelled(build):
-    """A builder whose claims' numbers end with the τ rule its runs follow: "[τ rule R1 (our
-    reconstruction)]" (:data:`R1_LABEL`), or the damped variant's label when its runs are the
-    variant's (:func:`drawn_rule`)."""
-
-    @functools.wraps(build)
-    def labelled(ctx: BuildContext) -> FigureResult:
-        result = build(ctx)
-        label = drawn_rule(ctx) or R1_LABEL
-        for check in result.claims:
-            check.numbers = f"{check.numbers} [τ rule {label}]"
-        return result
-
-    return labelled
-
-
 def derived_notes(data: FigureData) -> list[str]:
     """Per (panel, derived curve) the settings its runs took from the FedVeca runs of the same
     seed (docs/algorithms.md §5.7), e.g. "FedAvg [SVM, MNIST]: fixed_steps.steps = mean_tau
@@ -152,7 +133,6 @@ def no_runs(ctx: BuildContext, data: FigureData) -> FigureResult:
 
 
 # ------------------------------------------------------------- fig3, fig5, fig7, fig8 curves
-@rule_labelled
 def build_curves(ctx: BuildContext) -> FigureResult:
     """The generic layout (:func:`dashboards.generic.draw`) with the R1 note and the derived
     baselines' settings in the index notes."""
@@ -227,7 +207,6 @@ def premise_cell(
         fig.update_yaxes(type="log", row=row, col=col)
 
 
-@rule_labelled
 def build_premise(ctx: BuildContext) -> FigureResult:
     """Fig. 4: per setting (columns) the premise η β̂ τ_k with its bound, and β̂ (rows)."""
     spec, band = ctx.spec, ctx.options.band
@@ -332,7 +311,6 @@ def estimate_cell(fig: go.Figure, rows: pd.DataFrame, key: str, cell: tuple[int,
         fig.update_yaxes(type="log", row=row, col=col)
 
 
-@rule_labelled
 def build_estimates(ctx: BuildContext) -> FigureResult:
     """Fig. 6: the estimates of one run over its first 50 rounds, 2 × 3 cells."""
     spec = ctx.spec

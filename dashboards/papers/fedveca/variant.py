@@ -32,10 +32,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dashboards.model import ClaimCheck, FigureResult
-from dashboards.papers.fedveca.measures import FIG6_ROUNDS, FIG6_WARMUP, TAU_STEADY
-from dashboards.verdicts import VERDICTS
+from dashboards.model import FigureResult
 from fedsweep.components.step_policies.fedveca import VARIANT_LABEL, rule_label
+from fedsweep.judge.papers.fedveca import FIG6_ROUNDS, FIG6_WARMUP, TAU_STEADY
+from fedsweep.judge.stats import VERDICTS
+from fedsweep.judge.verdicts import ClaimVerdict
 
 #: the ``--set`` override that selects the variant (sweeps, figures, the report)
 VARIANT_SET: dict[str, Any] = {"fedveca.tau_damping": "bounded"}
@@ -180,7 +181,7 @@ def _regime_kind(regime: str) -> str:
 _RANK = {"contradicted": 0, "inconclusive": 1, "supported": 2, "not-testable": 3}
 
 
-def claim_row(figure: str, check: ClaimCheck) -> dict[str, Any]:
+def claim_row(figure: str, check: ClaimVerdict) -> dict[str, Any]:
     """The report's reading of one check (``dashboards.report.claim_rows``: the four-way
     verdict, the headline panel's effect and interval), as far as the table needs it."""
     verdict = check.verdict if check.verdict in VERDICTS else "not-testable"

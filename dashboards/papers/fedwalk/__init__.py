@@ -1,7 +1,7 @@
 """FedWalk (docs/figures.md, "FedWalk"; sweeps/fedwalk-*.yaml): the figures and the claims.
 
 Every number is the paper's "global model with the highest accuracy" (W11): per run the best
-value over rounds (``dashboards.reducers``), then the seed mean ± std (``--band sem``: ± the
+value over rounds (``fedsweep.judge.reducers``), then the seed mean ± std (``--band sem``: ± the
 standard error; ``none``: no error bars). The final-round value is shown beside it (table
 cells, CSV, hover text). Accuracies are in percent, as in the paper.
 
@@ -25,14 +25,14 @@ cells, CSV, hover text). Accuracies are in percent, as in the paper.
 one label).
 
 Modules: ``table2``, ``fig2`` … ``fig5`` (the figures), ``common`` (what they share),
-``methods`` (a curve's Table 2 method, the η_0 grid and choice), ``measures`` (the named
+``methods`` (a curve's Table 2 method, the η_0 grid and choice), ``fedsweep.judge.papers.fedwalk`` (the named
 measures of the paper's claims; the claims themselves are declared in
 ``sweeps/fedwalk-*.yaml``: each method at its chosen η_0 is a ``tune:`` comparison).
 """
 
 from __future__ import annotations
 
-from dashboards.papers.fedwalk import fig2, fig3, fig4, fig5, measures, table2
+from dashboards.papers.fedwalk import fig2, fig3, fig4, fig5, table2
 
 BUILDERS = {
     "fedwalk-table2": table2.build_table2,
@@ -42,4 +42,4 @@ BUILDERS = {
     "fedwalk-fig5": fig5.build_fig5,
 }
 
-__all__ = ["BUILDERS", "measures"]
+__all__ = ["BUILDERS"]

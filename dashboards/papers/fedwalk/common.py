@@ -7,9 +7,10 @@ import plotly.graph_objects as go
 
 from dashboards import store
 from dashboards.figdata import FigureData, figure_subtitle, prepare
-from dashboards.model import BuildContext, Panel
-from dashboards.reducers import Stat
+from dashboards.model import BuildContext
 from dashboards.style import band_width, paper_layout, subtitle, wrap_subtitle
+from fedsweep.judge.panels import Panel
+from fedsweep.judge.reducers import Stat
 
 PCT = 100.0
 BEST_NOTE = "best = max over rounds per run (W11), then seed mean ± {band}"

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from dashboards import generic
-from dashboards.claims import ClaimData
 from dashboards.figdata import make_result
 from dashboards.model import BuildContext, FigureResult
 from dashboards.papers.fedwalk.common import finish_layout, no_run_notes, walk_data, walk_subtitle
@@ -28,6 +27,7 @@ from dashboards.style import (
     round_ticks,
     seed_label,
 )
+from fedsweep.judge.runs import ClaimData
 
 
 def method_colors(claim: ClaimData) -> dict[str, str]:

@@ -20,8 +20,8 @@ from dashboards.papers.fedwalk.common import (
     walk_subtitle,
 )
 from dashboards.papers.fedwalk.methods import tau_points
-from dashboards.reducers import Stat
 from dashboards.style import seed_label
+from fedsweep.judge.reducers import Stat
 
 TASK_COLORS = {"LH": "#d62728", "MH": "#ff7f0e", "HH": "#8c564b"}
 

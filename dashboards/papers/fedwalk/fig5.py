@@ -24,8 +24,8 @@ from dashboards.papers.fedwalk.common import (
     walk_subtitle,
 )
 from dashboards.papers.fedwalk.methods import fig5_curves, walk_gains
-from dashboards.reducers import Stat
 from dashboards.style import SYMBOLS, seed_label
+from fedsweep.judge.reducers import Stat
 
 
 def build_fig5(ctx: BuildContext) -> FigureResult:

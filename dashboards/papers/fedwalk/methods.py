@@ -9,10 +9,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from dashboards.claims import ClaimData, grid_edge
-from dashboards.model import Panel
-from dashboards.reducers import Stat
 from fedsweep.config.schema import RunConfig
+from fedsweep.judge.evidence import grid_edge
+from fedsweep.judge.panels import Panel
+from fedsweep.judge.reducers import Stat
+from fedsweep.judge.runs import ClaimData
 
 #: algorithm -> method name of FedWalk's Table 2
 WALK_BASES = {
@@ -42,7 +43,6 @@ WALK_BASE_OF = {
 #: a panel whose ``data.dirichlet_alpha`` is below this is non-IID (Dir(0.1), Dir(0.01));
 #: the paper's "IID" panels are Dir(10) and Dir(100)
 NON_IID_BELOW = 1.0
-MIN_TAUS = 3  # τ values with data a Fig. 3 trend needs
 LEASH_TASKS = ("LH", "MH", "HH")
 
 
@@ -116,7 +116,7 @@ class LrChoice:
 
     @property
     def edge(self) -> str | None:
-        """``"grid not converged: ..."`` (:func:`dashboards.claims.grid_edge`) when the chosen η_0
+        """``"grid not converged: ..."`` (:func:`fedsweep.judge.evidence.grid_edge`) when the chosen η_0
         is the smallest or the largest of the grid points with runs (one that diverged or blew
         up counts: it shows that side is worse), None when it is inside or none was chosen."""
         if self.lr is None:

@@ -14,9 +14,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from dashboards.claims import ClaimData
 from dashboards.figdata import FigureData, make_result
-from dashboards.model import BuildContext, FigureResult, Panel
+from dashboards.model import BuildContext, FigureResult
 from dashboards.papers.fedwalk.common import (
     BEST_NOTE,
     PCT,
@@ -34,7 +33,9 @@ from dashboards.papers.fedwalk.methods import (
     eta_text,
     lr_grid,
 )
-from dashboards.reducers import Stat, stat_of, value_at_best
+from fedsweep.judge.panels import Panel
+from fedsweep.judge.reducers import Stat, stat_of, value_at_best
+from fedsweep.judge.runs import ClaimData
 
 NOT_RUN = "not run"
 UP, DOWN = "#1f5fbf", "#c0392b"  # the paper's blue (increase) and red (decrease)

@@ -2,7 +2,7 @@
 
 ``intro-sampling`` and ``intro-selection`` are the generic layout (curves over rounds). The
 other four add what McMahan's and Charles et al.'s tables and the slides' Fig. 11 show, drawn
-from the seed-mean curves (``dashboards.targets``: rounds to the profile's ``target_acc``, "> T"
+from the seed-mean curves (``fedsweep.judge.targets``: rounds to the profile's ``target_acc``, "> T"
 when not reached within T); the claims read the same rounds per run:
 
 * ``intro-fedavg``: test accuracy over rounds per partition, with the target as a dotted line,
@@ -15,14 +15,14 @@ when not reached within T); the claims read the same rounds per run:
   point with the best seed-mean final test accuracy is drawn (grid points with a diverged or
   blown-up seed excluded: ``fedopt.best_of_grid``), and a table gives the whole grid.
 
-The claims are declared in ``sweeps/intro-*.yaml`` (judged by :mod:`dashboards.judge`); the
-slides' own measures and guards they name are ``measures``; what the figures share,
+The claims are declared in ``sweeps/intro-*.yaml`` (judged by :mod:`fedsweep.judge.claim`); the
+slides' own measures and guards they name are ``fedsweep.judge.papers.intro``; what the figures share,
 ``common``.
 """
 
 from __future__ import annotations
 
-from dashboards.papers.intro import fedopt, figures, measures
+from dashboards.papers.intro import fedopt, figures
 
 BUILDERS = {
     "intro-fedavg": figures.build_fedavg,
@@ -33,4 +33,4 @@ BUILDERS = {
     "intro-selection": figures.build_generic,
 }
 
-__all__ = ["BUILDERS", "measures"]
+__all__ = ["BUILDERS"]

@@ -1,5 +1,5 @@
 """What the introduction-to-FL figures share: rounds to the profile's target on the seed-mean
-curves (what the figures draw, ``dashboards.targets``; the claims count them per run), the
+curves (what the figures draw, ``fedsweep.judge.targets``; the claims count them per run), the
 rounds-against-a-value cell, the
 curve cells with the target line, the tables and the layout."""
 
@@ -13,10 +13,11 @@ from plotly.subplots import make_subplots
 
 from dashboards import generic
 from dashboards.figdata import FigureData, make_result
-from dashboards.model import BuildContext, Panel
+from dashboards.model import BuildContext
 from dashboards.style import X_TITLE, paper_layout, subtitle, wrap_subtitle
-from dashboards.targets import Reach, rounds_to_target, target_text
 from fedsweep.config.schema import RunConfig
+from fedsweep.judge.panels import Panel
+from fedsweep.judge.targets import Reach, rounds_to_target, target_text
 from fedsweep.specs.load import CurveSpec
 
 TARGET_LINE = {"color": "#555", "width": 1.2, "dash": "dot"}

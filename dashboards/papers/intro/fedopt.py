@@ -10,9 +10,8 @@ import math
 import numpy as np
 
 from dashboards import generic
-from dashboards.claims import ClaimData
 from dashboards.figdata import FigureData, figure_subtitle, prepare
-from dashboards.model import BuildContext, FigureResult, Panel
+from dashboards.model import BuildContext, FigureResult
 from dashboards.papers.intro.common import (
     TABLE_ROW_PX,
     draw_curves,
@@ -20,8 +19,10 @@ from dashboards.papers.intro.common import (
     grid_figure,
     make_table,
 )
-from dashboards.papers.intro.measures import FEDOPT_METHODS, grid_rates
 from dashboards.style import round_ticks, subtitle
+from fedsweep.judge.panels import Panel
+from fedsweep.judge.papers.intro import FEDOPT_METHODS, grid_rates
+from fedsweep.judge.runs import ClaimData
 from fedsweep.specs.load import CurveSpec
 
 

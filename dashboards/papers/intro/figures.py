@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from dashboards import generic
 from dashboards.figdata import FigureData, figure_subtitle, make_result, prepare
-from dashboards.model import BuildContext, FigureResult, Panel
+from dashboards.model import BuildContext, FigureResult
 from dashboards.papers.intro.common import (
     TABLE_ROW_PX,
     curve_values,
@@ -24,10 +24,11 @@ from dashboards.papers.intro.common import (
     target_of,
     with_target,
 )
-from dashboards.papers.intro.measures import training_failures
 from dashboards.style import round_ticks, wrap_subtitle
-from dashboards.targets import speedup, target_text
 from fedsweep.config.schema import RunConfig
+from fedsweep.judge.panels import Panel
+from fedsweep.judge.papers.intro import training_failures
+from fedsweep.judge.targets import speedup, target_text
 from fedsweep.specs.load import CurveSpec
 
 

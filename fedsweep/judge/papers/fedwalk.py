@@ -1,4 +1,4 @@
-"""FedWalk's named measures (registered in :mod:`dashboards.measures`), for what is specific to
+"""FedWalk's named measures (registered in :mod:`fedsweep.judge.measures`), for what is specific to
 the paper: its claims themselves are declared in ``sweeps/fedwalk-*.yaml``.
 
 * Fig. 2's windows: the paper's "early guiding process (i.e., before 100 communication rounds)"
@@ -19,12 +19,13 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from dashboards.claims import ClaimData, rounds_of
-from dashboards.degenerate import largest_difference
-from dashboards.measures import guard, measure
-from dashboards.model import Panel
-from dashboards.papers.fedwalk.methods import MIN_TAUS
+from fedsweep.judge.degenerate import largest_difference
+from fedsweep.judge.measures import guard, measure
+from fedsweep.judge.panels import Panel
+from fedsweep.judge.runs import ClaimData, rounds_of
 from fedsweep.specs.claims import Needs
+
+MIN_TAUS = 3  # τ values with data a Fig. 3 trend needs
 
 #: the share of the rounds that makes the early and the late window
 WINDOW_SHARE = 1 / 3

@@ -1,12 +1,12 @@
 """The generic judge of declared claims (``fedsweep.specs.claims``; issue 50).
 
 :func:`criterion` turns a :class:`~fedsweep.specs.claims.Claim` into a criterion
-(``ClaimData -> (verdict, numbers)``) that :func:`dashboards.claims.check_claims` runs like a
+(``ClaimData -> (verdict, numbers)``) that :func:`fedsweep.judge.verdicts.check_claims` runs like a
 paper's: the same not-testable rules (regimes, too few rounds, diverged runs), the same
-per-seed effects and 95% Student-t intervals (:func:`dashboards.verdicts.interval`), the same
-decision (:func:`~dashboards.verdicts.decide`, :func:`~dashboards.claims.judge`). One small
+per-seed effects and 95% Student-t intervals (:func:`fedsweep.judge.stats.interval`), the same
+decision (:func:`~fedsweep.judge.stats.decide`, :func:`~fedsweep.judge.evidence.judge`). One small
 function per kind (``KINDS``) gives a comparison's parts in one panel; the measures and guards
-are the registered ones (:mod:`dashboards.measures`).
+are the registered ones (:mod:`fedsweep.judge.measures`).
 
 A part whose two sides are one computation (identical typed run configs, identical runs, a
 rival that repeats another, a ``degenerate_if`` guard) is named in ``ClaimData.degenerate`` and
@@ -15,19 +15,19 @@ label), not judged.
 
 A tuned comparison (``tune``) reads each side's grid at its chosen point (:func:`choose`: the
 best seed mean of ``tune.by``, failed points and points without runs no candidates); a chosen
-point on its grid's edge (:func:`dashboards.claims.grid_edge`) blocks its part (inconclusive,
+point on its grid's edge (:func:`fedsweep.judge.evidence.grid_edge`) blocks its part (inconclusive,
 the numbers shown). ``absent: inconclusive`` makes a pair without runs of both an inconclusive
 part instead of a panel without data. A comparison with ``reading`` (a second reading of the
 claim's words) is judged per panel and shown after the numbers, labelled and never deciding.
 
 A censored measure (rounds to a level not reached within T: a ``(low, high)`` value) gives a
 ``faster`` / ``higher`` / ``first`` part the effect's bounds per seed (:class:`Bounds`), decided
-by :func:`dashboards.claims.bounded`. A claim's ``vacuous_if`` guards turn a supported verdict
+by :func:`fedsweep.judge.evidence.bounded`. A claim's ``vacuous_if`` guards turn a supported verdict
 into an inconclusive one (:func:`_vacuous`), its ``inconclusive_if`` guards any verdict.
 
 A censored measure (rounds to a target not reached within T: ``(low, high)`` per seed) gives
-censored effects (:class:`~dashboards.claims.Bounds`, decided by
-:func:`~dashboards.claims.bounded`) in every kind that compares curves, rankings (``first``)
+censored effects (:class:`~fedsweep.judge.evidence.Bounds`, decided by
+:func:`~fedsweep.judge.evidence.bounded`) in every kind that compares curves, rankings (``first``)
 included: the best of a side is then bounded by the best of its lows and of its highs. A
 ``best`` side is narrowed per panel to its best curve (:func:`_best_of`); a comparison's
 ``blocked_if`` guards are asked per part with the part's curves.
@@ -40,40 +40,25 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from dashboards.claims import (
+from fedsweep.judge.degenerate import same_computation
+from fedsweep.judge.evidence import (
     Bounds,
-    ClaimData,
-    Criterion,
     Part,
-    Result,
+    decide_panels,
     decide_part,
     evidence_row,
     grid_edge,
-    judge,
 )
-from dashboards.degenerate import same_computation
-from dashboards.measures import GUARDS, MEASURES, MeasureDef, regimes_that_test, step_of
-from dashboards.model import Panel
-from dashboards.verdicts import Evidence, Measure, all_of, decide, interval
+from fedsweep.judge.measures import GUARDS, MEASURES, MeasureDef, regimes_that_test, step_of
+from fedsweep.judge.panels import Panel
+from fedsweep.judge.runs import ClaimData, Result
+from fedsweep.judge.stats import Evidence, Measure, all_of, decide, interval
 from fedsweep.specs.claims import Claim, Comparison, CurveRef, resolve
 
 NO_SEEDS = interval([])
 
 DEGENERATE = "degenerate"
 _GREATER = {"above": "greater", "below": "less", "within": "within"}
-
-
-def criterion(claim: Claim) -> Criterion:
-    """The criterion of a declared claim, with the attributes ``check_claims`` reads."""
-
-    def fn(data: ClaimData) -> Result:
-        return judge_claim(claim, data)
-
-    fn.__doc__ = describe(claim)
-    fn.spans_regimes = claim.across_regimes  # type: ignore[attr-defined]
-    fn.regimes = regimes_that_test(claim)  # type: ignore[attr-defined]
-    fn.claim_id = claim.id  # type: ignore[attr-defined]
-    return fn
 
 
 def describe(claim: Claim) -> str:
@@ -327,7 +312,7 @@ def _pairs(comp: Comparison, data: ClaimData, mine: list[list[str]], theirs: lis
 
 def _rank(data, panel, m, claimed, rivals, refs, after, every=False) -> Evidence | Bounds | None:
     """The margin, per seed, by which the best claimed curve beats the best rival
-    (:func:`dashboards.claims.rank_margin`, with each side's failure rule); censored values
+    (:func:`fedsweep.judge.evidence.rank_margin`, with each side's failure rule); censored values
     give the margin's bounds (the best of a side: the best of its lows, of its highs)."""
     if not claimed or not rivals:
         return None
@@ -636,7 +621,7 @@ def _per_panel(claim: Claim, data: ClaimData) -> Result:
                 parts.append(Part(ref.text(), interval([]), measure, why))
         return parts, "; ".join(x for x in shown if x)
 
-    verdict, numbers = judge(data, check, _panels(claim, data), family=claim.strict)
+    verdict, numbers = decide_panels(data, check, _panels(claim, data), family=claim.strict)
     if verdict == "n/a" and data.degenerate:
         return "not-testable", f"{DEGENERATE}: every part: " + "; ".join(data.degenerate)
     for reading, (name, texts) in readings.items():
@@ -681,7 +666,7 @@ def _same_sides(
     claim: Claim, comp: Comparison, data: ClaimData, p: Panel, curves: list[str]
 ) -> str | None:
     """Why a part of two curves compares a computation with itself (identical typed configs,
-    identical test-loss histories on every seed and round: :func:`dashboards.degenerate.
+    identical test-loss histories on every seed and round: :func:`fedsweep.judge.degenerate.
     same_computation`, unless the claim is not ``strict``; a ``degenerate_if`` guard's reason),
     None when it does not."""
     for name in comp.degenerate_if:

@@ -50,6 +50,10 @@ from typing import Literal
 Direction = Literal["greater", "less", "within"]
 Verdict4 = Literal["supported", "contradicted", "inconclusive", "not-testable"]
 VERDICTS: tuple[Verdict4, ...] = ("supported", "contradicted", "inconclusive", "not-testable")
+#: "supported"/"contradicted"/"inconclusive": a 95% interval over seeds against a declared
+#: threshold (:func:`decide`); "not-testable": these runs cannot test the claim (a
+#: scaled regime, too few rounds, diverged runs); "n/a": no data or no criterion
+Verdict = Literal["supported", "contradicted", "inconclusive", "not-testable", "n/a"]
 LEVEL = 0.95
 INTERVAL_METHOD = "two-sided 95% Student-t interval over seeds"
 #: the level of the intervals judged now: 95% unless a caller says otherwise (:func:`confidence`)
@@ -331,7 +335,7 @@ def _needed(mean, sd, n, measure: Measure, floor, level, cap) -> int | None:
 
 def part_seeds_needed(row: dict, *, cap: int = 1000) -> int | None:
     """:func:`seeds_needed` of one part of a claim from its evidence row (effect, interval,
-    seeds, threshold, direction: ``dashboards.claims.evidence_row``), the spread recovered from
+    seeds, threshold, direction: ``fedsweep.judge.evidence.evidence_row``), the spread recovered from
     the interval's width at the current level; None where the row cannot say (one seed, no
     interval, no direction)."""
     effect, lo, hi = row.get("effect"), row.get("ci_low"), row.get("ci_high")

@@ -1,4 +1,4 @@
-"""FedVeca's named measures and guards (registered in :mod:`dashboards.measures`), for what is
+"""FedVeca's named measures and guards (registered in :mod:`fedsweep.judge.measures`), for what is
 specific to the paper: its claims themselves are declared in ``sweeps/fedveca-fig3 … fig8.yaml``.
 
 Every verdict on them tests R1, our reconstruction of the paper's lost τ rule: the FedVeca
@@ -23,11 +23,11 @@ from collections.abc import Set
 import numpy as np
 import pandas as pd
 
-from dashboards.claims import ACC_TOL, AUC_TOL, EPS, ClaimData
-from dashboards.measures import MEASURES, guard, measure
-from dashboards.model import Panel
-from dashboards.targets import rounds_to_target
-from dashboards.verdicts import Evidence, Measure, decide, interval
+from fedsweep.judge.measures import MEASURES, guard, label, measure
+from fedsweep.judge.panels import Panel
+from fedsweep.judge.runs import EPS, ClaimData
+from fedsweep.judge.stats import Evidence, Measure, decide, interval
+from fedsweep.judge.targets import rounds_to_target
 
 #: Theorem 1's premise: the paper draws "the value '1' as a lower bound" of η β̂ τ_k, and its
 #: SVM values "are slightly smaller than the lower bound for the first few rounds" (FedVeca,
@@ -190,11 +190,17 @@ measure(
 )(_spread(1))
 
 
+#: the margins beyond which the three methods differ in a panel (those of the Fig. 3 claim that
+#: they match in Case 1, ``sweeps/fedveca-fig3.yaml``): 0.01 of final accuracy, 5% of loss AUC
+DIFFER_ACC = 0.01
+DIFFER_AUC = 0.05
+
+
 @guard("fedveca.methods_never_differ")
 def methods_never_differ(data: ClaimData, panel: Panel | None, labels: list[str]) -> str | None:
     """The three methods' overlap in Case 1 says something about the method only if they differ
-    somewhere: unless a spread's interval is above its margin (``ACC_TOL``, ``AUC_TOL``: those
-    of every "matches") in a panel other than Case 1 (its failed seeds left out, its runs read
+    somewhere: unless a spread's interval is above its margin (:data:`DIFFER_ACC`, :data:`DIFFER_AUC`:
+    those of the claim that they match) in a panel other than Case 1 (its failed seeds left out, its runs read
     without making the claim not testable), the reason."""
     for p in data.panels:
         if p.values.get("data.partition") == "case1":
@@ -205,9 +211,9 @@ def methods_never_differ(data: ClaimData, panel: Panel | None, labels: list[str]
         if got is None:
             continue
         acc, auc = got
-        if decide(acc, Measure("", ACC_TOL, "less")) == "contradicted":
+        if decide(acc, Measure("", DIFFER_ACC, "less")) == "contradicted":
             return None
-        if decide(auc, Measure("", AUC_TOL, "less")) == "contradicted":
+        if decide(auc, Measure("", DIFFER_AUC, "less")) == "contradicted":
             return None
     return (
         "no other panel shows the methods differing beyond the margins, so their overlap in "
@@ -312,3 +318,14 @@ __all__ = [
     "tau_fluctuation",
     "log_slope",
 ]
+
+
+@label("fedveca.tau_rule")
+def tau_rule(configs) -> str | None:
+    """FedVeca's τ rule is our reconstruction (R1, docs/algorithms.md §5.5): the claims of a
+    figure with FedVeca runs name the rule those runs follow ("τ rule R1 (our reconstruction)",
+    or the damped variant's label); None without a FedVeca run."""
+    for config in configs:
+        if config.step_policy == "fedveca":
+            return f"τ rule {config.fedveca.rule_label()}"
+    return None

@@ -35,8 +35,8 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from dashboards.claims import ClaimData, rises, seed_reach
 from fedsweep.data.catalog import TEST_SIZES
+from fedsweep.judge.runs import ClaimData, rises, seed_reach
 from fedsweep.specs.claims import MEASURE_NEEDS, Needs
 
 Value = float | tuple[float, float]
@@ -77,6 +77,10 @@ class MeasureDef:
 
 MEASURES: dict[str, MeasureDef] = {}
 GUARDS: dict[str, Callable[..., str | None]] = {}
+#: name -> ``fn(configs) -> text | None``: a reconstruction the runs of a figure depend on
+#: (``configs``: the typed configs of its trials), named after every claim's numbers ("[τ rule R1
+#: (our reconstruction)]"): a verdict that rests on our reading says so
+LABELS: dict[str, Callable[..., str | None]] = {}
 
 
 def measure(
@@ -105,6 +109,18 @@ def measure(
             name, fn, what, lower_is_better, relative, scope, accuracy, ratio, resolution,
             end_of_run,
         )  # fmt: skip
+        return fn
+
+    return add
+
+
+def label(name: str):
+    """Register ``fn`` as the label ``name`` (:data:`LABELS`)."""
+
+    def add(fn):
+        if name in LABELS:
+            raise ValueError(f"label {name!r} is registered twice")
+        LABELS[name] = fn
         return fn
 
     return add

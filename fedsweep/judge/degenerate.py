@@ -4,7 +4,7 @@ A claim that compares FedNova with FedAvg where every client takes the same numb
 steps, BHerd at α = 1 with FedAvg under the reading without 1/α, or two configs that differ
 only in a setting their components never read, compares a computation with itself: whatever
 the interval says, it is no evidence about the claim. The typed configs catch the plainest case
-(identical configs: :mod:`dashboards.judge`); the runs catch every other one, whatever made the
+(identical configs: :mod:`fedsweep.judge.claim`); the runs catch every other one, whatever made the
 two computations equal: the two sides' per-run histories agree on every seed and round to float
 rounding (:data:`TOLERANCE`; two computations that differ in anything that matters, one
 learning-rate step or one sample, differ by many orders of magnitude more after a few rounds).
@@ -28,7 +28,7 @@ def same_computation(data, panel: str, a: str, b: str, metrics=METRICS) -> str |
     """Why curves ``a`` and ``b`` of ``panel`` are the same computation (each of ``metrics``
     has equal histories, to :data:`TOLERANCE`, on every seed both have, at every round), or
     None (they differ somewhere, or share no seed with a history). ``data``: a
-    :class:`dashboards.claims.ClaimData` with its per-run histories."""
+    :class:`fedsweep.judge.runs.ClaimData` with its per-run histories."""
     if a == b:
         return f"{a!r} is compared with itself"
     found = largest_difference(data, panel, a, b, TOLERANCE, metrics)

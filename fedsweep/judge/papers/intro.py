@@ -1,5 +1,5 @@
 """The introduction-to-FL slides' named measures and guards (registered in
-:mod:`dashboards.measures`), for what is specific to the slides' figures: their claims
+:mod:`fedsweep.judge.measures`), for what is specific to the slides' figures: their claims
 themselves are declared in ``sweeps/intro-*.yaml``.
 
 * ``intro.train_loss_auc``: the run's mean training loss over the rounds (Li et al.'s schemes
@@ -22,10 +22,11 @@ import math
 
 import pandas as pd
 
-from dashboards.claims import EPS, ClaimData, grid_edge, rounds_of, seed_reach
-from dashboards.measures import guard, measure
-from dashboards.model import Panel
 from fedsweep.config.schema import RunConfig
+from fedsweep.judge.evidence import grid_edge
+from fedsweep.judge.measures import guard, measure
+from fedsweep.judge.panels import Panel
+from fedsweep.judge.runs import EPS, ClaimData, rounds_of, seed_reach
 from fedsweep.specs.claims import Needs
 
 #: server optimizer -> method name of the intro-fedopt figure

@@ -1,13 +1,13 @@
-"""BHerd's named measures and guards (registered in :mod:`dashboards.measures`), for what is
+"""BHerd's named measures and guards (registered in :mod:`fedsweep.judge.measures`), for what is
 specific to the paper: its claims themselves are declared in ``sweeps/bherd-*.yaml``."""
 
 from __future__ import annotations
 
-from dashboards.claims import ClaimData, same
-from dashboards.degenerate import largest_difference
-from dashboards.measures import guard, measure
-from dashboards.model import Panel
 from fedsweep.data.catalog import TRAIN_SIZES
+from fedsweep.judge.degenerate import largest_difference
+from fedsweep.judge.measures import guard, measure
+from fedsweep.judge.panels import Panel
+from fedsweep.judge.runs import ClaimData, same
 
 #: a curve whose mean test loss moves less than this over the run never updated the model
 STILL = 1e-9
