@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fedsweep.judge.runs import AGG_COLUMNS, aggregate  # noqa: F401 - dashboards.store.aggregate
 from fedsweep.specs.figure import FigurePlan, figure_plan
 from fedsweep.specs.load import SweepSpec, Trial
 from fedsweep.tracking.direct import DONE_STATUSES as DONE
@@ -32,7 +33,6 @@ BLOWUP_TAG = "fedsweep.loss_blowup"  # = fedsweep.tracking.tracked_run.BLOWUP_TA
 #: MLflow (3.17) tag filters have no IN; select runs with a hash, filter the status in Python
 HASH_FILTER = "tags.`fedsweep.config_hash` IS NOT NULL"
 LONG_COLUMNS = ["figure", "panel_id", "curve", "seed", "run_id", "round", "metric", "value"]
-AGG_COLUMNS = ["panel_id", "curve", "metric", "round", "mean", "std", "n"]
 DATASET_NAMES = {
     "mnist": "MNIST",
     "fashion-mnist": "Fashion-MNIST",
@@ -258,18 +258,6 @@ def load_metrics(client, found: Iterable[TrialRun], keys: Iterable[str]) -> pd.D
                 )
     frame = pd.DataFrame(rows, columns=LONG_COLUMNS)
     return frame.sort_values(["panel_id", "curve", "seed", "metric", "round"], ignore_index=True)
-
-
-def aggregate(long: pd.DataFrame) -> pd.DataFrame:
-    """Mean, sample std (0 for one seed) and seed count per (panel, curve, metric, round), over
-    the finite values only (a diverged seed's NaN/inf round is dropped)."""
-    finite = long[np.isfinite(long["value"].astype(float))]
-    if finite.empty:
-        return pd.DataFrame(columns=AGG_COLUMNS)
-    grouped = finite.groupby(["panel_id", "curve", "metric", "round"], sort=True)["value"]
-    agg = grouped.agg(mean="mean", std="std", n="count").reset_index()
-    agg["std"] = agg["std"].fillna(0.0)
-    return agg[AGG_COLUMNS]
 
 
 def diverged_rounds(long: pd.DataFrame, found: Iterable[TrialRun]) -> dict[tuple[str, str], list]:

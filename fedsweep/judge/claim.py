@@ -1,44 +1,32 @@
-"""The generic judge of declared claims (``fedsweep.specs.claims``; issue 50).
-
-:func:`criterion` turns a :class:`~fedsweep.specs.claims.Claim` into a criterion
-(``ClaimData -> (verdict, numbers)``) that :func:`fedsweep.judge.verdicts.check_claims` runs like a
-paper's: the same not-testable rules (regimes, too few rounds, diverged runs), the same
-per-seed effects and 95% Student-t intervals (:func:`fedsweep.judge.stats.interval`), the same
-decision (:func:`~fedsweep.judge.stats.decide`, :func:`~fedsweep.judge.evidence.judge`). One small
-function per kind (``KINDS``) gives a comparison's parts in one panel; the measures and guards
-are the registered ones (:mod:`fedsweep.judge.measures`).
+"""One declared claim (``fedsweep.specs.claims.Claim``) judged on one figure's data:
+:func:`judge_claim` gives its verdict and numbers, the evidence rows and degenerate parts landing
+in the :class:`~fedsweep.judge.runs.ClaimData` view it was given (``ClaimData.view``, one per
+claim). Each comparison's parts in a panel come from its kind (:mod:`fedsweep.judge.kinds`);
+each part is decided by its per-seed effects' interval (:func:`fedsweep.judge.evidence.
+decide_panels`); the measures and guards are the registered ones
+(:mod:`fedsweep.judge.measures`).
 
 A part whose two sides are one computation (identical typed run configs, identical runs, a
 rival that repeats another, a ``degenerate_if`` guard) is named in ``ClaimData.degenerate`` and
 not counted; a claim all of whose parts are is "degenerate" (not testable, the reason in the
 label), not judged.
 
-A tuned comparison (``tune``) reads each side's grid at its chosen point (:func:`choose`: the
-best seed mean of ``tune.by``, failed points and points without runs no candidates); a chosen
-point on its grid's edge (:func:`fedsweep.judge.evidence.grid_edge`) blocks its part (inconclusive,
-the numbers shown). ``absent: inconclusive`` makes a pair without runs of both an inconclusive
-part instead of a panel without data. A comparison with ``reading`` (a second reading of the
-claim's words) is judged per panel and shown after the numbers, labelled and never deciding.
-
-A censored measure (rounds to a level not reached within T: a ``(low, high)`` value) gives a
-``faster`` / ``higher`` / ``first`` part the effect's bounds per seed (:class:`Bounds`), decided
-by :func:`fedsweep.judge.evidence.bounded`. A claim's ``vacuous_if`` guards turn a supported verdict
-into an inconclusive one (:func:`_vacuous`), its ``inconclusive_if`` guards any verdict.
-
-A censored measure (rounds to a target not reached within T: ``(low, high)`` per seed) gives
-censored effects (:class:`~fedsweep.judge.evidence.Bounds`, decided by
-:func:`~fedsweep.judge.evidence.bounded`) in every kind that compares curves, rankings (``first``)
-included: the best of a side is then bounded by the best of its lows and of its highs. A
-``best`` side is narrowed per panel to its best curve (:func:`_best_of`); a comparison's
-``blocked_if`` guards are asked per part with the part's curves.
+A tuned comparison (``tune``) reads each side's grid at its chosen point
+(:func:`fedsweep.judge.kinds.common.choose`); a chosen point on its grid's edge blocks its part
+(inconclusive, the numbers shown). ``absent: inconclusive`` makes a pair without runs of both an
+inconclusive part instead of a panel without data. A comparison with ``reading`` (a second
+reading of the claim's words) is judged per panel and shown after the numbers, labelled and
+never deciding. A censored measure (rounds to a target not reached within T) gives censored
+effects (:class:`~fedsweep.judge.evidence.Bounds`, decided by
+:func:`~fedsweep.judge.evidence.bounded`). A claim's ``vacuous_if`` guards turn a supported
+verdict into an inconclusive one (:func:`_vacuous`), its ``inconclusive_if`` guards any
+verdict; a ``best`` side is narrowed per panel to its best curve (:func:`_best_of`); a
+comparison's ``blocked_if`` guards are asked per part with the part's curves.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Callable
-from typing import Any
 
 from fedsweep.judge.degenerate import same_computation
 from fedsweep.judge.evidence import (
@@ -47,15 +35,15 @@ from fedsweep.judge.evidence import (
     decide_panels,
     decide_part,
     evidence_row,
-    grid_edge,
 )
+from fedsweep.judge.kinds import KINDS
+from fedsweep.judge.kinds.common import ordered, ref_of
+from fedsweep.judge.kinds.compare import two
 from fedsweep.judge.measures import GUARDS, MEASURES, MeasureDef, regimes_that_test, step_of
 from fedsweep.judge.panels import Panel
 from fedsweep.judge.runs import ClaimData, Result
 from fedsweep.judge.stats import Evidence, Measure, all_of, decide, interval
 from fedsweep.specs.claims import Claim, Comparison, CurveRef, resolve
-
-NO_SEEDS = interval([])
 
 DEGENERATE = "degenerate"
 _GREATER = {"above": "greater", "below": "less", "within": "within"}
@@ -95,343 +83,9 @@ def measure_of(claim: Claim, comp: Comparison, text: str) -> Measure:
 
 
 # ------------------------------------------------------------------------------ values
-def values(
-    data: ClaimData, panel: str, label: str, m: MeasureDef, ref: CurveRef | None, after: int
-) -> dict[int, Any]:
-    """Seed -> the measure of one cell; a failed seed counted as ``ref.failed`` says."""
-    failed = ref.failed if ref is not None else "untestable"
-    if failed == "untestable":
-        return m.fn(data, panel, label, after)
-    out = m.fn(data, panel, label, after, mark=False)
-    bad = data.failed_seeds(panel, label)
-    if failed == "last":
-        out.update(dict.fromkeys(bad, math.inf if m.lower_is_better else -math.inf))
-        if not bad:
-            data.used.add((panel, label))
-    else:  # chance: the failure is the evidence
-        chance = data.chance(label)
-        out.update(dict.fromkeys(bad, 0.1 if chance is None else chance))
-    return out
-
-
-def _ref_of(label: str, refs: list[CurveRef], curves) -> CurveRef | None:
-    for ref in refs:
-        if any(c.label == label and (ref.matches(c) or ref.others) for c in curves):
-            return ref
-    return None
-
-
-def _log2_ratio(a: float, b: float) -> float:
-    """``log2(a / b)`` of rounds (``a`` finite or infinite, ``b`` ≥ 0): ∞ for ``b = 0``, −∞
-    for a ratio of 0."""
-    x = math.inf if b == 0 else a / b
-    return -math.inf if x <= 0 else math.log2(x)
-
-
-def _advantage(m: MeasureDef, kind: str, base: Any, mine: Any) -> Any:
-    """The claimed value's advantage over ``base`` on one seed: a relative reduction (a
-    relative lower-is-better measure, ``faster``), ``log2(base / mine)`` (a ``ratio`` measure,
-    lower is better; else ``log2(mine / base)``), ``base − mine`` (lower is better) or ``mine −
-    base``; censored values give ``(low, high)``."""
-    if isinstance(base, tuple) or isinstance(mine, tuple):
-        b0, b1 = base if isinstance(base, tuple) else (base, base)
-        m0, m1 = mine if isinstance(mine, tuple) else (mine, mine)
-        if m.ratio:
-            if m.lower_is_better:
-                return (_log2_ratio(b0, m1), _log2_ratio(b1, m0))
-            return (_log2_ratio(m0, b1), _log2_ratio(m1, b0))
-        if m.lower_is_better and kind == "faster":
-            return (b0 - m1, b1 - m0)
-        return (m0 - b1, m1 - b0)
-    if m.ratio:
-        return _log2_ratio(base, mine) if m.lower_is_better else _log2_ratio(mine, base)
-    if kind == "faster" and m.lower_is_better:
-        if m.relative:
-            return (base - mine) / base if base else math.nan
-        return base - mine
-    return mine - base
-
-
-def _effects(pairs: dict[int, Any]) -> Evidence | Bounds | None:
-    if not pairs:
-        return None
-    seeds = sorted(pairs)
-    if any(isinstance(v, tuple) for v in pairs.values()):
-        low = {s: v[0] if isinstance(v, tuple) else v for s, v in pairs.items()}
-        high = {s: v[1] if isinstance(v, tuple) else v for s, v in pairs.items()}
-        return Bounds(low, high)
-    return interval([pairs[s] for s in seeds], seeds)
 
 
 # ------------------------------------------------------------------------------ the kinds
-Kind = Callable[..., list[tuple[str, Any]] | None]
-
-
-def _two(claim, comp, data, panel, m, mine, theirs) -> list[tuple] | None:
-    """faster / higher / equivalent: per pair of curves (of grids, tuned: each at its chosen
-    point), the claimed curve's advantage; ``(name, effect, blocked, curves)`` per part (``absent:
-    inconclusive``: a pair without runs of both, or a side a named curve of which the figure
-    lacks, is a blocked part)."""
-    tuned = comp.tune is not None
-    groups = [_grids(comp, data, labels) for labels in (mine, theirs)]
-    out, have = [], False
-    for gc, gv in _pairs(comp, data, *groups):
-        (c, why_c), (v, why_v) = (choose(claim, comp, data, panel, g) for g in (gc, gv))
-        name = f"{c or gc[0]} − {v or gv[0]}"
-        if c is None or v is None:
-            if comp.absent == "no_data":
-                return None
-            why = " and ".join(w for w in (why_c, why_v) if w)
-            out.append((name, NO_SEEDS, why, [x for x in (c, v) if x]))
-            continue
-        have = have or tuned
-        a = values(data, panel, v, m, _ref_of(v, comp.versus, data.curves), claim.after)
-        b = values(data, panel, c, m, _ref_of(c, comp.curve, data.curves), claim.after)
-        seeds = set(a) & set(b)
-        if not seeds:
-            if comp.absent == "no_data":
-                return None
-            out.append((name, NO_SEEDS, "no seed with runs of both", [c, v]))
-            continue
-        have = True
-        kind = "faster" if comp.kind == "faster" else "higher"
-        ev = _effects({s: _advantage(m, kind, a[s], b[s]) for s in seeds})
-        edges = [e for e in (why_c, why_v) if e]
-        out.append((name, ev, _edges_text(edges) or None, [c, v]))
-    if comp.absent == "inconclusive" and not comp.pair:  # a named curve the figure lacks
-        for ref in [*comp.curve, *comp.versus]:
-            if not ref.others and not resolve([ref], data.curves):
-                out.append((ref.text(), NO_SEEDS, f"the spec has no {ref.text()} curve", []))
-    return out if have else None
-
-
-def _grids(comp: Comparison, data: ClaimData, labels: list[str]) -> list[list[str]]:
-    """One side's curves as grids: each curve its own, or (``tune``) those whose typed configs
-    differ only in the keys ``tune.over``, in spec order."""
-    if comp.tune is None:
-        return [[label] for label in labels]
-    out: dict[str, list[str]] = {}
-    for label in labels:
-        out.setdefault(_rest(data, label, comp.tune.over), []).append(label)
-    return list(out.values())
-
-
-def _config(data: ClaimData, label: str) -> dict[str, Any]:
-    curve = next(c for c in data.curves if c.label == label)
-    return data.config(curve).model_dump(mode="json")
-
-
-def _rest(data: ClaimData, label: str, keys) -> str:
-    """The typed config of curve ``label`` without ``keys``, as text (to compare curves)."""
-    dump = _config(data, label)
-    for key in keys:
-        *head, last = key.split(".")
-        node = dump
-        for h in head:
-            node = node.get(h, {})
-        node.pop(last, None)
-    return json.dumps(dump, sort_keys=True)
-
-
-def _value(data: ClaimData, label: str, key: str) -> Any:
-    node: Any = _config(data, label)
-    for part in key.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
-    return node
-
-
-def choose(claim, comp, data, panel, grid: list[str]) -> tuple[str | None, str | None]:
-    """(the grid point a tuned comparison reads in ``panel``, the reason it blocks: its grid's
-    edge), or (None, why none): the best seed mean of ``tune.by`` among the points without a
-    failed seed (a tie: the first in spec order); the edge is ``tune.over[0]``'s smallest or
-    largest value among the points with runs (a failed one counts: that side is worse). Read
-    without marking. Untuned: the one curve, (label, None)."""
-    if comp.tune is None:
-        return grid[0], None
-    by = MEASURES[comp.tune.by]
-    best: tuple[str, float] | None = None
-    ran, failed_any = [], False
-    for label in grid:
-        failed = data.failed_seeds(panel, label)
-        got = by.fn(data, panel, label, claim.after, mark=False)
-        if failed or got:
-            ran.append(label)
-        failed_any = failed_any or bool(failed)
-        if failed or not got:
-            continue
-        mean = math.fsum(got.values()) / len(got)
-        if best is None or (mean < best[1] if by.lower_is_better else mean > best[1]):
-            best = (label, mean)
-    if best is None:
-        return None, f"{grid[0]}: " + ("every point failed" if failed_any else "no runs")
-    if not comp.tune.over:
-        return best[0], None
-    key = comp.tune.over[0]
-    points = [float(_value(data, label, key)) for label in ran]
-    return best[0], grid_edge(points, float(_value(data, best[0], key)), f"{key} of {best[0]}")
-
-
-def _edges_text(edges: list[str]) -> str:
-    """One reason from the :func:`grid_edge` texts of both sides."""
-    if len(edges) < 2:
-        return "".join(edges)
-    head, tail = "grid not converged: ", ": widen it"
-    return head + "; ".join(e.removeprefix(head).removesuffix(tail) for e in edges) + tail
-
-
-def _pairs(comp: Comparison, data: ClaimData, mine: list[list[str]], theirs: list[list[str]]):
-    """(claimed, other) grid pairs: each with each, or (``pair``) those whose typed configs
-    differ only in the keys the two sides set (and ``tune.over``), or (``pair: KEY``) those with
-    the same value of that key (the first of each)."""
-    if not comp.pair:
-        return [(c, v) for c in mine for v in theirs]
-    if isinstance(comp.pair, str):
-        key = comp.pair
-
-        def rest(label: str) -> str:
-            return json.dumps(_value(data, label, key), sort_keys=True)
-
-        theirs_by: dict[str, list[str]] = {}
-        for v in theirs:
-            theirs_by.setdefault(rest(v[0]), v)
-        out, seen = [], set()
-        for c in mine:
-            if rest(c[0]) in theirs_by and rest(c[0]) not in seen:
-                seen.add(rest(c[0]))
-                out.append((c, theirs_by[rest(c[0])]))
-        return out
-    keys = {k for ref in [*comp.curve, *comp.versus] for k in (ref.set or {})}
-    keys |= set(comp.tune.over if comp.tune is not None else ())
-    theirs_by = {_rest(data, v[0], keys): v for v in theirs}
-    return [
-        (c, theirs_by[_rest(data, c[0], keys)])
-        for c in mine
-        if _rest(data, c[0], keys) in theirs_by
-    ]
-
-
-def _rank(data, panel, m, claimed, rivals, refs, after, every=False) -> Evidence | Bounds | None:
-    """The margin, per seed, by which the best claimed curve beats the best rival
-    (:func:`fedsweep.judge.evidence.rank_margin`, with each side's failure rule); censored values
-    give the margin's bounds (the best of a side: the best of its lows, of its highs)."""
-    if not claimed or not rivals:
-        return None
-    got = [values(data, panel, c, m, refs.get(c), after) for c in [*claimed, *rivals]]
-    seeds = sorted(set.intersection(*(set(v) for v in got)))
-    if not seeds:
-        return None
-    mine, theirs = got[: len(claimed)], got[len(claimed) :]
-    pick = min if m.lower_is_better else max
-
-    def best(side: list[dict[int, Any]], s: int) -> tuple[float, float]:
-        spans = [v[s] if isinstance(v[s], tuple) else (v[s], v[s]) for v in side]
-        return pick(lo for lo, _ in spans), pick(hi for _, hi in spans)
-
-    def margin(a: float, b: float) -> float:
-        if m.ratio:
-            return _log2_ratio(b, a) if m.lower_is_better else _log2_ratio(a, b)
-        out = (b - a) if m.lower_is_better else (a - b)
-        return out / abs(b) if m.relative and b and math.isfinite(b) else out
-
-    low, high = {}, {}
-    for s in seeds:
-        (a0, a1), (b0, b1) = best(mine, s), best(theirs, s)
-        if m.lower_is_better:
-            low[s], high[s] = margin(a1, b0), margin(a0, b1)
-        else:
-            low[s], high[s] = margin(a0, b1), margin(a1, b0)
-    if any(isinstance(v[s], tuple) for v in got for s in seeds):
-        return Bounds(low, high)
-    return interval([low[s] for s in seeds], seeds)
-
-
-def _first(claim, comp, data, panel, m, mine, theirs):
-    refs = {c: _ref_of(c, comp.curve, data.curves) for c in mine}
-    refs |= {c: _ref_of(c, comp.versus, data.curves) for c in theirs}
-    ev = _rank(data, panel, m, mine, theirs, refs, claim.after)
-    return None if ev is None else [("", ev)]
-
-
-def _ordered(comp: Comparison, data: ClaimData, mine: list[str]) -> list[tuple[Any, str]]:
-    out = [(c.set[comp.over], c.label) for c in data.curves if comp.over in c.set]
-    if comp.curve:
-        out = [(v, label) for v, label in out if label in mine]
-    return sorted(out, key=lambda p: p[0])
-
-
-def _monotone(claim, comp, data, panel, m, mine, theirs):
-    grid = _ordered(comp, data, mine)
-    have = [(v, c) for v, c in grid if m.fn(data, panel, c, claim.after, mark=False)]
-    out = []
-    for (v0, c0), (v1, c1) in zip(have, have[1:], strict=False):
-        a = m.fn(data, panel, c0, claim.after)
-        b = m.fn(data, panel, c1, claim.after)
-        seeds = set(a) & set(b)
-        if seeds:
-            kind = "faster" if m.lower_is_better else "higher"
-            ev = _effects({s: _advantage(m, kind, a[s], b[s]) for s in seeds})
-            out.append((f"{comp.over.rsplit('.', 1)[-1]}={v0:g}→{v1:g}", ev))
-    return out or None
-
-
-def _interior(claim, comp, data, panel, m, mine, theirs):
-    grid = [c for _, c in _ordered(comp, data, mine)]
-    if comp.tune is not None:
-        return _tuned_interior(claim, comp, data, panel, m, grid)
-    if len(grid) < 3:
-        return None
-    ev = _rank(data, panel, m, grid[1:-1], [grid[0], grid[-1]], {}, claim.after)
-    return None if ev is None else [("inner − ends", ev)]
-
-
-def _tuned_interior(claim, comp, data, panel, m, grid):
-    """``interior_optimum`` with ``tune``: over the grid points with runs (at least three), the
-    inner one with the best seed mean of ``tune.by`` against each end, paired by seed."""
-    grid = [c for c in grid if m.fn(data, panel, c, claim.after, mark=False)]
-    if len(grid) < 3:
-        return None
-    by = MEASURES[comp.tune.by]
-
-    def mean(label: str) -> float:
-        got = by.fn(data, panel, label, claim.after, mark=False)
-        return math.fsum(got.values()) / len(got) if got else math.nan
-
-    pick = min if by.lower_is_better else max
-    peak = pick(grid[1:-1], key=mean)
-    kind = "faster" if m.lower_is_better else "higher"
-    out = []
-    for end in (grid[0], grid[-1]):
-        a = values(data, panel, end, m, None, claim.after)
-        b = values(data, panel, peak, m, None, claim.after)
-        seeds = set(a) & set(b)
-        ev = _effects({s: _advantage(m, kind, a[s], b[s]) for s in seeds})
-        out.append((f"{peak} − {end}", ev or NO_SEEDS, None if ev else "no common seed"))
-    return out
-
-
-def _bound(claim, comp, data, panel, m, mine, theirs):
-    if m.scope == "panel":
-        got = m.fn(data, panel, claim.after)
-        ev = _effects(got)
-        return None if ev is None else [("", ev)]
-    out = []
-    for c in mine:
-        ev = _effects(values(data, panel, c, m, _ref_of(c, comp.curve, data.curves), claim.after))
-        if ev is None:
-            return None
-        out.append((c if len(mine) > 1 else "", ev))
-    return out or None
-
-
-KINDS: dict[str, Kind] = {
-    "faster": _two,
-    "higher": _two,
-    "equivalent": _two,
-    "first": _first,
-    "monotone": _monotone,
-    "interior_optimum": _interior,
-    "bound": _bound,
-}
 
 
 # ------------------------------------------------------------------------------ a claim
@@ -509,19 +163,19 @@ def _resolved(comp: Comparison, data: ClaimData, p: Panel | None) -> tuple[list[
 def _labels(comp: Comparison, data: ClaimData, p: Panel | None) -> list[str]:
     """Every curve a comparison reads (a grid's curves in order)."""
     mine, theirs = _sides(comp, data, p)
-    if comp.kind in ("monotone", "interior_optimum"):
-        return [c for _, c in _ordered(comp, data, mine)]
+    if KINDS[comp.kind].ordered:
+        return [c for _, c in ordered(comp, data, mine)]
     return mine + theirs
 
 
 def _missing(comp: Comparison, data: ClaimData) -> str | None:
     """Why a comparison cannot be made in this figure (a side without a curve)."""
     mine, theirs = _sides(comp, data, None)
-    if comp.kind in ("monotone", "interior_optimum"):
-        if len(_ordered(comp, data, mine)) >= 2:
+    if KINDS[comp.kind].ordered:
+        if len(ordered(comp, data, mine)) >= 2:
             return None
         return f"fewer than two curves set {comp.over}"
-    if comp.kind == "bound":
+    if KINDS[comp.kind].one_sided:
         return None
     named = comp.curve or [r for rs in comp.by_panel.values() for r in rs]
     for got, refs, what in ((mine, named, "claimed"), (theirs, comp.versus, "compared")):
@@ -582,7 +236,7 @@ def _per_panel(claim: Claim, data: ClaimData) -> Result:
         for n, comp in enumerate(claim.comparisons):
             m = MEASURES[comp.measure]
             mine, theirs = _sides(comp, data, p, claim.after)
-            got = KINDS[comp.kind](claim, comp, data, p.panel_id, m, mine, theirs)
+            got = KINDS[comp.kind].parts(claim, comp, data, p.panel_id, m, mine, theirs)
             empty = _no_candidate(comp, data, p, mine) if theirs else []
             if got is None and not empty:
                 if n == 0:
@@ -592,7 +246,7 @@ def _per_panel(claim: Claim, data: ClaimData) -> Result:
             if comp.reading:
                 _read(claim, comp, p, m, mine, got, readings)
                 continue
-            if comp.kind in ("first", "monotone", "interior_optimum"):
+            if KINDS[comp.kind].ranks:
                 shown.append(_means(data, p.panel_id, m, _labels(comp, data, p), claim.after))
             elif m.scope == "panel":
                 shown.append(m.what)
@@ -602,12 +256,12 @@ def _per_panel(claim: Claim, data: ClaimData) -> Result:
                 text += f" against {', '.join(theirs)}"
             measure = measure_of(claim, comp, text)
             for name, effect, *rest in got:
-                # (name, effect[, why blocked[, the part's curves]]): _two gives all four
+                # (name, effect[, why blocked[, the part's curves]]): two gives all four
                 why = rest[0] if rest else None
                 curves = rest[1] if len(rest) > 1 else mine + theirs
                 label = " · ".join(x for x in (comp.name, name) if x)
                 same = _same_sides(claim, comp, data, p, curves)
-                if not same and claim.strict and len(curves) == 2 and comp.kind != "first":
+                if not same and claim.strict and len(curves) == 2 and not KINDS[comp.kind].rivals:
                     same = _repeats(data, p, tuple(curves), pairs)
                     pairs.append(tuple(curves))
                 if same:
@@ -673,7 +327,7 @@ def _same_sides(
         reason = GUARDS[name](data, p, curves)
         if reason:
             return reason
-    if comp.kind not in ("faster", "higher", "equivalent") or len(curves) != 2:
+    if not KINDS[comp.kind].paired or len(curves) != 2:
         return None
     a, b = curves
     by_label = {c.label: c for c in data.curves}
@@ -716,7 +370,7 @@ def _at_chance(comp: Comparison, data: ClaimData, panel: str, mine, theirs) -> s
     out = []
     for labels, refs in ((mine, comp.curve), (theirs, comp.versus)):
         for label in labels:
-            ref = _ref_of(label, refs, data.curves)
+            ref = ref_of(label, refs, data.curves)
             if ref is None or ref.failed != "chance":
                 continue
             chance = data.chance(label)
@@ -747,7 +401,7 @@ def _contrasts(claim: Claim, data: ClaimData) -> Result:
             ]
             cells = []
             for p in chosen:
-                got = _two(claim, comp, data, p.panel_id, m, mine, theirs)
+                got = two(claim, comp, data, p.panel_id, m, mine, theirs)
                 if got and isinstance(got[0][1], Evidence):
                     ev = got[0][1]
                     cells.append(dict(zip(ev.seeds, ev.effects, strict=True)))

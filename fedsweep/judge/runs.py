@@ -63,6 +63,19 @@ def curve_config(curve: CurveSpec, base: Mapping[str, Any] | None = None) -> Run
 
 
 EPS = 1e-12  # float representation slack at a threshold
+AGG_COLUMNS = ["panel_id", "curve", "metric", "round", "mean", "std", "n"]
+
+
+def aggregate(long: pd.DataFrame) -> pd.DataFrame:
+    """Mean, sample std (0 for one seed) and seed count per (panel, curve, metric, round), over
+    the finite values only (a diverged seed's NaN/inf round is dropped)."""
+    finite = long[np.isfinite(long["value"].astype(float))]
+    if finite.empty:
+        return pd.DataFrame(columns=AGG_COLUMNS)
+    grouped = finite.groupby(["panel_id", "curve", "metric", "round"], sort=True)["value"]
+    agg = grouped.agg(mean="mean", std="std", n="count").reset_index()
+    agg["std"] = agg["std"].fillna(0.0)
+    return agg[AGG_COLUMNS]
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,17 @@ class RunTable:
     def empty(self) -> bool:
         """No run found (or none with a value)."""
         return not self.runs or self.agg.empty
+
+    @classmethod
+    def from_long(cls, long: pd.DataFrame, **cells: Any) -> RunTable:
+        """The table of the per-run histories ``long`` (their aggregate computed here); the
+        runs found per cell counted from ``long`` unless ``runs`` is given; ``diverged`` and
+        ``blowups`` as the fields."""
+        runs = cells.pop("runs", None)
+        if runs is None:
+            counts = long.groupby(["panel_id", "curve"])["run_id"].nunique() if len(long) else {}
+            runs = {key: int(n) for key, n in dict(counts).items()}
+        return cls(long, aggregate(long), runs, **cells)
 
     @classmethod
     def of(cls, data: ClaimData) -> RunTable:

@@ -182,7 +182,9 @@ def judge_claims(claims: Sequence[Claim], data: ClaimData | None) -> list[ClaimV
     return out
 
 
-def _judge_one(claim: Claim, data: ClaimData, criterion: str, about: dict[str, Any]) -> ClaimVerdict:
+def _judge_one(
+    claim: Claim, data: ClaimData, criterion: str, about: dict[str, Any]
+) -> ClaimVerdict:
     verdict, numbers = judge_claim(claim, data)
     div, blow, total = data.unusable(data.used)
     t = rounds_of(data)

@@ -677,7 +677,9 @@ def test_a_diverged_alpha_01_counts_as_a_failure_and_stays_testable():
     blow = {
         (p.panel_id, "α=0.1"): [(s, "test_loss 3e+04 > 1000 x") for s in range(5)] for p in CASES
     }
-    (check,) = JV.judge_claims([DECLARED["alpha01-fails"]], fails_data(acc(0.85, k=4), blowups=blow))
+    (check,) = JV.judge_claims(
+        [DECLARED["alpha01-fails"]], fails_data(acc(0.85, k=4), blowups=blow)
+    )
     assert check.verdict == "supported" and "seed 0 loss blew up" in check.numbers
     # the chance level is the run's data set's
     cifar100 = [curve("α=0.1", bherd__alpha=0.1, data__dataset="cifar100")]

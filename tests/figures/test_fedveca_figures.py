@@ -189,7 +189,8 @@ def test_the_premise_is_a_lower_bound():
 
 def test_a_statistical_claim_carries_its_evidence():
     checks = JV.judge_claims(
-        [claim(PREMISE)], premise_data({s: [0.8] * 4 + [1.5] * 7 for s in range(3)}))
+        [claim(PREMISE)], premise_data({s: [0.8] * 4 + [1.5] * 7 for s in range(3)})
+    )
     (check,) = checks
     assert check.verdict == "supported" and len(check.evidence) == 2  # one row per panel
     assert check.id == PREMISE and check.claim == claim(PREMISE).summary
@@ -459,7 +460,9 @@ def test_w_change_trend():
         judge("w-change-shrinks", fig6_data({0: taus[0]}, {0: shrinking[0]}))[0] == "inconclusive"
     )
     # the spec's declared claims reach the judge
-    checks = JV.judge_claims(load_spec(SWEEPS / "fedveca-fig6.yaml").claims, fig6_data(taus, rising))
+    checks = JV.judge_claims(
+        load_spec(SWEEPS / "fedveca-fig6.yaml").claims, fig6_data(taus, rising)
+    )
     assert [(c.id, c.verdict) for c in checks] == [
         ("tau-k-steady", "supported"),
         ("w-change-shrinks", "contradicted"),

@@ -1,0 +1,140 @@
+"""The judge as its own layer (issue 63): a figure's verdicts from its plan and a run table,
+nothing drawn; the profile's target reaches every figure's claims; the kinds are one object each."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+
+from fedsweep.judge import FigureVerdicts, RunTable, judge
+from fedsweep.judge.kinds import KINDS
+from fedsweep.specs.claims import KINDS as SPEC_KINDS
+from fedsweep.specs.figure import figure_plan
+from fedsweep.specs.model import SweepSpec
+from tests.helpers import log_config, small_spec, write_yaml
+
+T = 12
+SEEDS = (0, 1, 2)
+
+
+def acc_history(hit: int, seed: int) -> list[float]:
+    """A test accuracy that first reaches 0.9 at round ``hit`` (a seed's own small offset)."""
+    return [0.5 + 0.4 * min(1.0, r / hit) - 0.001 * seed * (r < hit) for r in range(1, T + 1)]
+
+
+def rounds_spec(figure: str = "tiny-rounds") -> dict:
+    """A BHerd figure (two α curves) whose smoke profile has a target accuracy, claiming that
+    α=0.5 reaches it in fewer rounds than α=1.0."""
+    claim = {
+        "id": "alpha05-fewer-rounds",
+        "text": "α=0.5 reaches 90% in fewer rounds than α=1.0",
+        "kind": "faster",
+        "measure": "rounds_to_target",
+        "curve": {"set": {"bherd.alpha": 0.5}},
+        "versus": {"set": {"bherd.alpha": 1.0}},
+        "margin": 0.0,
+    }
+    tree = small_spec(figure, seeds=list(SEEDS), rounds=T, claims=[claim])
+    tree["profiles"]["smoke"] = {"target_acc": 0.9}
+    return tree
+
+
+HITS = {0.5: 4, 1.0: 9}  # α -> the round its runs reach 0.9
+
+
+def table_of(plan) -> RunTable:
+    """Per-run histories for every trial of ``plan`` (no training, no store)."""
+    rows = []
+    for i, t in enumerate(plan.trials):
+        hit = HITS[t.config.bherd.alpha]
+        for r, (acc, loss) in enumerate(
+            zip(acc_history(hit, t.seed), [1.0 / r for r in range(1, T + 1)], strict=True),
+            start=1,
+        ):
+            run = f"run{i}"
+            rows.append((t.panel_id, t.curve, t.seed, run, r, "test_acc", acc))
+            rows.append((t.panel_id, t.curve, t.seed, run, r, "test_loss", loss + 0.01 * hit))
+    cols = ["panel_id", "curve", "seed", "run_id", "round", "metric", "value"]
+    return RunTable.from_long(pd.DataFrame(rows, columns=cols))
+
+
+def test_a_figures_verdicts_come_from_its_plan_and_a_run_table_without_drawing():
+    """``judge(plan, runs)``: typed, frozen verdicts keyed by (figure, claim id, reading,
+    regime), the profile's target read from the plan; nothing drawn, no store."""
+    spec = SweepSpec.model_validate(rounds_spec())
+    plan = figure_plan(spec, "smoke")
+    got = judge(plan, table_of(plan))
+    assert isinstance(got, FigureVerdicts) and got.figure == "tiny-rounds" and len(got) == 1
+    (verdict,) = got
+    assert verdict.id == "alpha05-fewer-rounds" and verdict.verdict == "supported", verdict
+    assert got.get("alpha05-fewer-rounds") is verdict
+    assert got.keys() == [("tiny-rounds", "alpha05-fewer-rounds", "", verdict.regime)]
+    row = verdict.evidence[0]
+    assert row["seeds"] == list(SEEDS) and row["effect"] == HITS[1.0] - HITS[0.5]
+    # frozen: a consumer cannot rewrite a verdict (dataclasses.replace makes a new one)
+    try:
+        verdict.verdict = "contradicted"  # type: ignore[misc]
+    except AttributeError:
+        pass
+    else:
+        raise AssertionError("a ClaimVerdict is frozen")
+    # no runs: every claim "n/a", still one verdict per claim
+    (empty,) = judge(plan, None)
+    assert (empty.id, empty.verdict, empty.numbers) == ("alpha05-fewer-rounds", "n/a", "no runs")
+
+
+def test_the_judge_imports_neither_plotly_nor_dashboards():
+    code = (
+        "import sys, fedsweep.judge, fedsweep.judge.check;"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('plotly', 'dashboards'));"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_a_rounds_to_target_claim_on_a_bherd_figure_is_judged(tmp_path):
+    """Before the judge was its own layer, only the intro figures' builders handed the claims
+    their profile's target: a ``rounds_to_target`` claim on any other figure read "no data (a
+    curve of the claim has no runs here)" with every run present. Through ``build_figures``,
+    from a real MLflow store."""
+    from dashboards import build_figures
+    from fedsweep.specs.load import expand, load_spec
+    from fedsweep.tracking.connect import get_client
+    from fedsweep.tracking.store import ensure_experiment
+
+    sweeps = tmp_path / "sweeps"
+    sweeps.mkdir()
+    write_yaml(sweeps / "tiny-rounds.yaml", rounds_spec())
+    spec = load_spec(sweeps / "tiny-rounds.yaml")
+    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    client = get_client(uri)
+    exp = ensure_experiment(client, spec.figure, uri)
+    from mlflow.entities import Metric
+
+    for trial in expand(spec, "smoke"):
+        tags = {
+            "fedsweep.config_hash": trial.config_hash,
+            "fedsweep.figure": spec.figure,
+            "fedsweep.status": "finished",
+        }
+        run = client.create_run(exp, tags=tags).info.run_id
+        log_config(client, run, trial.config)
+        hit = HITS[trial.config.bherd.alpha]
+        accs = acc_history(hit, trial.seed)
+        metrics = [Metric("test_acc", a, 0, r) for r, a in enumerate(accs, start=1)]
+        metrics += [Metric("test_loss", 1.0 / r, 0, r) for r in range(1, T + 1)]
+        client.log_batch(run, metrics=metrics)
+        client.set_terminated(run)
+    (result,) = build_figures(uri, "smoke", tmp_path / "out", ["tiny-rounds"], sweeps, png=False)
+    (check,) = result.claims
+    assert check.verdict == "supported", check.numbers
+    assert "no data" not in check.numbers
+    assert result.verdicts.get("alpha05-fewer-rounds") == check
+
+
+def test_every_kind_the_specs_allow_is_one_object_of_the_judge():
+    assert sorted(KINDS) == sorted(SPEC_KINDS)
+    assert all(k.name == name and callable(k.parts) for name, k in KINDS.items())
