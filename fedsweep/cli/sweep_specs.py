@@ -156,8 +156,9 @@ def check_size(spec, path: Path, profile: str, panels, yes: bool) -> None:
 
 
 def check_claims(spec, path: Path, profile: str | None = None) -> None:
-    """Every claim of the spec is one fedsweep can judge (``dashboards.registry.CRITERIA``):
-    an unknown text would sweep for hours and then read "n/a" in every figure; and every
+    """Every claim of the spec is one fedsweep can judge (its measures and guards registered:
+    ``fedsweep.judge.check.claim_problem``), else it would sweep for hours and then read "n/a"
+    in every figure; and every
     declared claim can be computed on ``profile`` (a measure's needs, e.g. its target accuracy:
     ``fedsweep.specs.claims.profile_claim_problem``)."""
     from fedsweep.specs.claims import profile_claim_problem

@@ -133,7 +133,7 @@ def decide_panels(
     (:class:`Part`) and a text, ``(None, why)`` when the panel has no data, or ``([], text)``
     for a panel shown but not deciding (a control). Each part is decided (:func:`decide_part`)
     and recorded (:func:`evidence_row`); the claim holds where every part of every deciding
-    panel holds (:func:`dashboards.verdicts.all_of`); "n/a" when no panel decides.
+    panel holds (:func:`fedsweep.judge.stats.all_of`); "n/a" when no panel decides.
 
     ``family``: a claim of k parts is k tests, and "contradicted if any part is" would err k
     times as often as one test: a contradicted part then stands only if Holm's step-down

@@ -282,7 +282,7 @@ def outcome(checks, raw: str) -> dict:
 
 
 def judged(claim: Claim, data: JR.ClaimData) -> dict:
-    """The declared claim judged on ``data`` (as the report does: ``registry.CRITERIA``)."""
+    """The declared claim judged on ``data`` (as the report does)."""
     checks = JV.judge_claims([claim], data)
     assert all(c.claim == claim.title and c.id == claim.id for c in checks)
     raw = judge_claim(claim, dataclasses.replace(data, evidence=[]))[0]

@@ -1,4 +1,4 @@
-"""Comparisons that cannot differ (issue 51, item 5; dashboards/degenerate.py): two curves whose
+"""Comparisons that cannot differ (issue 51, item 5; fedsweep/judge/degenerate.py): two curves whose
 runs computed the same test losses on every seed and round (to float rounding) are named as the
 same computation; one rounding-level difference is still the same, a real difference is not."""
 

@@ -1,5 +1,5 @@
 """The FedVeca figures (sweeps/fedveca-fig3..8.yaml, dashboards/papers/fedveca/): the declared
-claims (their named measures and guard: ``dashboards/papers/fedveca/measures.py``) on hand-built
+claims (their named measures and guard: ``fedsweep/judge/papers/fedveca.py``) on hand-built
 per-seed runs (supported, contradicted and inconclusive cases each, and each claim's degenerate
 case), and the six builders on a real MLflow sqlite store of hand-logged runs (no training, no
 Ray), derived baselines resolved from their FedVeca runs as the sweep does."""

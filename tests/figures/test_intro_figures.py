@@ -1,6 +1,6 @@
 """The introduction-to-FL figures (sweeps/intro-*.yaml, dashboards/papers/intro/): the specs at every
 profile (no Ray), the rounds-to-target helper, the declared claims (judged by
-``fedsweep.judge.claim`` with the slides' measures, ``dashboards/papers/intro/measures.py``) on
+``fedsweep.judge.claim`` with the slides' measures, ``fedsweep/judge/papers/intro.py``) on
 synthetic curves, and the builders on a store of hand-logged runs (real MLflow sqlite, no
 training, no Ray)."""
 

@@ -1,4 +1,4 @@
-"""Verdicts as statistics (dashboards/verdicts.py): per-seed effects, a 95% t interval, four
+"""Verdicts as statistics (fedsweep/judge/stats.py): per-seed effects, a 95% t interval, four
 verdicts; a clear effect turns from inconclusive to supported as seeds are added, pure noise
 stays inconclusive, and no verdict is decided while its interval contains its threshold."""
 
