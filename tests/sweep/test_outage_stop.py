@@ -208,9 +208,9 @@ def test_ctrl_c_during_an_outage_stops_both_drivers_as_promptly(tmp_path):
 def test_an_outage_longer_than_the_stale_time_keeps_the_live_driver(tmp_path):
     """The waiting driver on the same host never takes over the live one's claims, however
     long their heartbeats stood still: here FEDSWEEP_CLAIM_STALE_S is shorter than the
-    heartbeat (every 15 s) and the outage longer than both, so before (the stale time counted
-    for a live holder on this host, outage included) the waiting driver took over, every
-    time. After: one run per config hash, no metric row twice, the live driver runs the
+    heartbeat (every 15 s) and the outage twice as long as it (no heartbeat moves in it), so
+    before (the stale time counted for a live holder on this host, outage included) the
+    waiting driver took over, every time. After: one run per config hash, no metric row twice, the live driver runs the
     figure, the waiting one reuses it. The running driver says the outage within seconds, and
     its end. (The stale clock of a holder on another host, which counts only while the store
     answers: tests/tracking/test_leases.py.)"""
@@ -224,7 +224,7 @@ def test_an_outage_longer_than_the_stale_time_keeps_the_live_driver(tmp_path):
         _outage(procs)
         down = time.monotonic()
         assert _until(tmp_path, "running", "unreachable since", procs["running"], 30) < 10
-        while time.monotonic() - down < 15:  # the outage lasts past the stale time
+        while time.monotonic() - down < 2 * stale:  # the outage lasts past the stale time
             assert procs["running"].poll() is None, _log(tmp_path, "running")[-3000:]
             time.sleep(0.5)
         procs["server"] = _server(tmp_path, int(url.rsplit(":", 1)[1]))  # `team up` again
