@@ -91,7 +91,9 @@ def test_a_failed_trial_stops_the_loop():
     assert out.looks == [] and out.stopped.startswith("a trial failed at 2 seeds")
 
 
-def test_the_command_adds_seeds_through_ray_tune_and_names_the_report(tmp_path):
+def test_the_command_adds_seeds_through_ray_tune_and_names_the_report(
+    ray_session, tmp_path, monkeypatch
+):
     """A two-curve study with one declared claim, 2 seeds, ``--max-seeds 3``: two planned looks
     (2, then 3 seeds) at 97.5%; the second batch runs only the new seed's trials; the printed
     report command gives the claim's row at 3 seeds and that level."""
@@ -101,17 +103,26 @@ def test_the_command_adds_seeds_through_ray_tune_and_names_the_report(tmp_path):
                        "curve": {"set": {"bherd.alpha": 0.5}},
                        "versus": {"set": {"bherd.alpha": 1.0}}, "margin": 0.0}]  # fmt: skip
     path = write_yaml(tmp_path / "decide.yaml", spec)
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}",
-           "RAY_USAGE_STATS_ENABLED": "0"}  # fmt: skip
+    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": store, "RAY_USAGE_STATS_ENABLED": "0"}
 
     def fedsweep(*args):
         return subprocess.run([sys.executable, "-m", "fedsweep", *args], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=900)  # fmt: skip
 
-    swept = fedsweep("sweep", str(path), "--profile", "smoke", "--until-decided", "--max-seeds",
-                     "3", "--max-concurrent", "1")  # fmt: skip
-    out = swept.stdout + swept.stderr
-    assert swept.returncode == 0, out[-3000:]
+    # the sweep: the same command in this process, on the session's Ray (a Python start-up
+    # and a Ray start less than a `fedsweep sweep` process; issue 63 item 7)
+    from typer.testing import CliRunner
+
+    from fedsweep.cli.main import app
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
+    monkeypatch.delenv("FEDSWEEP_STORE_DIR", raising=False)  # as the command run alone
+    monkeypatch.chdir(tmp_path)
+    swept = CliRunner().invoke(app, ["sweep", str(path), "--profile", "smoke", "--until-decided",
+                                     "--max-seeds", "3", "--max-concurrent", "1"])  # fmt: skip
+    out = swept.output
+    assert swept.exit_code == 0, (out[-3000:], swept.exception)
     assert "decide [smoke]: 4 run, 0 skipped" in out, out[-3000:]
     assert "until-decided: look 2 of 2: adding seeds 2 (3 seeds)" in out, out[-3000:]
     assert "decide [smoke]: 2 run, 4 skipped" in out, out[-3000:]  # only the new seed ran
