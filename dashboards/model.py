@@ -105,7 +105,7 @@ class FigureResult:
     #: Markdown blocks for the reproduction report beside the claims (e.g. FedWalk's Table 2
     #: beside the paper's printed numbers)
     report_tables: list[str] = field(default_factory=list)
-    #: per (claim, regime): the claim under each labelled reading of the paper the spec
+    #: per (claim id, regime): the claim under each labelled reading of the paper the spec
     #: declares (:func:`dashboards.readings.reading_rows`), the ``readings`` of its JSON row
     readings: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
     #: the runs the builder read, as the judge reads them (``fedsweep.judge.RunTable``; None:

@@ -51,9 +51,9 @@ def reading_table(
     figure as configured, each cell the verdict with its effect and interval; a reading's
     result without runs (None, or no runs) gets the command that makes them."""
     labels = [AS_CONFIGURED, *[r.label for r, _ in readings]]
-    rows_of = [{row["claim"]: row for row in claim_rows([base])}]
+    rows_of = [{row["id"]: row for row in claim_rows([base])}]
     for _, res in readings:
-        rows_of.append({row["claim"]: row for row in claim_rows([res])} if res and res.runs else {})
+        rows_of.append({row["id"]: row for row in claim_rows([res])} if res and res.runs else {})
     lines = [
         f"### Readings of the paper: {base.figure_id}",
         "",
@@ -63,12 +63,12 @@ def reading_table(
         "| claim | " + " | ".join(labels) + " | changes? |",
         "|---|" + "---|" * (len(labels) + 1),
     ]
-    for claim in [c.claim for c in base.claims]:
-        cells = [rows.get(claim) for rows in rows_of]
+    for claim in base.claims:  # matched by the claim's id, shown by its words
+        cells = [rows.get(claim.id) for rows in rows_of]
         known = [c["verdict"] for c in cells if c is not None]
         changes = "–" if len(known) < 2 else ("yes" if len(set(known)) > 1 else "no")
         lines.append(
-            f"| {cell(claim)} | " + " | ".join(_cell(c) for c in cells) + f" | {changes} |"
+            f"| {cell(claim.claim)} | " + " | ".join(_cell(c) for c in cells) + f" | {changes} |"
         )
     lines += ["", reproduces(base, readings, rows_of, labels), ""]
     for reading, res in readings:
@@ -89,14 +89,14 @@ READING_FIELDS = ("verdict", "effect", "ci_low", "ci_high", "margin", "seeds", "
 def reading_rows(
     base: FigureResult, readings: list[tuple[Any, FigureResult | None]]
 ) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    """Per (claim, regime) of ``base``: one entry per reading, in the spec's order, with the
+    """Per (claim id, regime) of ``base``: one entry per reading, in the spec's order, with the
     reading's ``label`` and ``set``, its runs, and the claim's verdict and numbers under it
     (:data:`READING_FIELDS`; None each where the reading has no runs). The JSON counterpart of
     :func:`reading_table`."""
     rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    keys = [(row["claim"], row["regime"]) for row in claim_rows([base])]
+    keys = [(row["id"], row["regime"]) for row in claim_rows([base])]
     for reading, res in readings:
-        ran = {(row["claim"], row["regime"]): row for row in claim_rows([res])} if (
+        ran = {(row["id"], row["regime"]): row for row in claim_rows([res])} if (
             res is not None and res.runs
         ) else {}  # fmt: skip
         for key in keys:
@@ -116,7 +116,7 @@ def reading_rows(
 def reproduces(base: FigureResult, readings, rows_of: list[dict], labels: list[str]) -> str:
     """One sentence: which reading (if any) has every claim of the figure supported, and how
     many each supports."""
-    claims = [c.claim for c in base.claims]
+    claims = [c.id for c in base.claims]
     counts = []
     full = []
     for label, rows in zip(labels, rows_of, strict=True):

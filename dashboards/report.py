@@ -95,7 +95,7 @@ def headline_text(evidence: Iterable[dict[str, Any]]) -> str:
 
 def claim_rows(results: Iterable[FigureResult]) -> list[dict[str, Any]]:
     """One object per claim (and regime, where a figure mixes regimes): a declared claim's
-    ``id`` (None for a legacy prose claim), its verdict, the headline panel's effect, 95%
+    ``id``, its verdict, the headline panel's effect, 95%
     interval, ``margin`` (the threshold decided against) and seeds, and the rest."""
     rows = []
     for r in results:
@@ -136,7 +136,7 @@ def claim_rows(results: Iterable[FigureResult]) -> list[dict[str, Any]]:
                     # parts whose two sides are one computation: named, not counted
                     "degenerate": list(c.degenerate),
                     # the claim under each labelled reading of the paper (dashboards.readings)
-                    "readings": r.readings.get((c.claim, regime), []),
+                    "readings": r.readings.get((c.id, regime), []),
                     **paper_effect_fields(c.paper, head.get("effect")),
                 }
             )

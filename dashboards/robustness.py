@@ -93,6 +93,7 @@ def build_map(
         configured = configured_columns(spec, profile, key, values, panels)
     columns: list[Column] = []
     by_row: dict[tuple[str, str], list[Cell | None]] = {}
+    words: dict[tuple[str, str], str] = {}  # (claim id, regime) -> its words
     for i, value in enumerate(values):
         with tempfile.TemporaryDirectory(prefix="fedsweep-robustness-") as tmp:
             with warnings.catch_warnings():  # a failed figure says so in its column
@@ -117,10 +118,12 @@ def build_map(
                 _clean(result.error) if result.error else None,
             )
         )
-        for row in claim_rows([result]):
-            cells = by_row.setdefault((row["claim"], row["regime"]), [None] * len(values))
+        for row in claim_rows([result]):  # a claim is found again by its id, in its regime
+            found = (row["id"], row["regime"])
+            words[found] = row["claim"]
+            cells = by_row.setdefault(found, [None] * len(values))
             cells[i] = _cell(row)
-    rows = [MapRow(claim, regime, cells) for (claim, regime), cells in by_row.items()]
+    rows = [MapRow(words[k], k[1], cells) for k, cells in by_row.items()]
     return VerdictMap(
         spec.figure,
         spec.title,

@@ -25,9 +25,11 @@ from tests.helpers import log_config, tiny_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = ROOT / "sweeps"
-TAU = V.TAU_CLAIM
-W = V.W_CLAIM
+TAU = "the global step size tau_k shows no large fluctuation"
+W = "the model change ||w_k - w_{k-1}|| becomes smaller as the rounds increase"
 PREMISE = "the premise stays above its lower bound after the first few rounds"
+#: each claim's id in the specs (the rows are matched by it, never by the words)
+IDS = {TAU: V.TAU_ID, W: V.W_ID, PREMISE: "premise-holds"}
 RECON = "reconstructed: the τ rule R1 and η … are our reconstruction"
 
 
@@ -35,7 +37,9 @@ def check(claim, verdict, effect=None, lo=None, hi=None, regime=RECON) -> ClaimV
     evidence = ()
     if effect is not None:
         evidence = ({"verdict": verdict, "effect": effect, "ci_low": lo, "ci_high": hi},)
-    return ClaimVerdict(claim, verdict, "numbers", evidence=evidence, regime=regime)
+    return ClaimVerdict(
+        claim, verdict, "numbers", evidence=evidence, regime=regime, id=IDS.get(claim, "fig3-first")
+    )
 
 
 def result(fid: str, runs: int, *checks: ClaimVerdict) -> FigureResult:

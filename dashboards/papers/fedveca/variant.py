@@ -44,9 +44,9 @@ VARIANT_SET: dict[str, Any] = {"fedveca.tau_damping": "bounded"}
 FIGURES = tuple(f"fedveca-fig{i}" for i in range(3, 9))
 FIG6 = "fedveca-fig6"
 TREND_METRICS = ("tau_k", "w_change")
-#: Fig. 6's two claims (the paper's prose on the figure)
-TAU_CLAIM = "the global step size tau_k shows no large fluctuation"
-W_CLAIM = "the model change ||w_k - w_{k-1}|| becomes smaller as the rounds increase"
+#: Fig. 6's two claims (the paper's prose on the figure), by their ids in sweeps/fedveca-fig6.yaml
+TAU_ID = "tau-k-steady"
+W_ID = "w-change-shrinks"
 
 
 def variant_command(profile: str, overrides: Mapping[str, Any] | None = None) -> str:
@@ -159,6 +159,8 @@ class Row:
     #: runs the figure expects under each rule (0: not known)
     r1_expected: int = 0
     variant_expected: int = 0
+    #: the claim's id (how the two rules' rows are matched)
+    id: str = ""
 
     @property
     def changed(self) -> bool | None:
@@ -188,6 +190,7 @@ def claim_row(figure: str, check: ClaimVerdict) -> dict[str, Any]:
     head = min(check.evidence, key=lambda e: _RANK.get(e.get("verdict", ""), 1), default={})
     return {
         "figure": figure,
+        "id": check.id,
         "claim": check.claim,
         "verdict": verdict,
         "regime": check.regime or "not declared",
@@ -199,7 +202,7 @@ def claim_row(figure: str, check: ClaimVerdict) -> dict[str, Any]:
 
 def compare(r1: Sequence[FigureResult], variant: Sequence[FigureResult]) -> list[Row]:
     """The claims of the FedVeca figures of ``r1`` (built as they are) and ``variant`` (built
-    with the variant's override), matched by (figure, claim, regime kind), in R1's order."""
+    with the variant's override), matched by (figure, claim id, regime kind), in R1's order."""
     runs_r1 = {r.figure_id: (r.runs, r.expected_runs) for r in r1}
     runs_var = {r.figure_id: (r.runs, r.expected_runs) for r in variant}
 
@@ -207,15 +210,16 @@ def compare(r1: Sequence[FigureResult], variant: Sequence[FigureResult]) -> list
         rows = [
             claim_row(r.figure_id, c) for r in results if r.figure_id in FIGURES for c in r.claims
         ]
-        return {(row["figure"], row["claim"], _regime_kind(row["regime"])): row for row in rows}
+        return {(row["figure"], row["id"], _regime_kind(row["regime"])): row for row in rows}
 
     a, b = keyed(r1), keyed(variant)
     keys = list(a) + [k for k in b if k not in a]
     rows = []
     for key in keys:
-        f, claim, regime = key
+        f, claim_id, regime = key
         (n1, e1), (n2, e2) = runs_r1.get(f, (0, 0)), runs_var.get(f, (0, 0))
-        rows.append(Row(f, claim, regime, a.get(key), b.get(key), n1, n2, e1, e2))
+        claim = (a.get(key) or b[key])["claim"]
+        rows.append(Row(f, claim, regime, a.get(key), b.get(key), n1, n2, e1, e2, id=claim_id))
     return rows
 
 
@@ -286,8 +290,8 @@ def trend_table(trends: Mapping[str, Trend | None]) -> str:
 def prose_sentence(rows: Sequence[Row], change: float) -> str:
     """Whether the variant matches the paper's Fig. 6 prose (τ_k without large fluctuation,
     ‖w_k − w_{k−1}‖ decreasing): both of Fig. 6's claims supported under the variant."""
-    fig6 = {row.claim.lower(): row for row in rows if row.figure == FIG6}
-    parts = {TAU_CLAIM: "τ_k without large fluctuation", W_CLAIM: "‖w_k − w_{k−1}‖ decreasing"}
+    fig6 = {row.id: row for row in rows if row.figure == FIG6}
+    parts = {TAU_ID: "τ_k without large fluctuation", W_ID: "‖w_k − w_{k−1}‖ decreasing"}
     got = {}
     for claim, words in parts.items():
         row = fig6.get(claim)
