@@ -38,10 +38,10 @@ from dashboards.export import (
 from dashboards.index import ENTRY_KEY, EXTRA_FILES, TEXT_FORMATS, override_stem, write_index
 from dashboards.model import BuildContext, FigureDataError, FigureOptions, FigureResult
 from dashboards.registry import BUILDERS, METRIC_KEYS
-from dashboards.store import RunIndex
 from dashboards.style import BANDS, mark_coinciding
 from fedsweep.core import atomic
 from fedsweep.judge import judge
+from fedsweep.judge.store import RunIndex, load_runs
 from fedsweep.specs.figure import figure_plan
 from fedsweep.specs.load import (
     PROFILES,
@@ -181,8 +181,8 @@ def check_metrics(
     before anything is drawn or written (as ``fedsweep compare`` does)."""
     if not metrics:
         return
-    from dashboards.store import resolve_runs
     from fedsweep.core.suggest import did_you_mean
+    from fedsweep.judge.store import resolve_runs
 
     logged: set[str] = set()
     for spec in chosen:  # without a client: a derived curve's runs are its sources' kind
@@ -424,7 +424,7 @@ def _runs_page(result: FigureResult, ctx: BuildContext) -> tuple[Any, str] | Non
     from its runs (resolved again by config hash: the builders keep no run list); None without
     runs. A failure only warns (None): the figure is still written."""
     from dashboards import parcoords
-    from dashboards.store import load_metrics, resolve_runs
+    from fedsweep.judge.store import load_metrics, resolve_runs
 
     try:
         res = resolve_runs(
@@ -490,10 +490,12 @@ def _missing_sqlite(uri: str) -> bool:
 
 
 def judged(result: FigureResult, ctx: BuildContext) -> FigureResult:
-    """``result`` with its claims judged (:func:`fedsweep.judge.judge`) on the runs its builder
-    read, from the figure's plan; the builder draws, the judge decides."""
+    """``result`` with its claims judged (:func:`fedsweep.judge.judge`) from the figure's plan
+    and the runs the judge loads itself (:func:`fedsweep.judge.store.load_runs`): the builder
+    draws, the judge decides."""
     plan = ctx.plan or figure_plan(ctx.spec, ctx.profile, extra=ctx.overrides)
-    result.verdicts = judge(plan, result.judged)
+    runs = load_runs(plan, ctx.client, ctx.index)[0] if ctx.client is not None else None
+    result.verdicts = judge(plan, runs)
     result.claims = list(result.verdicts)
     return result
 

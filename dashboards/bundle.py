@@ -128,8 +128,8 @@ def make_bundle(
 
     from dashboards.build import FigureBuildWarning, build_figures
     from dashboards.report import claim_rows
-    from dashboards.store import RunIndex, resolve_runs
     from fedsweep import __version__
+    from fedsweep.judge.store import RunIndex, resolve_runs
     from fedsweep.specs.extends import spec_tree
     from fedsweep.specs.load import load_spec
     from fedsweep.tracking.connect import get_client
@@ -184,7 +184,7 @@ def _json(value: Any) -> bytes:
 
 def _run_entry(client, tr) -> dict[str, Any]:
     """One trial's row of ``runs.json``: its key, hash, typed config and metric histories."""
-    from dashboards.store import BLOWUP_TAG
+    from fedsweep.judge.store import BLOWUP_TAG
 
     t = tr.trial
     history: dict[str, list[list[float]]] = {}
@@ -446,7 +446,7 @@ def store_runs(uri: str, figure: str, runs: list[dict[str, Any]]) -> None:
     tagged with its hash, status and blow-up text, its metric histories logged as bundled."""
     import yaml
 
-    from dashboards.store import BLOWUP_TAG
+    from fedsweep.judge.store import BLOWUP_TAG
     from fedsweep.tracking.connect import get_client
     from fedsweep.tracking.run_logger import CONFIG_FILE
     from fedsweep.tracking.runstore import open_store

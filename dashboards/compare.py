@@ -22,7 +22,6 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboards.store import LONG_COLUMNS, aggregate
 from dashboards.style import (
     PALETTE,
     X_TITLE,
@@ -36,6 +35,8 @@ from dashboards.style import (
     paper_layout,
 )
 from dashboards.style import SYMBOLS as MARKERS
+from fedsweep.judge.runs import aggregate
+from fedsweep.judge.store import LONG_COLUMNS
 
 PANEL = "compare"
 CYCLE_DASHES = ("solid", "dash", "dot", "dashdot")

@@ -13,7 +13,14 @@ from dashboards.model import BuildContext, FigureResult
 from dashboards.style import subtitle
 from fedsweep.config.schema import RunConfig
 from fedsweep.judge.panels import Panel, panels_of
-from fedsweep.judge.runs import ClaimData, RunTable, curve_config, run_base
+from fedsweep.judge.runs import ClaimData, aggregate, curve_config, run_base
+from fedsweep.judge.store import (
+    Resolution,
+    diverged_rounds,
+    load_metrics,
+    loss_blowups,
+    resolve_runs,
+)
 from fedsweep.specs.load import CurveSpec
 
 #: what a cell without runs says
@@ -26,7 +33,7 @@ NOT_SWEPT = "not run at this profile"
 class FigureData:
     """Runs, metric histories and seed-aggregated curves of one figure."""
 
-    resolution: store.Resolution
+    resolution: Resolution
     long: pd.DataFrame
     agg: pd.DataFrame
     diverged: dict[tuple[str, str], list[tuple[int, int]]]
@@ -129,18 +136,16 @@ class FigureData:
 
 def prepare(ctx: BuildContext, keys: list[str]) -> FigureData:
     """Resolve the figure's trials to runs (by config hash) and load ``keys`` for them."""
-    res = store.resolve_runs(
-        ctx.spec, ctx.profile, ctx.index, ctx.overrides, ctx.client, plan=ctx.plan
-    )
-    long = store.load_metrics(ctx.client, res.found, keys)
+    res = resolve_runs(ctx.spec, ctx.profile, ctx.index, ctx.overrides, ctx.client, plan=ctx.plan)
+    long = load_metrics(ctx.client, res.found, keys)
     return FigureData(
         res,
         long,
-        store.aggregate(long),
-        store.diverged_rounds(long, res.found),
+        aggregate(long),
+        diverged_rounds(long, res.found),
         panels_of(ctx.spec, ctx.profile),
         store.skipped_data_note(ctx.client, ctx.spec.figure, ctx.profile) if res.missing else "",
-        blowups=store.loss_blowups(res.found),
+        blowups=loss_blowups(res.found),
         base=run_base(ctx.spec, ctx.profile, ctx.overrides),
         panel_filter=(
             store.panel_filter(ctx.client, ctx.spec.figure, ctx.profile) if res.missing else {}
@@ -183,13 +188,13 @@ def make_result(
     ctx: BuildContext,
     data: FigureData,
     figure: go.Figure | None,
-    judged: ClaimData | None = None,
+    *,
     notes: list[str] | None = None,
     parts: dict[str, go.Figure] | None = None,
 ) -> FigureResult:
-    """Bookkeeping common to all builders (seed/run counts, notes) and the runs the figure's
-    claims are judged on (``judged``: the builder's data, handed to :func:`fedsweep.judge.judge`
-    by ``build_figures``; nothing here judges)."""
+    """Bookkeeping common to all builders (seed/run counts, notes). Nothing here judges: the
+    claims are judged from the figure's plan and runs by ``build_figures``
+    (:func:`fedsweep.judge.judge`), whatever a builder draws."""
     spec, res = ctx.spec, data.resolution
     expected_seeds = sorted({t.seed for t in res.trials})
     notes = list(notes or [])
@@ -214,5 +219,4 @@ def make_result(
         seed_counts=data.all_seed_counts(),
         parts=dict(parts or {}) if res.found else {},
         band=ctx.options.band,
-        judged=RunTable.of(judged) if judged is not None and res.found else None,
     )

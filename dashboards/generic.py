@@ -393,4 +393,4 @@ def build_with_data(ctx: BuildContext) -> tuple[FigureResult, FigureData]:
         if not data.has_runs(p.panel_id)
     ]
     notes = notes if len(data.panels) > 1 else []
-    return make_result(ctx, data, fig, data.claim_data(curves), notes=notes, parts=parts), data
+    return make_result(ctx, data, fig, notes=notes, parts=parts), data

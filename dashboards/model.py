@@ -42,7 +42,7 @@ class BuildContext:
     overrides: dict[str, Any] = field(default_factory=dict)
     options: FigureOptions = field(default_factory=FigureOptions)
     #: the figure's plan under ``profile`` and ``overrides`` (``build_figures`` builds it once,
-    #: checking the overrides); None: :func:`dashboards.store.resolve_runs` builds it
+    #: checking the overrides); None: :func:`fedsweep.judge.store.resolve_runs` builds it
     plan: FigurePlan | None = None
 
     def metrics(self, default: list[str] | tuple[str, ...] | None = None) -> list[str]:
@@ -81,7 +81,7 @@ class FigureResult:
     expected_runs: int
     profile_note: str = ""
     data_note: str = ""
-    #: the claims judged on ``judged`` (``fedsweep.judge.judge``, by ``build_figures``)
+    #: the figure's claims judged (``fedsweep.judge.judge``, by ``build_figures``)
     claims: list[ClaimVerdict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seed_counts: list[int] = field(default_factory=list)  # seeds found per (panel, curve)
@@ -108,9 +108,6 @@ class FigureResult:
     #: per (claim id, regime): the claim under each labelled reading of the paper the spec
     #: declares (:func:`dashboards.readings.reading_rows`), the ``readings`` of its JSON row
     readings: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
-    #: the runs the builder read, as the judge reads them (``fedsweep.judge.RunTable``; None:
-    #: no runs); ``claims`` are judged on them
-    judged: Any = field(default=None, repr=False)
     #: every claim judged (``fedsweep.judge.FigureVerdicts``); ``claims`` lists its verdicts
     verdicts: Any = field(default=None, repr=False)
 

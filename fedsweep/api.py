@@ -110,7 +110,7 @@ def _open(
     overrides: Mapping[str, Any] | None = None,
 ) -> _Figure:
     """The figure located (:func:`_locate`), its plan, the store's client and run index."""
-    from dashboards.store import RunIndex
+    from fedsweep.judge.store import RunIndex
     from fedsweep.specs.figure import figure_plan
     from fedsweep.tracking.connect import get_client
 
@@ -140,8 +140,8 @@ def runs(
     `train.order` == 'rr'"``, :func:`parse_where`: never evaluated as Python).
     ``overrides``: the ``--set`` values the sweep ran with; ``seeds``: at most 1000, as
     ``--seeds``."""
-    from dashboards.store import load_metrics, resolve_runs
     from fedsweep.config.load import flatten
+    from fedsweep.judge.store import load_metrics, resolve_runs
 
     seeds = checked_seeds(seeds)
     if isinstance(where, str):
@@ -228,7 +228,8 @@ def curves(
     """Per ``panel`` (id), ``curve``, ``metric`` and ``round``: ``mean``, ``std`` (sample, 0 for
     one seed) and ``n`` (seeds) over the finite values of the figure's runs; ``metrics``:
     the metric keys (default: the spec's ``metrics``, else test accuracy and loss)."""
-    from dashboards.store import aggregate, load_metrics, resolve_runs
+    from fedsweep.judge.runs import aggregate
+    from fedsweep.judge.store import load_metrics, resolve_runs
 
     seeds = checked_seeds(seeds)
     fig = _open(figure, profile, tracking_uri, sweeps_dir, seeds, overrides)
@@ -273,12 +274,37 @@ def claims(
     ``fedsweep report --json`` gives them: ``id``, ``claim``, ``verdict``, ``why``,
     ``effect``, ``ci_low``, ``ci_high``, ``margin``, ``seeds``, ``seeds_needed``, ``regime``,
     ``numbers``, ``panels`` (each part's evidence) and the rest; ``level``: the intervals'."""
+    from dashboards.model import FigureResult
     from dashboards.report import claim_rows
+    from fedsweep.judge import judge
     from fedsweep.judge.stats import confidence
+    from fedsweep.judge.store import RunIndex, load_runs
+    from fedsweep.specs.figure import figure_plan
+    from fedsweep.tracking.connect import get_client
 
     seeds = checked_seeds(seeds)
-    result = _build(_locate(figure, profile, tracking_uri, sweeps_dir), seeds, level)
+    _, spec, profile, uri = _locate(figure, profile, tracking_uri, sweeps_dir)
+    if seeds:
+        spec = spec.with_seeds(profile, seeds)
+    plan = figure_plan(spec, profile)
+    client = get_client(uri, create=False)
+    # judged from the plan and the store alone: nothing is drawn, no file written
     with confidence(level):
+        runs, res = load_runs(plan, client, RunIndex.load(client))
+        verdicts = judge(plan, runs)
+        result = FigureResult(
+            spec.figure,
+            spec.title,
+            profile,
+            None,
+            res.seeds,
+            sorted({t.seed for t in res.trials}),
+            len(res.found),
+            len(res.trials),
+            profile_note=spec.profiles[profile].note,
+            claims=list(verdicts),
+            verdicts=verdicts,
+        )
         return pd.DataFrame(claim_rows([result]))
 
 

@@ -67,6 +67,9 @@ class MeasureDef:
     #: test it; False: about the whole run from its start (a loss AUC, rounds to a target), which
     #: the first T rounds test as far as they go
     end_of_run: bool = False
+    #: the metric keys it reads (``client/{i}/...``: one per client), which the judge loads
+    #: beside the spec's ``metrics``
+    metrics: tuple[str, ...] = ()
 
     @property
     def needs(self) -> Needs:
@@ -77,6 +80,8 @@ class MeasureDef:
 
 MEASURES: dict[str, MeasureDef] = {}
 GUARDS: dict[str, Callable[..., str | None]] = {}
+#: guard name -> the metric keys it reads beyond its claim's measures (loaded by the judge)
+GUARD_METRICS: dict[str, tuple[str, ...]] = {}
 #: name -> ``fn(configs) -> text | None``: a reconstruction the runs of a figure depend on
 #: (``configs``: the typed configs of its trials), named after every claim's numbers ("[τ rule R1
 #: (our reconstruction)]"): a verdict that rests on our reading says so
@@ -95,6 +100,7 @@ def measure(
     end_of_run: bool = False,
     resolution: float | Callable[..., float | None] | None = None,
     needs: Needs | None = None,
+    metrics: tuple[str, ...] = (),
 ):
     """Register ``fn`` as the measure ``name`` (a name given twice is an error at import);
     ``needs``: what it needs beyond a curve's runs, recorded in
@@ -107,7 +113,7 @@ def measure(
             MEASURE_NEEDS[name] = needs
         MEASURES[name] = MeasureDef(
             name, fn, what, lower_is_better, relative, scope, accuracy, ratio, resolution,
-            end_of_run,
+            end_of_run, tuple(metrics),
         )  # fmt: skip
         return fn
 
@@ -126,16 +132,31 @@ def label(name: str):
     return add
 
 
-def guard(name: str):
-    """Register ``fn`` as the guard ``name``."""
+def guard(name: str, *, metrics: tuple[str, ...] = ()):
+    """Register ``fn`` as the guard ``name``; ``metrics``: the keys it reads (:data:`GUARD_METRICS`)."""
 
     def add(fn):
         if name in GUARDS:
             raise ValueError(f"guard {name!r} is registered twice")
         GUARDS[name] = fn
+        GUARD_METRICS[name] = tuple(metrics)
         return fn
 
     return add
+
+
+def metrics_read(claims) -> list[str]:
+    """The metric keys the declared ``claims`` read (their measures', ``tune.by`` measures' and
+    guards' declared ``metrics``), sorted; the judge loads them beside the spec's ``metrics``."""
+    keys: set[str] = set()
+    for claim in claims:
+        guards = [*claim.leave_out, *claim.inconclusive_if, *claim.vacuous_if]
+        for comp in claim.comparisons:
+            names = [comp.measure, *([comp.tune.by] if comp.tune is not None else [])]
+            keys.update(k for n in names if n in MEASURES for k in MEASURES[n].metrics)
+            guards += [*comp.blocked_if, *comp.degenerate_if]
+        keys.update(k for g in guards for k in GUARD_METRICS.get(g, ()))
+    return sorted(keys)
 
 
 def accuracy_step(data: ClaimData, label: str) -> float | None:
@@ -191,17 +212,18 @@ def _metric(metric: str, how: str):
     return fn
 
 
+LOSS, ACC = ("test_loss",), ("test_acc",)
 measure("loss_auc", "loss AUC (mean test loss over the rounds)", lower_is_better=True,
-        relative=True)(_metric("test_loss", "mean"))  # fmt: skip
-measure("final_loss", "final test loss", lower_is_better=True, end_of_run=True)(
+        relative=True, metrics=LOSS)(_metric("test_loss", "mean"))  # fmt: skip
+measure("final_loss", "final test loss", lower_is_better=True, end_of_run=True, metrics=LOSS)(
     _metric("test_loss", "final")
 )
 measure("final_acc", "final test accuracy", lower_is_better=False, accuracy=True,
-        end_of_run=True, resolution=accuracy_step)(_metric("test_acc", "final"))  # fmt: skip
+        end_of_run=True, resolution=accuracy_step, metrics=ACC)(_metric("test_acc", "final"))  # fmt: skip
 measure("best_acc", "best test accuracy", lower_is_better=False, accuracy=True,
-        end_of_run=True, resolution=accuracy_step)(_metric("test_acc", "best"))  # fmt: skip
+        end_of_run=True, resolution=accuracy_step, metrics=ACC)(_metric("test_acc", "best"))  # fmt: skip
 measure("loss_rises", "round-to-round rises of the test loss", lower_is_better=False,
-        end_of_run=True, resolution=1.0)(_metric("test_loss", "rises"))  # fmt: skip
+        end_of_run=True, resolution=1.0, metrics=LOSS)(_metric("test_loss", "rises"))  # fmt: skip
 
 
 def oscillation(s: pd.Series) -> float:
@@ -222,12 +244,13 @@ measure(
     "oscillation by its size on the figure's scale",
     lower_is_better=False,
     end_of_run=True,
+    metrics=LOSS,
 )(_metric("test_loss", oscillation))
 
 
 @measure(
     "rounds_to_target", "rounds to the profile's target accuracy", lower_is_better=True,
-    resolution=1.0,
+    resolution=1.0, metrics=ACC,
 )  # fmt: skip
 def rounds_to_target(
     data: ClaimData, panel: str, label: str, after: int = 0, mark: bool = True
@@ -249,6 +272,7 @@ measure(
     "log2 speed-up in rounds to the profile's target accuracy, log2(R_versus / R_claimed)",
     lower_is_better=True,
     ratio=True,
+    metrics=ACC,
 )(rounds_to_target)
 
 

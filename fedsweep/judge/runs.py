@@ -107,12 +107,6 @@ class RunTable:
             runs = {key: int(n) for key, n in dict(counts).items()}
         return cls(long, aggregate(long), runs, **cells)
 
-    @classmethod
-    def of(cls, data: ClaimData) -> RunTable:
-        """The runs a :class:`ClaimData` holds."""
-        long = data.long if data.long is not None else data.agg.iloc[0:0]
-        return cls(long, data.agg, dict(data.runs), dict(data.diverged), dict(data.blowups))
-
 
 Result = tuple[Verdict, str]
 

@@ -14,7 +14,7 @@ Verdicts are kept per process by run id (a finished run's config does not change
 reads each adopted run's config once however often it looks it up.
 
 The figures and the reports apply the same check to the run they draw for each config hash
-(:class:`DrawnRuns`, used by ``dashboards.store.RunIndex``): a run that fails is skipped with one
+(:class:`DrawnRuns`, used by ``fedsweep.judge.store.RunIndex``): a run that fails is skipped with one
 warning naming it, an older run of the hash that passes drawn instead. So that a figure of
 hundreds of runs does not read every run's config on every build, a verdict is also kept in a
 small local file (``$FEDSWEEP_PROVENANCE_CACHE``, default the user's cache folder

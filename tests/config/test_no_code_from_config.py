@@ -362,7 +362,7 @@ def _legacy_store(tmp_path):
 def test_a_run_under_the_legacy_hash_is_reused_and_drawn(tmp_path):
     """Item 8 + 16: the sweep's plan reuses the old run (by its legacy hash), the runner's
     lookups count it as finished, the figures find it."""
-    from dashboards.store import RunIndex, resolve_runs
+    from fedsweep.judge.store import RunIndex, resolve_runs
     from fedsweep.sweep.plan import plan_sweep
     from fedsweep.sweep.store_index import finished_trials
     from fedsweep.tracking.connect import get_client

@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from dashboards import build_figures
-from dashboards.store import aggregate
 from fedsweep.judge import runs as JR
 from fedsweep.judge.claim import judge_claim
 from fedsweep.judge.panels import Panel, panels_of
+from fedsweep.judge.runs import aggregate
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.data_check import check_data
 from fedsweep.specs.load import CurveSpec, SpecError, expand, load_spec

@@ -18,13 +18,15 @@ import pytest
 
 from dashboards import BUILDERS, build_figures
 from dashboards.export import PngExportWarning, find_browser
-from dashboards.store import RunIndex, aggregate, load_selected, resolve_runs
+from dashboards.store import load_selected
 from fedsweep.config.schema import RunConfig
 from fedsweep.judge import runs as JR
 from fedsweep.judge import verdicts as JV
 from fedsweep.judge.claim import judge_claim
 from fedsweep.judge.panels import Panel
+from fedsweep.judge.runs import aggregate
 from fedsweep.judge.stats import VERDICTS
+from fedsweep.judge.store import RunIndex, resolve_runs
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import CurveSpec, expand, load_spec
 from fedsweep.sweep.ray_backend import trial_payload
@@ -886,40 +888,40 @@ def test_n5_best_criterion():
 
 # ------------------------------------------------------------------------------ fig 4d
 def clients(levels: list[float], seeds: int = 3, metric: str = "dist_paper") -> dict:
-    """Case 3's per-client distance histories (5 rounds), per seed a little noise."""
+    """Case 3's per-client distance histories (5 rounds) as the runs log them
+    (``client/{i}/dist_paper``, i = 0..4, of the one curve), per seed a little noise."""
     return {
-        (2, f"Client {i}", metric): [[lv + 0.005 * OWN[(s + i) % 5]] * 5 for s in range(seeds)]
+        (2, "BHerd-FedAvg", f"client/{i - 1}/{metric}"): [
+            [lv + 0.005 * OWN[(s + i) % 5]] * 5 for s in range(seeds)
+        ]
         for i, lv in enumerate(levels, start=1)
     }
 
 
 FAR = [0.1, 0.12, 0.11, 0.3, 0.35]
+FIG4D = [curve("BHerd-FedAvg")]
 
 
 def test_case3_distance_criterion():
-    verdict, numbers = judge("case3-far-clients", runs([], clients(FAR)))
+    verdict, numbers = judge("case3-far-clients", runs(FIG4D, clients(FAR)))
     assert verdict == "supported", numbers
     assert numbers.startswith("Case 3: mean-over-rounds distance, min of clients 4, 5 − max")
     assert "effect 0.178 [0.164, 0.193] (95% CI, 3 seeds)" in numbers
     near = [0.1, 0.12, 0.11, 0.3, 0.05]  # client 5 no farther than clients 1-3
-    assert judge("case3-far-clients", runs([], clients(near)))[0] == "contradicted"
-    verdict, numbers = judge("case3-far-clients", runs([], clients(FAR, seeds=1)))
+    assert judge("case3-far-clients", runs(FIG4D, clients(near)))[0] == "contradicted"
+    verdict, numbers = judge("case3-far-clients", runs(FIG4D, clients(FAR, seeds=1)))
     assert verdict == "inconclusive" and "1 seed: no interval" in numbers  # Fig. 4d: one run
-    verdict, numbers = judge("case3-far-clients", runs([], clients(FAR, metric="dist")))
+    verdict, numbers = judge("case3-far-clients", runs(FIG4D, clients(FAR, metric="dist")))
     assert verdict == "supported" and "effect 0.178 [" in numbers  # read from dist
-    assert judge("case3-far-clients", runs([], clients(FAR), CASES[2:] * 3))[0] == "supported"
-    assert judge("case3-far-clients", runs([], {}, CASES[:2]))[0] == "n/a"  # no Case 3 panel
-    assert judge("case3-far-clients", runs([], {}))[0] == "n/a"
+    assert judge("case3-far-clients", runs(FIG4D, clients(FAR), CASES[2:] * 3))[0] == "supported"
+    assert judge("case3-far-clients", runs(FIG4D, {}, CASES[:2]))[0] == "n/a"  # no Case 3 panel
+    assert judge("case3-far-clients", runs(FIG4D, {}))[0] == "n/a"
 
 
-def test_case3_reads_per_seed_histories_of_the_derived_client_curves():
-    """Fig. 4d's curves "Client 1".."Client 5" are derived from the runs' client/{i}/ metrics
-    (fig4d.per_client): its long table keeps each run's seed, so the criterion is per seed."""
-    from types import SimpleNamespace
-
-    from dashboards.figdata import FigureData
-    from dashboards.papers.bherd.fig4d import per_client
-
+def test_case3_reads_the_runs_own_per_client_metrics_per_seed():
+    """Fig. 4d's claim reads the per-client distances as the runs log them
+    (``client/{i}/dist_paper``), per seed: the judge loads them itself, whatever the figure
+    draws (its curves "Client 1".."Client 5" are the builder's: fig4d.per_client)."""
     rows = [
         (CASES[2].panel_id, "BHerd-FedAvg", s, f"run-{s}", t, f"client/{i}/dist_paper", y)
         for s in range(3)
@@ -928,9 +930,7 @@ def test_case3_reads_per_seed_histories_of_the_derived_client_curves():
     ]
     cols = ["panel_id", "curve", "seed", "run_id", "round", "metric", "value"]
     long = pd.DataFrame(rows, columns=cols)
-    raw = FigureData(SimpleNamespace(found=[]), long, aggregate(long), {}, CASES)
-    data = per_client(raw, "client/{i}/dist_paper").claim_data([])
-    assert set(data.long["curve"]) == {f"Client {i}" for i in range(1, 6)}
+    data = JR.ClaimData(aggregate(long), FIG4D, CASES, long=long)
     verdict, numbers = judge("case3-far-clients", data)
     assert verdict == "supported" and "(95% CI, 3 seeds)" in numbers
 

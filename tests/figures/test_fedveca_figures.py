@@ -15,13 +15,14 @@ import yaml
 
 from dashboards import BUILDERS, build_figures
 from dashboards.papers.fedveca import figures as fedveca
-from dashboards.store import RunIndex, aggregate, resolve_derived
 from fedsweep.judge import runs as JR
 from fedsweep.judge import verdicts as JV
 from fedsweep.judge.check import claim_problem
 from fedsweep.judge.claim import judge_claim
 from fedsweep.judge.panels import Panel
 from fedsweep.judge.papers import fedveca as M
+from fedsweep.judge.runs import aggregate
+from fedsweep.judge.store import RunIndex, resolve_derived
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.figure import figure_plan
 from fedsweep.specs.load import CurveSpec, DeriveSpec, Trial, expand, load_spec, read_spec

@@ -21,7 +21,6 @@ import yaml
 from dashboards import BUILDERS, build_figures
 from dashboards.papers.fedwalk import methods as M
 from dashboards.papers.fedwalk import table2
-from dashboards.store import aggregate
 from fedsweep.judge import runs as JR
 from fedsweep.judge import verdicts as JV
 from fedsweep.judge.check import claim_problem
@@ -29,7 +28,7 @@ from fedsweep.judge.claim import describe, judge_claim
 from fedsweep.judge.panels import Panel
 from fedsweep.judge.papers import fedwalk as WM
 from fedsweep.judge.reducers import Stat, per_run, reduce_cell, seed_stats, stat_of, value_at_best
-from fedsweep.judge.runs import curve_config, run_base
+from fedsweep.judge.runs import aggregate, curve_config, run_base
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import CurveSpec, load_spec
 from fedsweep.tracking.connect import get_client

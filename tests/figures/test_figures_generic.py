@@ -16,12 +16,12 @@ from typer.testing import CliRunner
 
 from dashboards import FigureOptions, FigureSelectionError, build_figures
 from dashboards.export import find_browser
-from dashboards.store import RunIndex
 from dashboards.style import CurveStyle, band_width, draw_curve, metric_bounds
 from fedsweep.cli.main import app
 from fedsweep.config.schema import RunConfig
 from fedsweep.judge import runs as JR
 from fedsweep.judge.panels import Panel
+from fedsweep.judge.store import RunIndex
 from fedsweep.specs.load import CurveSpec, expand, load_spec, read_spec
 from fedsweep.sweep.ray_backend import trial_payload
 from fedsweep.tracking.connect import get_client

@@ -18,14 +18,13 @@ import yaml
 from dashboards import BUILDERS, build_figures
 from dashboards.papers.intro import figures as intro
 from dashboards.papers.intro.fedopt import best_of_grid
-from dashboards.store import aggregate
 from dashboards.style import wrap_subtitle
 from fedsweep.judge import runs as JR
 from fedsweep.judge import verdicts as JV
 from fedsweep.judge.claim import describe, judge_claim
 from fedsweep.judge.panels import Panel, panels_of
 from fedsweep.judge.papers import intro as IM
-from fedsweep.judge.runs import run_base
+from fedsweep.judge.runs import aggregate, run_base
 from fedsweep.judge.targets import Reach, rounds_to_target, speedup
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import CurveSpec, SpecError, expand, load_spec

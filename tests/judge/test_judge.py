@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from fedsweep.judge import FigureVerdicts, RunTable, judge
 from fedsweep.judge.kinds import KINDS
@@ -95,25 +97,24 @@ def test_the_judge_imports_neither_plotly_nor_dashboards():
     assert res.returncode == 0, res.stdout + res.stderr
 
 
-def test_a_rounds_to_target_claim_on_a_bherd_figure_is_judged(tmp_path):
-    """Before the judge was its own layer, only the intro figures' builders handed the claims
-    their profile's target: a ``rounds_to_target`` claim on any other figure read "no data (a
-    curve of the claim has no runs here)" with every run present. Through ``build_figures``,
-    from a real MLflow store."""
-    from dashboards import build_figures
+@pytest.fixture(scope="module")
+def rounds_store(tmp_path_factory) -> tuple[str, Path]:
+    """A real MLflow store with one finished run per smoke trial of :func:`rounds_spec` (logged
+    as the sweep driver logs them, no training), and the folder of its spec."""
+    from mlflow.entities import Metric
+
     from fedsweep.specs.load import expand, load_spec
     from fedsweep.tracking.connect import get_client
     from fedsweep.tracking.store import ensure_experiment
 
-    sweeps = tmp_path / "sweeps"
+    tmp = tmp_path_factory.mktemp("rounds")
+    sweeps = tmp / "sweeps"
     sweeps.mkdir()
     write_yaml(sweeps / "tiny-rounds.yaml", rounds_spec())
     spec = load_spec(sweeps / "tiny-rounds.yaml")
-    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    uri = f"sqlite:///{tmp / 'store' / 'mlflow.db'}"
     client = get_client(uri)
     exp = ensure_experiment(client, spec.figure, uri)
-    from mlflow.entities import Metric
-
     for trial in expand(spec, "smoke"):
         tags = {
             "fedsweep.config_hash": trial.config_hash,
@@ -128,11 +129,47 @@ def test_a_rounds_to_target_claim_on_a_bherd_figure_is_judged(tmp_path):
         metrics += [Metric("test_loss", 1.0 / r, 0, r) for r in range(1, T + 1)]
         client.log_batch(run, metrics=metrics)
         client.set_terminated(run)
+    return uri, sweeps
+
+
+def test_a_rounds_to_target_claim_on_a_bherd_figure_is_judged(rounds_store, tmp_path):
+    """Before the judge was its own layer, only the intro figures' builders handed the claims
+    their profile's target: a ``rounds_to_target`` claim on any other figure read "no data (a
+    curve of the claim has no runs here)" with every run present. Through ``build_figures``,
+    from a real MLflow store."""
+    from dashboards import build_figures
+
+    uri, sweeps = rounds_store
     (result,) = build_figures(uri, "smoke", tmp_path / "out", ["tiny-rounds"], sweeps, png=False)
     (check,) = result.claims
     assert check.verdict == "supported", check.numbers
     assert "no data" not in check.numbers
     assert result.verdicts.get("alpha05-fewer-rounds") == check
+
+
+def test_the_api_judges_a_figures_claims_without_drawing_or_writing(
+    rounds_store, tmp_path, monkeypatch
+):
+    """``fedsweep.api.claims``: the judge from the plan and the store; no figure is built (the
+    builder would fail here) and no file is written (not even a temporary folder)."""
+    import tempfile
+
+    import dashboards.build
+    from fedsweep import api
+
+    uri, sweeps = rounds_store
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("api.claims drew or wrote something")
+
+    monkeypatch.setattr(dashboards.build, "build_figures", refuse)
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", refuse)
+    monkeypatch.setattr(tempfile, "mkdtemp", refuse)
+    monkeypatch.chdir(tmp_path)
+    rows = api.claims("tiny-rounds", "smoke", tracking_uri=uri, sweeps_dir=sweeps)
+    assert list(rows["id"]) == ["alpha05-fewer-rounds"]
+    assert list(rows["verdict"]) == ["supported"] and list(rows["seeds"]) == [len(SEEDS)]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_every_kind_the_specs_allow_is_one_object_of_the_judge():

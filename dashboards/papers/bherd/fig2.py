@@ -11,9 +11,10 @@ set's numbers.
 
 from __future__ import annotations
 
-from dashboards import generic, store
+from dashboards import generic
 from dashboards.figdata import figure_subtitle, make_result, prepare
 from dashboards.model import BuildContext, FigureResult
+from fedsweep.judge.store import load_metrics
 
 METRICS = ("test_loss", "test_acc")
 
@@ -28,7 +29,7 @@ def build(ctx: BuildContext) -> FigureResult:
     fig, parts = generic.draw(ctx, data, generic.curve_styles(curves, data), metrics, sub=sub)
     notes = [f"{p.label}: no runs" for p in data.panels if not data.has_runs(p.panel_id)]
     notes += grab_stalls(ctx, data)
-    return make_result(ctx, data, fig, data.claim_data(curves), notes=notes, parts=parts)
+    return make_result(ctx, data, fig, notes=notes, parts=parts)
 
 
 def grab_stalls(ctx: BuildContext, data) -> list[str]:
@@ -37,7 +38,7 @@ def grab_stalls(ctx: BuildContext, data) -> list[str]:
     runs = [tr for tr in data.resolution.found if tr.trial.config.selector == "grab"]
     if not runs or ctx.client is None:
         return []
-    long = store.load_metrics(ctx.client, runs, ["client/{i}/alpha"])
+    long = load_metrics(ctx.client, runs, ["client/{i}/alpha"])
     if long.empty:
         return []
     per_round = long.groupby(["panel_id", "curve", "run_id", "round"])["value"].max()

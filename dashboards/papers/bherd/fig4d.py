@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import re
 
-from dashboards import generic, store
+from dashboards import generic
 from dashboards.figdata import FigureData, figure_subtitle, make_result, prepare
 from dashboards.model import BuildContext, FigureResult
 from dashboards.style import SYMBOLS, CurveStyle, layered, palette, paper_layout, seed_label
+from fedsweep.judge.runs import aggregate
 
 DEFAULT_KEY = "client/{i}/dist_paper"
 Y_TITLES = {
@@ -46,7 +47,7 @@ def per_client(data: FigureData, pattern: str) -> FigureData:
     return FigureData(
         data.resolution,
         long,
-        store.aggregate(long),
+        aggregate(long),
         per_panel(data.diverged),
         data.panels,
         blowups=per_panel(data.blowups),
@@ -81,4 +82,4 @@ def build(ctx: BuildContext) -> FigureResult:
         fig.update_yaxes(rangemode="tozero")
     width = generic.CELL_WIDTH * len(data.panels) + generic.LEGEND_WIDTH
     paper_layout(fig, spec.title, figure_subtitle(ctx, raw), width=width, height=520)
-    return make_result(ctx, raw, fig, data.claim_data(spec.curve_list()))
+    return make_result(ctx, raw, fig)

@@ -129,7 +129,7 @@ def log_axis(values: pd.Series | list[float]) -> bool:
 
 
 def no_runs(ctx: BuildContext, data: FigureData) -> FigureResult:
-    return make_result(ctx, data, None, data.claim_data(ctx.spec.profile_curves(ctx.profile)))
+    return make_result(ctx, data, None)
 
 
 # ------------------------------------------------------------- fig3, fig5, fig7, fig8 curves
@@ -145,7 +145,7 @@ def build_curves(ctx: BuildContext) -> FigureResult:
     fig, parts = generic.draw(ctx, data, styles, metrics, sub=sub)
     notes = [f"{p.label}: no runs" for p in data.panels if not data.has_runs(p.panel_id)]
     notes = (notes if len(data.panels) > 1 else []) + derived_notes(data)
-    return make_result(ctx, data, fig, data.claim_data(curves), notes=notes, parts=parts)
+    return make_result(ctx, data, fig, notes=notes, parts=parts)
 
 
 # ------------------------------------------------------------------------ fig4: the premise
@@ -239,7 +239,7 @@ def build_premise(ctx: BuildContext) -> FigureResult:
     top = 90 + 20 * (sub.count("<br>") + 1)
     paper_layout(fig, spec.title, sub, width=width, height=330 * len(metrics) + top + 80, top=top)
     notes = [f"{p.label}: no runs" for p in panels if not data.has_runs(p.panel_id)]
-    return make_result(ctx, data, fig, data.claim_data(curves), notes=notes)
+    return make_result(ctx, data, fig, notes=notes)
 
 
 # ------------------------------------------------------------------- fig6: one run's estimates
@@ -338,5 +338,4 @@ def build_estimates(ctx: BuildContext) -> FigureResult:
     top = 90 + 20 * (sub.count("<br>") + 1)
     paper_layout(fig, spec.title, sub, width=width, height=330 * n_rows + top + 80, top=top)
     notes = [f"drawn from MLflow run {run} (seed {seed})"]
-    curves = spec.profile_curves(ctx.profile)
-    return make_result(ctx, data, fig, data.claim_data(curves), notes=notes)
+    return make_result(ctx, data, fig, notes=notes)

@@ -137,7 +137,7 @@ def trend(long: pd.DataFrame | None) -> Trend | None:
 
 def histories(client, index, spec, profile: str, overrides: Mapping[str, Any]) -> pd.DataFrame:
     """``tau_k`` and ``w_change`` of the runs of ``spec`` (Fig. 6) found under ``overrides``."""
-    from dashboards.store import load_metrics, resolve_runs
+    from fedsweep.judge.store import load_metrics, resolve_runs
 
     found = resolve_runs(spec, profile, index, dict(overrides), client).found
     return load_metrics(client, found, TREND_METRICS)
@@ -428,7 +428,7 @@ def add_variant_section(
     FedVeca figure's ``report_tables``; Fig. 6's numbers are read from the store
     (``tracking_uri``, the spec in ``sweeps_dir``). Returns the block; None when ``results``
     has no FedVeca figure."""
-    from dashboards.store import RunIndex
+    from fedsweep.judge.store import RunIndex
     from fedsweep.specs.load import load_spec
     from fedsweep.specs.names import figure_file
     from fedsweep.tracking.connect import get_client

@@ -121,4 +121,4 @@ def build_fig2(ctx: BuildContext) -> FigureResult:
         for m in methods
         if (ch := choices[(p.panel_id, m)]).label
     ]
-    return make_result(ctx, data, fig, claim, notes + no_run_notes(data))
+    return make_result(ctx, data, fig, notes=notes + no_run_notes(data))

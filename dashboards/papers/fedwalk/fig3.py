@@ -108,4 +108,4 @@ def build_fig3(ctx: BuildContext) -> FigureResult:
     how = "points: seed means with error bars; lines: least-squares quadratic through them"
     sub = walk_subtitle(ctx, data, width, best_note(ctx), how)
     finish_layout(fig, ctx, sub, width, 520)
-    return make_result(ctx, data, fig, claim, notes + no_run_notes(data))
+    return make_result(ctx, data, fig, notes=notes + no_run_notes(data))

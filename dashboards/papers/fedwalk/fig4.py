@@ -144,4 +144,4 @@ def build_fig4(ctx: BuildContext) -> FigureResult:
     width = max(480 * len(panels), 640) + generic.LEGEND_WIDTH
     sub = walk_subtitle(ctx, data, width, best_note(ctx), truncated)
     finish_layout(fig, ctx, sub, width, 480)
-    return make_result(ctx, data, fig, claim, notes + no_run_notes(data))
+    return make_result(ctx, data, fig, notes=notes + no_run_notes(data))

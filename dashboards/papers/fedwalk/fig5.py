@@ -150,4 +150,4 @@ def build_fig5(ctx: BuildContext) -> FigureResult:
         f"{p.label}: gain {PCT * g:+.2f} points (FedWalk − FedAvg best test acc)"
         for _, p, g in gains
     ]
-    return make_result(ctx, data, fig, claim, notes + no_run_notes(data))
+    return make_result(ctx, data, fig, notes=notes + no_run_notes(data))

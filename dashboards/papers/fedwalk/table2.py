@@ -199,7 +199,7 @@ def build_table2(ctx: BuildContext) -> FigureResult:
     finish_layout(fig, ctx, sub, width, height)
     fig.update_layout(margin={"l": 30, "r": 30, "b": 20})
     notes = table_notes(cells) + no_run_notes(data)
-    result = make_result(ctx, data, fig, data.claim_data(spec.profile_curves(ctx.profile)), notes)
+    result = make_result(ctx, data, fig, notes=notes)
     if data.resolution.found:
         result.texts = {"csv": table_csv(cells), "tex": table_latex(ctx, cells, panels, methods)}
         beside = table2_beside_paper(result.texts["csv"])

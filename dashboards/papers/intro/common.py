@@ -181,7 +181,7 @@ def finish(ctx, data, fig, sub, width, height, curves, target, notes):
     top = _top(sub)
     paper_layout(fig, ctx.spec.title, sub, width=width, height=height + top, top=top)
     fig.update_annotations(font={"size": 16})
-    return make_result(ctx, data, fig, data.claim_data(curves, target), notes=notes)
+    return make_result(ctx, data, fig, notes=notes)
 
 
 def _top(sub: str) -> int:

@@ -222,4 +222,4 @@ def build_generic(ctx: BuildContext) -> FigureResult:
     fig, parts = generic.draw(ctx, data, styles, metrics, sub=sub)
     notes = [f"{p.label}: no runs" for p in data.panels if not data.has_runs(p.panel_id)]
     notes = notes if len(data.panels) > 1 else []
-    return make_result(ctx, data, fig, data.claim_data(curves), notes=notes, parts=parts)
+    return make_result(ctx, data, fig, notes=notes, parts=parts)

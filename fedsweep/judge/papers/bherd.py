@@ -13,20 +13,34 @@ from fedsweep.judge.runs import ClaimData, same
 STILL = 1e-9
 
 
+#: the per-client distances BHerd's runs log (Fig. 4d): the paper's form, else ours
+DISTANCES = ("client/{i}/dist_paper", "client/{i}/dist")
+
+
 @measure(
     "bherd.client_distance_gap",
     "mean-over-rounds distance, min of clients 4, 5 − max of clients 1–3 (one run gives all "
     "five clients; metric dist_paper, else dist)",
     lower_is_better=False,
     scope="panel",
+    metrics=DISTANCES,
 )
 def client_distance_gap(data: ClaimData, panel: str, after: int = 0) -> dict[int, float]:
     """Per seed, the smaller of the mean-over-rounds distances of clients 4 and 5 minus the
-    largest of clients 1–3 (Fig. 4d's curves "Client 1".."Client 5"); {} unless every client
-    has a seed."""
-    metric = "dist_paper" if "dist_paper" in set(data.agg["metric"]) else "dist"
-    runs = {i: data.per_seed(panel, f"Client {i}", metric, "mean") for i in range(1, 6)}
-    if not all(runs.values()):
+    largest of clients 1–3 (``client/{i}/dist_paper``, else ``client/{i}/dist``, i = 0..4, of
+    the panel's first curve that logged them: one run gives all five clients, Fig. 4d's
+    curves); {} unless every client has a seed."""
+    logged = set(data.agg["metric"])
+    metric = "dist_paper" if "client/0/dist_paper" in logged else "dist"
+    for curve in data.curves:
+        runs = {
+            i: data.per_seed(panel, curve.label, f"client/{i - 1}/{metric}", "mean", mark=False)
+            for i in range(1, 6)
+        }
+        if all(runs.values()):
+            data.per_seed(panel, curve.label, f"client/0/{metric}", "mean")  # read: marked
+            break
+    else:
         return {}
     seeds = sorted(set.intersection(*(set(r) for r in runs.values())))
     near, far = [runs[i] for i in (1, 2, 3)], [runs[i] for i in (4, 5)]
