@@ -220,12 +220,12 @@ def _n5_cases():
 def _case3_cases():
     near = [0.1, 0.12, 0.11, 0.3, 0.05]
     return [
-        D.runs([], D.clients(D.FAR)),
-        D.runs([], D.clients(near)),
-        D.runs([], D.clients(D.FAR, seeds=1)),
-        D.runs([], D.clients(D.FAR, metric="dist")),
-        D.runs([], {}, D.CASES[:2]),
-        D.runs([], {}),
+        D.runs(D.FIG4D, D.clients(D.FAR)),
+        D.runs(D.FIG4D, D.clients(near)),
+        D.runs(D.FIG4D, D.clients(D.FAR, seeds=1)),
+        D.runs(D.FIG4D, D.clients(D.FAR, metric="dist")),
+        D.runs(D.FIG4D, {}, D.CASES[:2]),
+        D.runs(D.FIG4D, {}),
     ]
 
 
