@@ -35,7 +35,7 @@ def statistical() -> ClaimVerdict:
         evidence_row("Case 1", interval([0.02, 0.03, 0.025], [0, 1, 2]), MEASURE),
         evidence_row("Case 2", interval([0.02, -0.01, 0.03], [0, 1, 2]), MEASURE),
     )
-    return ClaimVerdict("B beats A", "inconclusive", "numbers", "", "", rows, "paper")
+    return ClaimVerdict("B beats A", "inconclusive", "numbers", "", "", rows, "paper", "b-beats-a")
 
 
 def test_one_object_per_claim_with_the_four_verdicts():
@@ -304,9 +304,11 @@ def test_reading_table_sets_each_reading_beside_the_figure_as_configured():
         "",
         (evidence_row("Case 1", interval([0.02, 0.03, 0.025], [0, 1, 2]), MEASURE),),
         "paper",
+        "b-beats-a",
     )
-    base = result("bherd-fig3a", [statistical(), ClaimVerdict("other", "n/a", "no runs")])
-    alt = result("bherd-fig3a", [supported, ClaimVerdict("other", "n/a", "no runs")])
+    other = ClaimVerdict("other", "n/a", "no runs", id="other")
+    base = result("bherd-fig3a", [statistical(), other])
+    alt = result("bherd-fig3a", [supported, other])
     none = Reading(label="no 1/α", set={"bherd.server_scale": "none"}, note="a reading.")
     empty = Reading(label="never run", set={"bherd.round": "ceil"})
     text = reading_table(
