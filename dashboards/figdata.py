@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -13,7 +12,7 @@ from dashboards.model import BuildContext, FigureResult
 from dashboards.style import subtitle
 from fedsweep.config.schema import RunConfig
 from fedsweep.judge.panels import Panel, panels_of
-from fedsweep.judge.runs import ClaimData, aggregate, curve_config, run_base
+from fedsweep.judge.runs import ClaimData, aggregate, config_of, curve_configs
 from fedsweep.judge.store import (
     Resolution,
     diverged_rounds,
@@ -21,6 +20,7 @@ from fedsweep.judge.store import (
     loss_blowups,
     resolve_runs,
 )
+from fedsweep.specs.figure import figure_plan
 from fedsweep.specs.load import CurveSpec
 
 #: what a cell without runs says
@@ -47,14 +47,14 @@ class FigureData:
     baseline: str | None = None
     #: (panel_id, curve) -> [(seed, tag text)] of finished runs whose loss blew up (finite)
     blowups: dict[tuple[str, str], list[tuple[int, str]]] = field(default_factory=dict)
-    #: the config tree the curves' overrides apply to (:func:`fedsweep.judge.runs.run_base`)
-    base: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: curve label -> the typed config its runs ran with (``fedsweep.judge.runs.curve_configs``)
+    configs: dict[str, RunConfig] = field(default_factory=dict, repr=False)
     #: the latest sweep's ``--panel`` filter (axis -> values; {} = every panel was swept)
     panel_filter: dict[str, list[str]] = field(default_factory=dict)
 
     def config(self, curve: CurveSpec) -> RunConfig:
-        """The typed run config of ``curve`` (:func:`fedsweep.judge.runs.curve_config`)."""
-        return curve_config(curve, self.base)
+        """The typed run config of ``curve``'s runs (``ClaimData.config``)."""
+        return config_of(curve, self.configs)
 
     @property
     def data_note(self) -> str:
@@ -126,7 +126,7 @@ class FigureData:
             runs,
             target=target,
             long=self.long,
-            base=self.base,
+            configs=self.configs,
         )
 
     def all_seed_counts(self) -> list[int]:
@@ -136,7 +136,8 @@ class FigureData:
 
 def prepare(ctx: BuildContext, keys: list[str]) -> FigureData:
     """Resolve the figure's trials to runs (by config hash) and load ``keys`` for them."""
-    res = resolve_runs(ctx.spec, ctx.profile, ctx.index, ctx.overrides, ctx.client, plan=ctx.plan)
+    plan = ctx.plan or figure_plan(ctx.spec, ctx.profile, extra=ctx.overrides)
+    res = resolve_runs(ctx.spec, ctx.profile, ctx.index, ctx.overrides, ctx.client, plan=plan)
     long = load_metrics(ctx.client, res.found, keys)
     return FigureData(
         res,
@@ -146,7 +147,7 @@ def prepare(ctx: BuildContext, keys: list[str]) -> FigureData:
         panels_of(ctx.spec, ctx.profile),
         store.skipped_data_note(ctx.client, ctx.spec.figure, ctx.profile) if res.missing else "",
         blowups=loss_blowups(res.found),
-        base=run_base(ctx.spec, ctx.profile, ctx.overrides),
+        configs=curve_configs(plan),
         panel_filter=(
             store.panel_filter(ctx.client, ctx.spec.figure, ctx.profile) if res.missing else {}
         ),

@@ -263,3 +263,32 @@ def own_example() -> str:
     found = re.search(r"<!-- own-claims-example -->\s*```yaml\n(.*?)```", doc.read_text(), re.S)
     assert found, f"{doc}: no yaml block after <!-- own-claims-example -->"
     return found.group(1)
+
+
+def spec_base(spec, profile: str | None = None) -> dict:
+    """The config tree of ``spec``'s first panel: its ``base`` under that panel's overrides
+    (for claim data made by hand; the judge reads each curve's config from the plan)."""
+    import copy
+
+    from fedsweep.config.load import set_dotted
+
+    tree = copy.deepcopy(spec.base)
+    for key, value in spec.panel_cells(profile)[0].overrides.items():
+        set_dotted(tree, key, value)
+    return tree
+
+
+def typed_config(curve, base: dict | None = None):
+    """``curve``'s typed config on the config tree ``base`` (the sections its components do not
+    read dropped), for claim data made by hand."""
+    from fedsweep.config.hashing import drop_unused
+
+    return drop_unused(
+        build_config(dict(base or {}), curve.set, source=f"curve {curve.label!r}", files=False,
+                     unused="keep")
+    )  # fmt: skip
+
+
+def typed_configs(curves, base: dict | None = None) -> dict:
+    """Curve label -> :func:`typed_config` (``ClaimData.configs`` of data made by hand)."""
+    return {c.label: typed_config(c, base) for c in curves}

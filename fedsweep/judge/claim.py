@@ -37,13 +37,13 @@ from fedsweep.judge.evidence import (
     evidence_row,
 )
 from fedsweep.judge.kinds import KINDS
-from fedsweep.judge.kinds.common import ordered, ref_of
+from fedsweep.judge.kinds.common import ordered, ref_of, resolve
 from fedsweep.judge.kinds.compare import two
 from fedsweep.judge.measures import GUARDS, MEASURES, MeasureDef, regimes_that_test, step_of
 from fedsweep.judge.panels import Panel
 from fedsweep.judge.runs import ClaimData, Result
 from fedsweep.judge.stats import Evidence, Measure, all_of, decide, interval
-from fedsweep.specs.claims import Claim, Comparison, CurveRef, resolve
+from fedsweep.specs.claims import Claim, Comparison, CurveRef
 
 DEGENERATE = "degenerate"
 _GREATER = {"above": "greater", "below": "less", "within": "within"}
@@ -122,10 +122,10 @@ def _narrow(comp, data, p, refs, labels, after) -> list[str]:
     if not any(r.best for r in refs):
         return labels
     curves = {c.label: c for c in data.curves}
-    out = [x for x in labels if not any(r.best and r.matches(curves[x]) for r in refs)]
+    out = [x for x in labels if not any(r.best and data.names(r, curves[x]) for r in refs)]
     for ref in refs:
         if ref.best:
-            named = [x for x in labels if ref.matches(curves[x])]
+            named = [x for x in labels if data.names(ref, curves[x])]
             chosen = _best_of(data, p.panel_id, comp, named, after)
             if chosen is not None and chosen not in out:
                 out.append(chosen)
@@ -154,10 +154,10 @@ def _best_of(data: ClaimData, panel: str, comp: Comparison, labels: list[str], a
 def _resolved(comp: Comparison, data: ClaimData, p: Panel | None) -> tuple[list[str], list[str]]:
     refs = _claimed_refs(comp, p)
     if any(r.others for r in refs):
-        theirs = resolve(comp.versus, data.curves)
-        return resolve(refs, data.curves, exclude=theirs), theirs
-    mine = resolve(refs, data.curves)
-    return mine, resolve(comp.versus, data.curves, exclude=mine)
+        theirs = resolve(data, comp.versus)
+        return resolve(data, refs, exclude=theirs), theirs
+    mine = resolve(data, refs)
+    return mine, resolve(data, comp.versus, exclude=mine)
 
 
 def _labels(comp: Comparison, data: ClaimData, p: Panel | None) -> list[str]:
@@ -349,7 +349,7 @@ def _no_candidate(comp: Comparison, data: ClaimData, p: Panel, mine: list[str]) 
     """The claimed ``best`` references without a candidate curve in ``p``."""
     curves = [c for c in data.curves if c.label in mine]
     refs = _claimed_refs(comp, p)
-    return [r for r in refs if r.best and not any(r.matches(c) for c in curves)]
+    return [r for r in refs if r.best and not any(data.names(r, c) for c in curves)]
 
 
 def _means(data: ClaimData, panel: str, m: MeasureDef, labels: list[str], after: int) -> str:
@@ -370,7 +370,7 @@ def _at_chance(comp: Comparison, data: ClaimData, panel: str, mine, theirs) -> s
     out = []
     for labels, refs in ((mine, comp.curve), (theirs, comp.versus)):
         for label in labels:
-            ref = ref_of(label, refs, data.curves)
+            ref = ref_of(label, refs, data)
             if ref is None or ref.failed != "chance":
                 continue
             chance = data.chance(label)

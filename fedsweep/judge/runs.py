@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -20,49 +21,83 @@ from fedsweep.judge.panels import Panel
 from fedsweep.judge.reducers import Stat, per_run, stat_of
 from fedsweep.judge.stats import Evidence, Verdict, interval
 from fedsweep.judge.targets import Reach, rounds_to_target
-from fedsweep.specs.load import CurveSpec, SweepSpec
+from fedsweep.specs.claims import CurveRef, same_setting
+from fedsweep.specs.figure import FigurePlan
+from fedsweep.specs.load import CurveSpec
 
 
-def run_base(
-    spec: SweepSpec, profile: str | None = None, overrides: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """The config tree a curve's overrides apply to (:func:`curve_config`): the spec's
-    ``base`` under the overrides of its first panel (of ``profile``'s panels), as the sweep
-    layers them (``fedsweep.specs.load.expand``: panels, then the curve); with ``overrides``
-    (a figure drawn under ``--set``: a labelled reading such as ``bherd.scale=one_over_alpha``)
-    on top, so that a claim's guards read the method its runs ran (a curve that sets one of
-    these keys itself keeps its own value here)."""
-    tree = copy.deepcopy(spec.base)
-    for key, value in spec.panel_cells(profile)[0].overrides.items():
-        set_dotted(tree, key, value)
-    for key, value in (overrides or {}).items():
-        set_dotted(tree, key, value)
-    return tree
+def curve_configs(plan: FigurePlan) -> dict[str, RunConfig]:
+    """Curve label -> the typed config its runs ran with: its first trial's in ``plan`` (the
+    first panel, the first seed; the profile's and ``--set`` layers applied, the sections its
+    components do not read dropped), with the seed and the run name blanked (what the curve
+    computes, not which run)."""
+    out: dict[str, RunConfig] = {}
+    for trial in plan.trials:
+        if trial.curve not in out:
+            out[trial.curve] = drop_unused(trial.config).model_copy(update={"seed": 0, "name": ""})
+    missing = [c for c in plan.spec.curve_list() if c.label not in out]
+    if missing:  # a curve the profile does not run: the config its runs would have
+        tree = copy.deepcopy(plan.spec.base)
+        for key, value in [
+            *plan.spec.panel_cells(plan.profile)[0].overrides.items(),
+            *plan.extra.items(),
+        ]:
+            set_dotted(tree, key, value)
+        for curve in missing:
+            config = build_config(
+                tree, curve.set, source=f"curve {curve.label!r}", files=False, unused="keep"
+            )
+            out[curve.label] = drop_unused(config)
+    return out
 
 
-_CONFIGS: dict[str, RunConfig] = {}
+_UNREAD = object()
 
 
-def curve_config(curve: CurveSpec, base: Mapping[str, Any] | None = None) -> RunConfig:
-    """The typed run config of ``curve``: the config tree ``base`` (:func:`run_base`; None: the
-    defaults) under the curve's own overrides (``curve.set``), every other field its default,
-    the sections the curve's components do not read back at their defaults (as the sweep runs
-    it). The profile's and ``--set`` layers are not applied: they scale a sweep's runs, a
-    curve's parameters are the spec's. Cached by (base, overrides)."""
-    key = json.dumps([base or {}, curve.set], sort_keys=True, default=repr)
-    if key not in _CONFIGS:
-        config = build_config(
-            dict(base or {}),
-            curve.set,
-            source=f"curve {curve.label!r}",
-            files=False,
-            unused="keep",
+def _text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=repr)
+
+
+@functools.lru_cache(maxsize=4096)
+def _typed_setting(key: str, value: str) -> Any:
+    """The setting ``key: value`` (JSON text) as the typed config reads it on the defaults
+    (``1e-4``, a string in YAML, is 0.0001), or ``_UNREAD`` when the config refuses it alone."""
+    try:
+        config = build_config({}, {key: json.loads(value)}, files=False, unused="keep")
+    except Exception:  # noqa: BLE001 - any refusal: compared as written instead
+        return _UNREAD
+    return config_value(config, key)
+
+
+def config_of(curve: CurveSpec, configs: Mapping[str, RunConfig]) -> RunConfig:
+    """``configs[curve.label]`` (:func:`curve_configs`), else the curve's own overrides on the
+    defaults (a curve of data made by hand, without a plan)."""
+    known = configs.get(curve.label)
+    if known is not None:
+        return known
+    return _own_config(json.dumps(curve.set, sort_keys=True, default=repr), curve.label)
+
+
+@functools.lru_cache(maxsize=4096)
+def _own_config(overrides: str, label: str) -> RunConfig:
+    return drop_unused(
+        build_config(
+            {}, json.loads(overrides), source=f"curve {label!r}", files=False, unused="keep"
         )
-        _CONFIGS[key] = drop_unused(config)
-    return _CONFIGS[key]
+    )
 
 
 EPS = 1e-12  # float representation slack at a threshold
+
+
+def config_value(config: RunConfig, key: str) -> Any:
+    """The value of the dotted ``key`` in ``config`` (None where it has none)."""
+    node: Any = config.model_dump(mode="json")
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
 AGG_COLUMNS = ["panel_id", "curve", "metric", "round", "mean", "std", "n"]
 
 
@@ -141,9 +176,9 @@ class ClaimData:
     #: the parts a criterion left out as the same computation on both sides ("Case 1 · FedNova:
     #: why"), read by :func:`check_claims` after the criterion ran
     degenerate: list[str] = field(default_factory=list, repr=False, compare=False)
-    #: the config tree the curves' overrides apply to (:func:`dashboards.model.run_base`: the
-    #: spec's ``base`` under its first panel's overrides); {}: the config defaults
-    base: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    #: curve label -> the typed config its runs ran with (:func:`curve_configs`, from the
+    #: figure's plan); a curve not named: its own overrides on the defaults (data made by hand)
+    configs: Mapping[str, RunConfig] = field(default_factory=dict, repr=False)
     #: the ``long`` the caches below were made from (:meth:`_memo`), ``long`` grouped by cell
     #: (:meth:`_indexed`; None: not grouped yet) and :meth:`per_seed`'s results
     _cached_of: Any = field(default=None, init=False, repr=False, compare=False)
@@ -160,8 +195,23 @@ class ClaimData:
         return out
 
     def config(self, curve: CurveSpec) -> RunConfig:
-        """The typed run config of ``curve`` (:func:`dashboards.model.curve_config`)."""
-        return curve_config(curve, self.base)
+        """The typed run config of ``curve``'s runs (:attr:`configs`)."""
+        return config_of(curve, self.configs)
+
+    def names(self, ref: CurveRef, curve: CurveSpec) -> bool:
+        """Whether ``ref`` names ``curve``: a label, or ``{set: {key: value}}`` matched by typed
+        config (the curve sets every key, to the value the claim writes as the typed config
+        reads both: ``1e-4`` is 0.0001); ``{sets: key}`` and ``unset`` by what the curve sets
+        (``fedsweep.specs.claims.CurveRef``)."""
+        if ref.set is None or not ref.admits(curve):
+            return ref.matches(curve)
+        return all(key in curve.set and self._typed_is(curve, key, v) for key, v in ref.set.items())
+
+    def _typed_is(self, curve: CurveSpec, key: str, value: Any) -> bool:
+        have, want = _typed_setting(key, _text(curve.set[key])), _typed_setting(key, _text(value))
+        if have is _UNREAD or want is _UNREAD:  # a value the config refuses alone: as written
+            return same_setting(curve.set[key], value)
+        return same(have, want)
 
     def chance(self, label: str) -> float | None:
         """Chance accuracy of curve ``label``'s runs: 1 / the classes of its data set

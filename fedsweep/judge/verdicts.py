@@ -19,7 +19,7 @@ import fedsweep.judge.papers  # noqa: F401 - the papers register their measures 
 from fedsweep.judge.claim import describe, judge_claim
 from fedsweep.judge.measures import LABELS, regimes_that_test
 from fedsweep.judge.panels import Panel, panels_of
-from fedsweep.judge.runs import ClaimData, RunTable, rounds_of, run_base
+from fedsweep.judge.runs import ClaimData, RunTable, curve_configs, rounds_of
 from fedsweep.judge.stats import VERDICTS, Verdict
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.figure import FigurePlan
@@ -228,7 +228,7 @@ def judge(plan: FigurePlan, runs: RunTable | None) -> FigureVerdicts:
             dict(runs.runs),
             target=spec.profiles[profile].target_acc,
             long=runs.long,
-            base=run_base(spec, profile, plan.extra),
+            configs=curve_configs(plan),
         )
     verdicts = judge_claims(list(spec.claims), data)
     configs = [t.config for t in plan.trials]

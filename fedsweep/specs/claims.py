@@ -188,7 +188,9 @@ class CurveRef(Strict):
         if self.curve is not None:
             return curve.label == self.curve
         if self.set is not None:
-            return all(k in curve.set and _same(curve.set[k], v) for k, v in self.set.items())
+            return all(
+                k in curve.set and same_setting(curve.set[k], v) for k, v in self.set.items()
+            )
         return self.sets is not None and self.sets in curve.set
 
 
@@ -202,7 +204,28 @@ def resolve(refs: Sequence[CurveRef], curves: Sequence[CurveSpec], exclude=()) -
     ]
 
 
-def _same(a: Any, b: Any) -> bool:
+def _number(value: Any) -> Any:
+    """A number written as YAML 1.1 leaves it, a string (``1e-4``: no dot), read as the config
+    reads it (a float); any other value as it is."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def same_setting(a: Any, b: Any) -> bool:
+    """Whether a curve's override ``a`` is the claim's value ``b`` as the typed config reads
+    them: numbers to float precision (``1e-4``, a string in YAML, is 0.0001), a boolean only a
+    boolean, anything else equal (the judge checks the typed configs themselves)."""
+    if (
+        isinstance(a, int | float)
+        and isinstance(b, str)
+        or isinstance(b, int | float)
+        and isinstance(a, str)
+    ):
+        a, b = _number(a), _number(b)
     if isinstance(a, int | float) and isinstance(b, int | float):
         if isinstance(a, bool) or isinstance(b, bool):
             return same_value(a, b)

@@ -33,7 +33,7 @@ from fedsweep.sweep.ray_backend import trial_payload
 from fedsweep.tracking.connect import get_client
 from fedsweep.tracking.store import ensure_experiment
 from fedsweep.tracking.tracked_run import TrackedRun
-from tests.helpers import log_config
+from tests.helpers import log_config, typed_configs
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = ROOT / "sweeps"
@@ -437,6 +437,8 @@ def runs(curves, histories: dict, panels=CASES, **fields) -> JR.ClaimData:
     cols = ["panel_id", "curve", "seed", "run_id", "round", "metric", "value"]
     long = pd.DataFrame(rows, columns=cols)
     data = JR.ClaimData(aggregate(long), curves, panels, long=long)
+    if "base" in fields:  # the config tree the curves' overrides apply to
+        fields["configs"] = typed_configs(curves, fields.pop("base"))
     for key, value in fields.items():
         setattr(data, key, value)
     return data

@@ -28,12 +28,12 @@ from fedsweep.judge.claim import describe, judge_claim
 from fedsweep.judge.panels import Panel
 from fedsweep.judge.papers import fedwalk as WM
 from fedsweep.judge.reducers import Stat, per_run, reduce_cell, seed_stats, stat_of, value_at_best
-from fedsweep.judge.runs import aggregate, curve_config, run_base
+from fedsweep.judge.runs import aggregate
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import CurveSpec, load_spec
 from fedsweep.tracking.connect import get_client
 from fedsweep.tracking.store import ensure_experiment
-from tests.helpers import log_config, stand_in_for_paper
+from tests.helpers import log_config, spec_base, stand_in_for_paper, typed_config, typed_configs
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = ROOT / "sweeps"
@@ -42,7 +42,7 @@ T = 12  # rounds of every hand-made history (≥ MIN_ROUNDS: the verdicts are te
 COLS = ["figure", "panel_id", "curve", "seed", "run_id", "round", "metric", "value"]
 #: what the hand-built curves' overrides apply to (their run configs): Table 2's base and first
 #: setting, with the simple mean its FedWalk curves set
-BASE = run_base(load_spec(SWEEPS / "fedwalk-table2.yaml")) | {"uniform": {"weighting": "simple"}}
+BASE = spec_base(load_spec(SWEEPS / "fedwalk-table2.yaml")) | {"uniform": {"weighting": "simple"}}
 
 
 # ---------------------------------------------------------------------------- histories
@@ -68,7 +68,13 @@ def long_rows(series: dict[tuple[str, str, int, str], list[float]]) -> pd.DataFr
 def make(curves, series, panels, diverged=None, blowups=None) -> JR.ClaimData:
     long = long_rows(series)
     return JR.ClaimData(
-        aggregate(long), curves, panels, diverged or {}, blowups or {}, long=long, base=BASE
+        aggregate(long),
+        curves,
+        panels,
+        diverged or {},
+        blowups or {},
+        long=long,
+        configs=typed_configs(curves, BASE),
     )
 
 
@@ -187,14 +193,14 @@ def test_lr_choice_picks_the_best_grid_point_and_skips_diverged_ones():
 
 def test_method_names_and_eta_text():
     def method(**kv):  # of the curve's run config
-        return M.walk_method(curve_config(cv("x", **kv), BASE))
+        return M.walk_method(typed_config(cv("x", **kv), BASE))
 
     assert method(algorithm="fedavg") == "FedAvg"
     assert method(algorithm="fedavg", hooks=["fedwalk"]) == "FedWalk"
     assert method(algorithm="fednova", hooks=["fedwalk"]) == "FedNova+FedWalk"
     assert method(algorithm="fedavg", hooks=["leash_pretrain"]) is None
     # not a Table 2 method (centralized trains every client's data: the default full sampler)
-    assert M.walk_method(curve_config(cv("x", algorithm="centralized"))) is None
+    assert M.walk_method(typed_config(cv("x", algorithm="centralized"))) is None
     assert [M.eta_text(x) for x in (0.01, 0.001, 1e-4, 0.003, 0.5)] == [
         "1e-2", "1e-3", "1e-4", "3e-3", "0.5"
     ]  # fmt: skip
@@ -385,7 +391,13 @@ def loss_data(early: float, late: float, seeds=SEEDS5, noise=JITTER, lrs=(0.01,)
                     ys.append(2.0 * math.exp(-t / 6) * (1 + SHIFT[s]) * f * k)
                 series[(p.panel_id, f"{m} η=1e-2", s, "train_loss")] = ys
     long = pd.concat([data.long, long_rows(series)], ignore_index=True)
-    return JR.ClaimData(aggregate(long), data.curves, data.panels, long=long, base=BASE)
+    return JR.ClaimData(
+        aggregate(long),
+        data.curves,
+        data.panels,
+        long=long,
+        configs=typed_configs(data.curves, BASE),
+    )
 
 
 def test_fig2_windows():
@@ -958,14 +970,15 @@ def test_table2_claims_on_the_built_store(built):
     verdict, numbers = verdicts["FedWalk beats every baseline under non-IID"]
     # the smoke subset lacks FedProx and FedNova; its two-point η grids put every choice on an
     # edge (the hand-made seeds differ by a constant: the intervals have no width but the
-    # test set's step, ±1/10,000: issue 51, item 3)
+    # step of the test images the smoke runs are evaluated on, ±1/300: eval.test_subset of the
+    # profile, read from the runs' typed configs, issue 63; issue 51, item 3)
     assert verdict == "inconclusive", numbers
     assert "→ inconclusive (the spec has no {set: algorithm=fedprox, unset: ['hooks']} curve)" in (
         numbers
     )
     assert (
-        "FedWalk η=1e-2 − FedAvg η=1e-3 effect 0.03 [0.0299, 0.0301] (95% CI, 2 seeds) (widened "
-        "to ±0.0001, the measure's resolution) → inconclusive "
+        "FedWalk η=1e-2 − FedAvg η=1e-3 effect 0.03 [0.0267, 0.0333] (95% CI, 2 seeds) (widened "
+        "to ±0.00333333, the measure's resolution) → inconclusive "
         "(grid not converged: the chosen train.lr of FedWalk η=1e-2=0.01 is the largest of the "
         "grid [0.001, 0.01]; the chosen train.lr of FedAvg η=1e-3=0.001 is the smallest of the "
         "grid [0.001, 0.01]: widen it; the interval alone: supported)"

@@ -24,13 +24,13 @@ from fedsweep.judge import verdicts as JV
 from fedsweep.judge.claim import describe, judge_claim
 from fedsweep.judge.panels import Panel, panels_of
 from fedsweep.judge.papers import intro as IM
-from fedsweep.judge.runs import aggregate, run_base
+from fedsweep.judge.runs import aggregate
 from fedsweep.judge.targets import Reach, rounds_to_target, speedup
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import CurveSpec, SpecError, expand, load_spec
 from fedsweep.tracking.connect import get_client
 from fedsweep.tracking.store import ensure_experiment
-from tests.helpers import log_config, stand_in_for_paper
+from tests.helpers import log_config, spec_base, stand_in_for_paper, typed_configs
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = ROOT / "sweeps"
@@ -140,7 +140,7 @@ FAILURES = judge_of("intro-cohort", "failures-happen")
 
 ONE = [Panel("all", "", {})]
 #: what the hand-built curves' overrides apply to (their run configs): an intro spec's base
-BASE = run_base(load_spec(SWEEPS / "intro-cohort.yaml"))
+BASE = spec_base(load_spec(SWEEPS / "intro-cohort.yaml"))
 
 Runs = dict[tuple[str, str, str], dict[int, list[float]]]
 
@@ -157,7 +157,13 @@ def seeded(curves, runs: Runs, panels=ONE, target=None, diverged=None) -> JR.Cla
     cols = ["panel_id", "curve", "seed", "run_id", "round", "metric", "value"]
     long = pd.DataFrame(rows, columns=cols)
     return JR.ClaimData(
-        aggregate(long), curves, panels, diverged or {}, target=target, long=long, base=BASE
+        aggregate(long),
+        curves,
+        panels,
+        diverged or {},
+        target=target,
+        long=long,
+        configs=typed_configs(curves, BASE),
     )
 
 
@@ -358,7 +364,7 @@ def test_replacement_faster_on_the_spec_panels():
         runs[(p.panel_id, s2, "train_loss")] = {s: loss(1.0, s) for s in range(3)}
         runs[(p.panel_id, s1, "train_loss")] = {s: loss(scale, s) for s in range(3)}
     data = seeded(curves, runs, panels)
-    data.base = run_base(spec)
+    data.configs = typed_configs(data.curves, spec_base(spec))
     [check] = JV.judge_claims(spec.claims, data)
     expected = "supported" if any(v != "none" for v in skew.values()) else "contradicted"
     assert check.verdict == expected, check.numbers

@@ -77,12 +77,14 @@ def test_a_readings_overrides_reach_the_claims_guards():
     construction is silent under the 1/α reading (issue 51, item 6)."""
     from fedsweep.judge.panels import Panel
     from fedsweep.judge.papers.bherd import e_over_alpha
-    from fedsweep.judge.runs import run_base
+    from fedsweep.judge.runs import curve_configs
+    from fedsweep.specs.figure import figure_plan
     from fedsweep.specs.load import load_spec
 
     spec = load_spec(SWEEPS / "bherd-fig3b.yaml")
     labels = [c.label for c in spec.curve_list()]
     panel = Panel("data.partition=case1", "Case 1", {})
     for overrides, fires in (({}, True), ({"bherd.scale": "one_over_alpha"}, False)):
-        data = D.runs(spec.curve_list(), {}, base=run_base(spec, "quick", overrides))
+        plan = figure_plan(spec, "quick", extra=overrides)
+        data = D.runs(spec.curve_list(), {}, configs=curve_configs(plan))
         assert (e_over_alpha(data, panel, labels) is not None) == fires, overrides

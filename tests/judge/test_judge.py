@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -18,6 +19,8 @@ from fedsweep.specs.model import SweepSpec
 from tests.helpers import log_config, small_spec, write_yaml
 
 T = 12
+
+
 SEEDS = (0, 1, 2)
 
 
@@ -87,6 +90,44 @@ def test_a_figures_verdicts_come_from_its_plan_and_a_run_table_without_drawing()
     assert (empty.id, empty.verdict, empty.numbers) == ("alpha05-fewer-rounds", "n/a", "no runs")
 
 
+def test_a_set_side_names_curves_by_their_typed_config(tmp_path):
+    """``{set: {train.lr: 0.0001}}`` names the curve that writes ``train.lr: 1e-4``: YAML reads
+    ``1e-4`` as a string, the typed config as 0.0001 (the default learning rate, written out);
+    matched by the YAML value it named no curve, and the spec was refused."""
+    from fedsweep.specs.load import load_spec
+
+    claim = {
+        "id": "default-lr-faster",
+        "text": "the default learning rate converges faster than 1e-6",
+        "kind": "faster",
+        "measure": "loss_auc",
+        "curve": {"set": {"train.lr": 0.0001}},
+        "versus": {"set": {"train.lr": 0.000001}},
+        "margin": 0.0,
+    }
+    tree = small_spec("typed-set", seeds=list(SEEDS), rounds=T, claims=[claim])
+    tree["curves"] = [
+        {"label": "lr written at its default", "set": {"train.lr": "1e-4"}},
+        {"label": "lr 1e-6", "set": {"train.lr": 0.000001}},
+    ]
+    path = write_yaml(tmp_path / "typed-set.yaml", tree)
+    spec = load_spec(path)
+    assert spec.curve_list()[0].set["train.lr"] == "1e-4"  # YAML's reading, kept as written
+    plan = figure_plan(spec, "smoke")
+    assert plan.trials[0].config.train.lr == 0.0001
+    rows = []
+    cols = ["panel_id", "curve", "seed", "run_id", "round", "metric", "value"]
+    for i, t in enumerate(plan.trials):
+        level = 1.0 if t.config.train.lr == 0.0001 else 2.0  # the default lr: half the loss
+        for r in range(1, T + 1):
+            rows.append(
+                (t.panel_id, t.curve, t.seed, f"r{i}", r, "test_loss", level / r + 0.01 * t.seed)
+            )
+    (verdict,) = judge(plan, RunTable.from_long(pd.DataFrame(rows, columns=cols)))
+    assert verdict.verdict == "supported", verdict.numbers
+    assert "lr written at its default − lr 1e-6" in verdict.numbers
+
+
 def test_the_judge_imports_neither_plotly_nor_dashboards():
     code = (
         "import sys, fedsweep.judge, fedsweep.judge.check;"
@@ -152,7 +193,6 @@ def test_the_api_judges_a_figures_claims_without_drawing_or_writing(
 ):
     """``fedsweep.api.claims``: the judge from the plan and the store; no figure is built (the
     builder would fail here) and no file is written (not even a temporary folder)."""
-    import tempfile
 
     import dashboards.build
     from fedsweep import api

@@ -51,7 +51,7 @@ def per_client(data: FigureData, pattern: str) -> FigureData:
         per_panel(data.diverged),
         data.panels,
         blowups=per_panel(data.blowups),
-        base=data.base,
+        configs=data.configs,
     )
 
 

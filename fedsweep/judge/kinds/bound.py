@@ -12,7 +12,7 @@ def bound(claim, comp, data, panel, m, mine, theirs):
         return None if ev is None else [("", ev)]
     out = []
     for c in mine:
-        ev = effects(values(data, panel, c, m, ref_of(c, comp.curve, data.curves), claim.after))
+        ev = effects(values(data, panel, c, m, ref_of(c, comp.curve, data), claim.after))
         if ev is None:
             return None
         out.append((c if len(mine) > 1 else "", ev))

@@ -34,9 +34,21 @@ def values(
     return out
 
 
-def ref_of(label: str, refs: list[CurveRef], curves) -> CurveRef | None:
+def resolve(data: ClaimData, refs, exclude=()) -> list[str]:
+    """The labels ``refs`` name among the figure's curves (spec order; ``others``: every curve),
+    each once, none of ``exclude`` (the other side's); ``{set: ...}`` by typed config
+    (:meth:`ClaimData.names`)."""
+    return [
+        c.label
+        for c in data.curves
+        if c.label not in exclude
+        and any((r.others and r.admits(c)) or data.names(r, c) for r in refs)
+    ]
+
+
+def ref_of(label: str, refs: list[CurveRef], data: ClaimData) -> CurveRef | None:
     for ref in refs:
-        if any(c.label == label and (ref.matches(c) or ref.others) for c in curves):
+        if any(c.label == label and (data.names(ref, c) or ref.others) for c in data.curves):
             return ref
     return None
 

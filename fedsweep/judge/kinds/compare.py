@@ -11,9 +11,9 @@ from fedsweep.judge.kinds.common import (
     grids,
     pairs,
     ref_of,
+    resolve,
     values,
 )
-from fedsweep.specs.claims import resolve
 
 
 def two(claim, comp, data, panel, m, mine, theirs) -> list[tuple] | None:
@@ -34,8 +34,8 @@ def two(claim, comp, data, panel, m, mine, theirs) -> list[tuple] | None:
             out.append((name, NO_SEEDS, why, [x for x in (c, v) if x]))
             continue
         have = have or tuned
-        a = values(data, panel, v, m, ref_of(v, comp.versus, data.curves), claim.after)
-        b = values(data, panel, c, m, ref_of(c, comp.curve, data.curves), claim.after)
+        a = values(data, panel, v, m, ref_of(v, comp.versus, data), claim.after)
+        b = values(data, panel, c, m, ref_of(c, comp.curve, data), claim.after)
         seeds = set(a) & set(b)
         if not seeds:
             if comp.absent == "no_data":
@@ -49,6 +49,6 @@ def two(claim, comp, data, panel, m, mine, theirs) -> list[tuple] | None:
         out.append((name, ev, edges_text(edges) or None, [c, v]))
     if comp.absent == "inconclusive" and not comp.pair:  # a named curve the figure lacks
         for ref in [*comp.curve, *comp.versus]:
-            if not ref.others and not resolve([ref], data.curves):
+            if not ref.others and not resolve(data, [ref]):
                 out.append((ref.text(), NO_SEEDS, f"the spec has no {ref.text()} curve", []))
     return out if have else None

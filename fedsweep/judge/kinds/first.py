@@ -6,7 +6,7 @@ from fedsweep.judge.kinds.common import rank, ref_of
 
 
 def first(claim, comp, data, panel, m, mine, theirs):
-    refs = {c: ref_of(c, comp.curve, data.curves) for c in mine}
-    refs |= {c: ref_of(c, comp.versus, data.curves) for c in theirs}
+    refs = {c: ref_of(c, comp.curve, data) for c in mine}
+    refs |= {c: ref_of(c, comp.versus, data) for c in theirs}
     ev = rank(data, panel, m, mine, theirs, refs, claim.after)
     return None if ev is None else [("", ev)]
