@@ -990,8 +990,8 @@ def test_table2_claims_on_the_built_store(built):
     # two identical seeds decide nothing (issue 51: 3 seeds at least, unless a claim says so)
     assert verdict == "inconclusive", numbers
     assert (
-        "SCAFFOLD+FedWalk η=1e-2 − SCAFFOLD η=1e-2 effect -0.01 [-0.0101, -0.0099] (95% CI, 2 "
-        "seeds) (widened to ±0.0001, the measure's resolution) → inconclusive (2 seeds, fewer "
+        "SCAFFOLD+FedWalk η=1e-2 − SCAFFOLD η=1e-2 effect -0.01 [-0.0133, -0.00667] (95% CI, 2 "
+        "seeds) (widened to ±0.00333333, the measure's resolution) → inconclusive (2 seeds, fewer "
         "than the 3 this claim needs; the interval alone: contradicted)" in numbers
     )
 
