@@ -128,6 +128,24 @@ def test_a_set_side_names_curves_by_their_typed_config(tmp_path):
     assert "lr written at its default − lr 1e-6" in verdict.numbers
 
 
+def test_a_sweep_checks_its_claims_without_plotly_or_the_dashboards(tmp_path):
+    """``fedsweep sweep --plan`` checks a spec's claims against the judge (its measures and
+    guards) and imports neither Plotly nor any dashboard module (``-X importtime`` lists every
+    import)."""
+    import os
+
+    spec = write_yaml(tmp_path / "tiny-rounds.yaml", rounds_spec())
+    res = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "fedsweep", "sweep", str(spec), "--plan",
+         "--profile", "smoke", "--tracking-uri", f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"],
+        capture_output=True, text=True, env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"},
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "fedsweep.judge.check" in res.stderr  # the claims were checked by the judge
+    imported = [line.rsplit("|", 1)[-1].strip() for line in res.stderr.splitlines()]
+    assert not [m for m in imported if m.split(".")[0] in ("plotly", "dashboards")]
+
+
 def test_the_judge_imports_neither_plotly_nor_dashboards():
     code = (
         "import sys, fedsweep.judge, fedsweep.judge.check;"
