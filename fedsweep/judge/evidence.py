@@ -1,4 +1,15 @@
-"""EVIDENCE DOC"""
+"""A claim's parts decided and recorded (issue 34, 51): each :class:`Part` is an effect per
+seed (an :class:`~fedsweep.judge.stats.Evidence`, or censored :class:`Bounds` when rounds to a
+target were not reached within T) against its measure's threshold.
+
+* :func:`decide_part`: one part's verdict, its evidence row (:func:`evidence_row`, what the
+  index, the report and the JSON show) and its text; a blocked part is inconclusive whatever
+  its interval; censored bounds are decided by :func:`bounded`;
+* :func:`decide_panels`: a claim per panel, holding where every part of every deciding panel
+  holds; with ``family``, a contradicted part stands only after Holm's correction over the
+  claim's parts;
+* :func:`rank_margin`: "X is the best among ...": the margin of X over its best rival, per seed;
+* :func:`grid_edge`: a chosen grid point on the grid's edge (widen the grid)."""
 
 from __future__ import annotations
 
@@ -174,7 +185,7 @@ def decide_panels(
 
 @dataclass
 class _Decided:
-    """One decided part of a claim (:func:`judge`): its verdict, evidence row and text, which
+    """One decided part of a claim (:func:`decide_panels`): its verdict, evidence row and text, which
     Holm's correction may turn inconclusive."""
 
     part: Part
@@ -184,7 +195,7 @@ class _Decided:
 
 
 def _holm(decided: list[_Decided]) -> str:
-    """Holm's correction of the contradicted parts of one claim (:func:`judge`'s ``family``):
+    """Holm's correction of the contradicted parts of one claim (:func:`decide_panels`'s ``family``):
     a part whose contradiction Holm does not keep becomes inconclusive (its row and its text
     say why); returns the note for the numbers ("" for a claim of one part or without a
     contradicted part)."""

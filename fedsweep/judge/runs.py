@@ -1,4 +1,18 @@
-"""RUNS DOC"""
+"""One figure's runs as its claims read them.
+
+:class:`RunTable` is what the judge is given (:func:`fedsweep.judge.store.load_runs` reads it
+from a store; a test makes one by hand): each run's metric histories, their seed aggregates, the
+runs found per (panel, curve), and the seeds that diverged or whose loss blew up.
+:class:`ClaimData` is the same runs with what names them (the figure's curves and panels, each
+curve's typed config from the plan, the profile's target accuracy), read per seed and per
+round by the measures (:mod:`fedsweep.judge.measures`): a measure that reads a (panel, curve)
+cell marks it read, so that a diverged seed there makes the claim not testable
+(:meth:`ClaimData.unusable`). Each claim is judged on its own :meth:`ClaimData.view`, whose
+record of what it read, its evidence rows and its degenerate parts start empty.
+
+Curves are named by their label or by the settings they write, matched as the typed config
+reads them (:meth:`ClaimData.names`); a curve's parameters (its learning rate, server
+optimizer, hooks, ...) are read from its typed run config (:meth:`ClaimData.config`)."""
 
 from __future__ import annotations
 
@@ -170,11 +184,11 @@ class ClaimData:
     reduced: dict[tuple[str, str], pd.DataFrame] = field(
         default_factory=dict, repr=False, compare=False
     )
-    #: the statistics a statistical criterion computed (``evidence_row`` per panel), read by
-    #: :func:`check_claims` after the criterion ran
+    #: the statistics of the claim judged on this view (``evidence_row`` per part), read by
+    #: :func:`fedsweep.judge.verdicts.judge_claims` once it is judged
     evidence: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
-    #: the parts a criterion left out as the same computation on both sides ("Case 1 · FedNova:
-    #: why"), read by :func:`check_claims` after the criterion ran
+    #: the parts the claim left out as the same computation on both sides ("Case 1 · FedNova:
+    #: why"), read by :func:`fedsweep.judge.verdicts.judge_claims` once it is judged
     degenerate: list[str] = field(default_factory=list, repr=False, compare=False)
     #: curve label -> the typed config its runs ran with (:func:`curve_configs`, from the
     #: figure's plan); a curve not named: its own overrides on the defaults (data made by hand)

@@ -30,9 +30,6 @@ from fedsweep.specs.figure import FigurePlan
 MIN_ROUNDS = 5
 
 
-#: a paper's criterion of one claim (``dashboards.papers.<paper>.claims``)
-
-
 NOT_TESTABLE = "not testable at this profile (T={t})"
 
 
