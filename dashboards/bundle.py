@@ -15,9 +15,9 @@ The archive (:mod:`fedsweep.core.archive`: a ``.tar.gz`` with a manifest of SHA-
 
 :func:`verify_bundle` rebuilds the verdicts from the bundle's run table: it writes the runs
 into a temporary local MLflow store (each trial's run tagged with its config hash and status,
-its metric histories logged as they were) and builds the bundled spec from it with
-``build_figures``, the path ``fedsweep figures`` and ``report`` take, so a verdict is computed
-exactly as it was (nothing of the judging is re-implemented here). It then reruns K sampled
+its metric histories logged as they were) and judges the bundled spec's claims from it with
+:func:`fedsweep.judge.judge`, as ``fedsweep figures`` and ``report`` do, so a verdict is
+computed exactly as it was (nothing of the judging is re-implemented here, nothing is drawn). It then reruns K sampled
 trials in this process (``fedsweep.experiment``: no Ray, no MLflow) from their bundled configs,
 after checking each config hashes to its bundled hash, and compares every bundled metric at
 every round: bit-identical where the environment matches (:func:`same_build`), else within
@@ -32,6 +32,7 @@ import platform
 import random
 import sys
 import tempfile
+import traceback
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -379,26 +380,29 @@ def verify_bundle(
 
 def rebuild_claims(bundle: Bundle) -> list[ClaimCheckRow]:
     """The figure's claims judged again from the bundle's run table (a temporary local MLflow
-    store built from it, then ``build_figures`` on the bundled spec), compared with the
-    bundled claims by id (or claim text) and regime: verdict and effect."""
-    from dashboards.build import FigureBuildWarning, build_figures
-    from dashboards.report import claim_rows
+    store built from it, its runs found by config hash as ``fedsweep report`` finds them, then
+    the judge on the bundled spec's plan: nothing drawn), compared with the bundled claims by
+    id and regime: verdict and effect."""
+    from dashboards.report import judged_rows
     from fedsweep.core import atomic
+    from fedsweep.judge.store import RunIndex
+    from fedsweep.specs.figure import figure_plan
+    from fedsweep.specs.load import load_spec
+    from fedsweep.tracking.connect import get_client
 
     with tempfile.TemporaryDirectory(prefix="fedsweep-verify-") as tmp:
         folder = Path(tmp)
         spec_file = atomic.write_text(folder / f"{bundle.figure}.yaml", bundle.spec_text)
         uri = f"sqlite:///{(folder / 'mlruns' / 'mlflow.db').as_posix()}"
         store_runs(uri, bundle.figure, bundle.runs)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FigureBuildWarning)
-            (result,) = build_figures(
-                uri, profile=bundle.profile, out_dir=folder / "figure", spec_files=[spec_file],
-                png=False, extras=False, require_store=True,
-            )  # fmt: skip
-    if result.error:
-        return [ClaimCheckRow("(figure)", "built", "failed", False, f"figure: {result.error}")]
-    rebuilt = {_claim_key(r): r for r in claim_rows([result])}
+        try:
+            plan = figure_plan(load_spec(spec_file), bundle.profile)
+            client = get_client(uri, create=False)
+            judged = judged_rows(plan, client, RunIndex.load(client))
+        except Exception as err:  # noqa: BLE001 - a bundle that cannot be judged says why
+            why = "".join(traceback.format_exception_only(err)).strip()
+            return [ClaimCheckRow("(claims)", "judged", "failed", False, f"claims: {why}")]
+    rebuilt = {_claim_key(r): r for r in judged}
     rows = []
     for claim in bundle.claims:
         key = _claim_key(claim)

@@ -93,6 +93,32 @@ def headline_text(evidence: Iterable[dict[str, Any]]) -> str:
     return f"{_effect(row)}, {len(head.get('seeds', []))} seeds"
 
 
+def judged_rows(plan, client, index) -> list[dict[str, Any]]:
+    """:func:`claim_rows` of ``plan``'s figure judged from the store alone
+    (:func:`fedsweep.judge.judge` on :func:`fedsweep.judge.store.load_runs`): nothing drawn, no
+    file written (``fedsweep.api.claims``, ``sweep --until-decided``'s looks)."""
+    from fedsweep.judge import judge
+    from fedsweep.judge.store import load_runs
+
+    runs, res = load_runs(plan, client, index)
+    verdicts = judge(plan, runs)
+    spec = plan.spec
+    result = FigureResult(
+        spec.figure,
+        spec.title,
+        plan.profile,
+        None,
+        res.seeds,
+        sorted({t.seed for t in res.trials}),
+        len(res.found),
+        len(res.trials),
+        profile_note=spec.profiles[plan.profile].note,
+        claims=list(verdicts),
+        verdicts=verdicts,
+    )
+    return claim_rows([result])
+
+
 def claim_rows(results: Iterable[FigureResult]) -> list[dict[str, Any]]:
     """One object per claim (and regime, where a figure mixes regimes): a declared claim's
     ``id``, its verdict, the headline panel's effect, 95%

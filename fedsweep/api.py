@@ -274,11 +274,9 @@ def claims(
     ``fedsweep report --json`` gives them: ``id``, ``claim``, ``verdict``, ``why``,
     ``effect``, ``ci_low``, ``ci_high``, ``margin``, ``seeds``, ``seeds_needed``, ``regime``,
     ``numbers``, ``panels`` (each part's evidence) and the rest; ``level``: the intervals'."""
-    from dashboards.model import FigureResult
-    from dashboards.report import claim_rows
-    from fedsweep.judge import judge
+    from dashboards.report import judged_rows
     from fedsweep.judge.stats import confidence
-    from fedsweep.judge.store import RunIndex, load_runs
+    from fedsweep.judge.store import RunIndex
     from fedsweep.specs.figure import figure_plan
     from fedsweep.tracking.connect import get_client
 
@@ -290,22 +288,7 @@ def claims(
     client = get_client(uri, create=False)
     # judged from the plan and the store alone: nothing is drawn, no file written
     with confidence(level):
-        runs, res = load_runs(plan, client, RunIndex.load(client))
-        verdicts = judge(plan, runs)
-        result = FigureResult(
-            spec.figure,
-            spec.title,
-            profile,
-            None,
-            res.seeds,
-            sorted({t.seed for t in res.trials}),
-            len(res.found),
-            len(res.trials),
-            profile_note=spec.profiles[profile].note,
-            claims=list(verdicts),
-            verdicts=verdicts,
-        )
-        return pd.DataFrame(claim_rows([result]))
+        return pd.DataFrame(judged_rows(plan, client, RunIndex.load(client)))
 
 
 def figure(

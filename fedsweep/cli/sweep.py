@@ -249,7 +249,7 @@ def sweep(
     with one_line_stops(specs, profile, panel, storage, tracking_uri, seeds):
         if until_decided:
             failed = run_until_decided(
-                specs, figures, profile, verbose, run_args, max_seeds, budget, sweeps_dir
+                specs, figures, profile, verbose, run_args, max_seeds, budget
             )
         else:
             failed = run_all(specs, figures, profile, verbose, run_args)

@@ -15,7 +15,7 @@ import typer
 
 
 def run_until_decided(
-    specs, figures, profile: str, verbose: bool, run_args: dict, cap: int, budget, sweeps_dir
+    specs, figures, profile: str, verbose: bool, run_args: dict, cap: int, budget
 ) -> bool:
     """``--until-decided``, figure by figure (``fedsweep.cli.until_decided``): the real sweep
     as the batch, the figure's claims from the store (as ``fedsweep report`` judges them) as the
@@ -37,7 +37,7 @@ def run_until_decided(
             return failed
 
         def judge(seeds: list[int], level: float, path=path) -> list[dict]:
-            return _claim_rows(path, profile, uri, seeds, level, run_args, sweeps_dir)
+            return _claim_rows(path, profile, uri, seeds, level, run_args)
 
         outcome = until_decided(
             start, cap, run_batch, judge,
@@ -52,26 +52,21 @@ def run_until_decided(
     return failed
 
 
-def _claim_rows(path, profile, uri, seeds, level, run_args, sweeps_dir) -> list[dict]:
+def _claim_rows(path, profile, uri, seeds, level, run_args) -> list[dict]:
     """The claims of the figure of ``path`` at ``seeds``, judged at ``level`` from the store
-    (``fedsweep report``'s rows, with ``seeds_needed``)."""
-    import tempfile
-    import warnings
-
-    from dashboards import build_figures
-    from dashboards.build import FigureBuildWarning
-    from dashboards.report import claim_rows
+    (``fedsweep report``'s rows, with ``seeds_needed``): the judge alone, nothing drawn."""
+    from dashboards.report import judged_rows
     from fedsweep.judge.stats import confidence
+    from fedsweep.judge.store import RunIndex
+    from fedsweep.specs.figure import figure_plan
+    from fedsweep.specs.load import load_spec
+    from fedsweep.tracking.connect import get_client
 
-    with confidence(level), tempfile.TemporaryDirectory(prefix="fedsweep-decide-") as tmp:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FigureBuildWarning)
-            results = build_figures(
-                uri, profile=profile, out_dir=tmp, spec_files=[path], sweeps_dir=sweeps_dir,
-                png=False, extras=False, require_store=True, seeds=seeds,
-                overrides=run_args.get("overrides") or None,
-            )  # fmt: skip
-        return claim_rows(results)
+    spec = load_spec(path).with_seeds(profile, seeds)
+    plan = figure_plan(spec, profile, extra=run_args.get("overrides") or None)
+    client = get_client(uri, create=False)
+    with confidence(level):
+        return judged_rows(plan, client, RunIndex.load(client))
 
 
 def run_all(specs, figures, profile: str, verbose: bool, run_args: dict) -> bool:
