@@ -61,10 +61,11 @@ def _claim_rows(path, profile, uri, seeds, level, run_args) -> list[dict]:
     from fedsweep.specs.figure import figure_plan
     from fedsweep.specs.load import load_spec
     from fedsweep.tracking.connect import get_client
+    from fedsweep.tracking.uri import resolve_tracking_uri
 
     spec = load_spec(path).with_seeds(profile, seeds)
     plan = figure_plan(spec, profile, extra=run_args.get("overrides") or None)
-    client = get_client(uri, create=False)
+    client = get_client(resolve_tracking_uri(uri), create=False)
     with confidence(level):
         return judged_rows(plan, client, RunIndex.load(client))
 

@@ -155,8 +155,11 @@ def bind_problem(host: str, port: int) -> str | None:
     return None
 
 
-class _Stop(Exception):
-    """Raised by the signal handlers to leave ``proc.wait()``."""
+class _Stop(BaseException):
+    """Raised by the signal handlers to leave ``proc.wait()``: a ``BaseException``, as
+    ``KeyboardInterrupt`` is, so that no ``except Exception`` on the way (the figure links'
+    store query, the health probe) swallows it and leaves the command serving after Ctrl-C or
+    SIGTERM."""
 
     def __init__(self, signum: int):
         super().__init__(signum)

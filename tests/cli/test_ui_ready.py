@@ -416,3 +416,29 @@ def test_trials_swept_before_the_line_tag_get_it_when_the_ui_lists_their_figure(
     assert client.get_run(old_run).data.tags[LINE_TAG] == "RR · Case 2 · smoke profile"
     assert client.get_run(new_run).data.tags[LINE_TAG] == "kept"
     assert LINE_TAG not in client.get_run(other).data.tags
+
+
+def test_a_signal_while_the_figure_links_are_read_stops_the_command(monkeypatch):
+    """The handlers raise ``_Stop``; a SIGTERM that landed while ``fedsweep ui`` read its figure
+    links (an MLflow query, slow on a loaded machine) was swallowed by that read's ``except
+    Exception`` and the command kept serving: it hung in ``proc.wait()`` (2 of 7 tries under
+    load). ``_Stop`` now passes every ``except Exception``."""
+    import fedsweep.tracking.connect as connect
+    from fedsweep.cli import ui
+
+    def slow_store(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)  # arrives while the store is read
+        time.sleep(5)
+        raise AssertionError("the signal's handler did not run")
+
+    def on_signal(signum, _frame):
+        raise ui._Stop(signum)
+
+    monkeypatch.setattr(connect, "get_client", slow_store)
+    previous = signal.signal(signal.SIGTERM, on_signal)
+    try:
+        with pytest.raises(ui._Stop) as stop:
+            ui.figure_links("sqlite:///nowhere.db", "http://127.0.0.1:1")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert stop.value.signum == signal.SIGTERM
