@@ -292,3 +292,31 @@ def typed_config(curve, base: dict | None = None):
 def typed_configs(curves, base: dict | None = None) -> dict:
     """Curve label -> :func:`typed_config` (``ClaimData.configs`` of data made by hand)."""
     return {c.label: typed_config(c, base) for c in curves}
+
+
+def log_trial_runs(uri: str, spec, values, profile: str = "smoke") -> None:
+    """Log one finished run per trial of ``spec`` at ``profile`` with ``values(trial) ->
+    {metric: [value per round]}``, tagged as the sweep driver tags them (no training)."""
+    from mlflow.entities import Metric
+
+    from fedsweep.specs.load import expand
+    from fedsweep.tracking.connect import get_client
+    from fedsweep.tracking.store import ensure_experiment
+
+    client = get_client(uri)
+    exp = ensure_experiment(client, spec.figure, uri)
+    for trial in expand(spec, profile):
+        tags = {
+            "fedsweep.config_hash": trial.config_hash,
+            "fedsweep.figure": spec.figure,
+            "fedsweep.status": "finished",
+        }
+        run = client.create_run(exp, tags=tags).info.run_id
+        log_config(client, run, trial.config)
+        metrics = [
+            Metric(key, float(v), 0, t)
+            for key, ys in values(trial).items()
+            for t, v in enumerate(ys, start=1)
+        ]
+        client.log_batch(run, metrics=metrics)
+        client.set_terminated(run)

@@ -28,9 +28,7 @@ from fedsweep.judge.runs import aggregate
 from fedsweep.judge.targets import Reach, rounds_to_target, speedup
 from fedsweep.specs.claims import Claim
 from fedsweep.specs.load import CurveSpec, SpecError, expand, load_spec
-from fedsweep.tracking.connect import get_client
-from fedsweep.tracking.store import ensure_experiment
-from tests.helpers import log_config, spec_base, stand_in_for_paper, typed_configs
+from tests.helpers import log_trial_runs, spec_base, stand_in_for_paper, typed_configs
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = ROOT / "sweeps"
@@ -590,25 +588,7 @@ def test_every_intro_claim_is_declared_statistical_with_the_slides_words():
 def log_runs(uri: str, figure: str, values) -> None:
     """Log one finished run per smoke trial of ``figure`` with ``values(trial) -> {metric:
     [value per round]}`` (tags as the sweep driver writes them; no training)."""
-    from mlflow.entities import Metric
-
-    spec = load_spec(SWEEPS / f"{figure}.yaml")  # the smoke trials' hashes: as the copy's
-    client = get_client(uri)
-    exp = ensure_experiment(client, spec.figure, uri)
-    for trial in expand(spec, "smoke"):
-        tags = {
-            "fedsweep.config_hash": trial.config_hash,
-            "fedsweep.figure": figure,
-            "fedsweep.status": "finished",
-        }
-        run = client.create_run(exp, tags=tags).info.run_id
-        log_config(client, run, trial.config)
-        metrics = [
-            Metric(key, float(v), 0, t)
-            for key, ys in values(trial).items()
-            for t, v in enumerate(ys, start=1)
-        ]
-        client.log_batch(run, metrics=metrics)
+    log_trial_runs(uri, load_spec(SWEEPS / f"{figure}.yaml"), values)
 
 
 def hit_at(r: int, T: int = 12) -> list[float]:

@@ -16,7 +16,7 @@ from fedsweep.judge.kinds import KINDS
 from fedsweep.specs.claims import KINDS as SPEC_KINDS
 from fedsweep.specs.figure import figure_plan
 from fedsweep.specs.model import SweepSpec
-from tests.helpers import log_config, small_spec, write_yaml
+from tests.helpers import log_trial_runs, small_spec, write_yaml
 
 T = 12
 
@@ -160,34 +160,19 @@ def test_the_judge_imports_neither_plotly_nor_dashboards():
 def rounds_store(tmp_path_factory) -> tuple[str, Path]:
     """A real MLflow store with one finished run per smoke trial of :func:`rounds_spec` (logged
     as the sweep driver logs them, no training), and the folder of its spec."""
-    from mlflow.entities import Metric
-
-    from fedsweep.specs.load import expand, load_spec
-    from fedsweep.tracking.connect import get_client
-    from fedsweep.tracking.store import ensure_experiment
+    from fedsweep.specs.load import load_spec
 
     tmp = tmp_path_factory.mktemp("rounds")
     sweeps = tmp / "sweeps"
     sweeps.mkdir()
     write_yaml(sweeps / "tiny-rounds.yaml", rounds_spec())
-    spec = load_spec(sweeps / "tiny-rounds.yaml")
     uri = f"sqlite:///{tmp / 'store' / 'mlflow.db'}"
-    client = get_client(uri)
-    exp = ensure_experiment(client, spec.figure, uri)
-    for trial in expand(spec, "smoke"):
-        tags = {
-            "fedsweep.config_hash": trial.config_hash,
-            "fedsweep.figure": spec.figure,
-            "fedsweep.status": "finished",
-        }
-        run = client.create_run(exp, tags=tags).info.run_id
-        log_config(client, run, trial.config)
-        hit = HITS[trial.config.bherd.alpha]
-        accs = acc_history(hit, trial.seed)
-        metrics = [Metric("test_acc", a, 0, r) for r, a in enumerate(accs, start=1)]
-        metrics += [Metric("test_loss", 1.0 / r, 0, r) for r in range(1, T + 1)]
-        client.log_batch(run, metrics=metrics)
-        client.set_terminated(run)
+
+    def histories(trial) -> dict[str, list[float]]:
+        accs = acc_history(HITS[trial.config.bherd.alpha], trial.seed)
+        return {"test_acc": accs, "test_loss": [1.0 / r for r in range(1, T + 1)]}
+
+    log_trial_runs(uri, load_spec(sweeps / "tiny-rounds.yaml"), histories)
     return uri, sweeps
 
 
